@@ -1,0 +1,27 @@
+# The CUDA part is built when nvcc is present: sm_80 (SASS + PTX) and sm_90a (wgmma/TMA kernels).
+set(DIFFATTN_HAVE_CUDA OFF)
+if(DIFFATTN_ENABLE_CUDA AND NOT DIFFATTN_CORE_ONLY)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(CMAKE_CUDA_ARCHITECTURES OFF)
+    set(DIFFATTN_CUDA_GENCODE
+        -gencode=arch=compute_80,code=sm_80
+        -gencode=arch=compute_80,code=compute_80
+        -gencode=arch=compute_90a,code=sm_90a)
+    set(DIFFATTN_PY_DEPS "${PROJECT_SOURCE_DIR}/build/_deps/py")
+    set(DIFFATTN_CUDNN_FRONTEND_INCLUDE "${DIFFATTN_PY_DEPS}/include")
+    if(NOT EXISTS "${DIFFATTN_CUDNN_FRONTEND_INCLUDE}/cudnn_frontend.h")
+      message(FATAL_ERROR "cudnn_frontend.h not found in ${DIFFATTN_CUDNN_FRONTEND_INCLUDE}: run scripts/setup.sh")
+    endif()
+    find_library(DIFFATTN_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+    set(DIFFATTN_HAVE_CUDA ON)
+    message(STATUS "diffattn: CUDA backends enabled (sm_80, sm_90a)")
+  else()
+    message(STATUS "diffattn: nvcc not found, CPU-only build")
+  endif()
+endif()

@@ -1,0 +1,44 @@
+#pragma once
+// The attention layer a model declares. It resolves its backend once, at construction.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "diffattn/backend.h"
+#include "diffattn/config.h"
+#include "diffattn/problem.h"
+#include "diffattn/selector.h"
+#include "diffattn/status.h"
+
+namespace diffattn {
+
+struct AttentionLayerDesc {
+  int num_heads = 0;
+  int num_kv_heads = 0;  // 0: same as num_heads
+  int head_size = 0;
+  std::optional<float> scale;  // default head_size^-1/2
+  bool causal = false;
+  std::string role = "self";
+  std::optional<std::string> category;
+  // Whether the model's path satisfies the automatic TRTLLM contract (mask-free, packed).
+  bool allow_trtllm_default = false;
+};
+
+class Attention {
+ public:
+  static Result<Attention> Create(const AttentionLayerDesc& desc, const AttentionConfig& config,
+                                  Selector& selector);
+
+  const AttentionLayerDesc& desc() const { return desc_; }
+  const Resolution& resolution() const { return resolution_; }
+  // Runs the resolved backend. The problem must match the layer (heads, head size).
+  Status forward(const AttentionProblem& problem, void* stream = nullptr) const;
+
+ private:
+  AttentionLayerDesc desc_;
+  Resolution resolution_;
+  std::shared_ptr<Backend> backend_;
+};
+
+}  // namespace diffattn

@@ -1,0 +1,63 @@
+#pragma once
+// One attention call in DiT layout: q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D] (Hq a multiple of
+// Hkv), out [B, Sq, Hq, Dv]; optional boolean keep-mask, causal flag, log-sum-exp output and
+// packed variable-length batches.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "diffattn/dtype.h"
+#include "diffattn/status.h"
+#include "diffattn/tensor.h"
+
+namespace diffattn {
+
+enum class MaskKind {
+  kNone,
+  kKeyPadding,  // bool [B, Skv]: True keeps the key
+  kDense,       // bool [B|1, H|1, Sq, Skv], broadcast over size-1 dims
+};
+
+std::string_view mask_kind_name(MaskKind kind);
+
+// What a backend needs to know to say whether it can run a call, without any tensor data.
+struct ProblemShape {
+  DType dtype = DType::kBFloat16;
+  DeviceKind device = DeviceKind::kCpu;
+  std::int64_t batch = 1;
+  std::int64_t seqlen_q = 0;
+  std::int64_t seqlen_kv = 0;
+  std::int64_t heads_q = 0;
+  std::int64_t heads_kv = 0;
+  std::int64_t head_size = 0;
+  std::int64_t head_size_v = 0;
+  bool causal = false;
+  MaskKind mask = MaskKind::kNone;
+  bool wants_lse = false;
+  bool varlen = false;  // packed batches described by cu_seqlens
+};
+
+struct AttentionProblem {
+  TensorView q, k, v, out;
+  std::optional<TensorView> mask;  // bool keep-mask, [B, Skv] or [B|1, H|1, Sq, Skv]
+  std::optional<TensorView> lse;   // float32 [B, Hq, Sq], natural log; -inf for fully masked rows
+  std::optional<float> scale;      // default head_size^-1/2
+  bool causal = false;             // top-left aligned, as PyTorch's is_causal
+
+  // Packed variable-length batches: q/k/v/out are [1, total, H, D]; cu_seqlens are int32 [B+1]
+  // on the same device; lse is then [1, Hq, total_q].
+  std::optional<TensorView> cu_seqlens_q, cu_seqlens_k;
+  std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+
+  float softmax_scale() const;
+  MaskKind mask_kind() const;
+  ProblemShape shape() const;
+};
+
+// Checks that the views describe one valid problem (ranks, matching sizes, Hq % Hkv, dtypes,
+// devices, mask shape, lse shape, no aliasing of out with the inputs). Every backend calls this
+// before touching memory; messages say which tensor is wrong and what shape was expected.
+Status validate_problem(const AttentionProblem& problem);
+
+}  // namespace diffattn

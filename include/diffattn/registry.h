@@ -1,0 +1,97 @@
+#pragma once
+// The registry maps stable configuration names (TORCH_SDPA, FLASH_ATTN, ...) to backend
+// descriptors: capabilities as data, named checks, the option validator and the factory. It is
+// filled by one visible call per backend (register_builtin_backends), never by static initialisers.
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "diffattn/backend.h"
+#include "diffattn/dtype.h"
+#include "diffattn/platform.h"
+#include "diffattn/problem.h"
+#include "diffattn/status.h"
+
+namespace diffattn {
+
+struct Capabilities {
+  std::vector<DeviceKind> devices;
+  std::vector<DType> dtypes;
+  std::vector<int> head_sizes;  // explicit list; when empty the range rule below applies
+  int min_head_size = 1;
+  int max_head_size = 1 << 20;
+  int head_size_multiple = 1;
+  bool gqa = true;
+  bool causal = true;
+  bool key_padding_mask = true;
+  bool dense_mask = true;
+  bool lse = true;
+  bool varlen = false;
+  bool cross = true;  // Sq != Skv
+  // Typed AttentionSpec blocks the backend consumes: "quant", "skip_softmax", "block_sparse",
+  // "fastvideo_vsa_topk".
+  std::vector<std::string> option_blocks;
+
+  bool supports_head_size(int head_size) const;
+  std::string head_size_rule() const;  // "64, 96, 128, 192, 256" or "multiples of 8 in 8..256"
+};
+
+// Reasons a problem is outside `caps` (empty: supported). One small named predicate per rule.
+std::vector<std::string> capability_reasons(const Capabilities& caps, const ProblemShape& problem);
+
+using BackendFactory = std::function<Result<std::unique_ptr<Backend>>(const BackendInit&)>;
+
+struct BackendDescriptor {
+  std::string name;          // stable configuration name, upper case
+  std::string display_name;  // the name logs print (TORCH_SDPA logs as "SDPA")
+  std::string summary;       // one line for `diffattn backends`
+  Capabilities caps;
+  // Why the backend cannot run on `platform` at all (kernels not built for the architecture, a
+  // missing library), or nullopt. Routing-specific policy stays in the platform.
+  std::function<std::optional<std::string>(const PlatformInfo&)> unavailable_reason;
+  // Backend-specific reasons beyond `caps` for one call (empty: supported).
+  std::function<std::vector<std::string>(const ProblemShape&)> extra_problem_reasons;
+  // Value checks on the typed blocks this backend owns (config-time checks already ran).
+  std::function<Status(const AttentionSpec&)> validate_options;
+  BackendFactory create;
+
+  std::vector<std::string> unsupported_reasons(const ProblemShape& problem) const;
+};
+
+class Registry {
+ public:
+  Registry() = default;
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // Adds a new name. Registering a name twice is an error; use replace_implementation instead.
+  Status add(BackendDescriptor descriptor);
+  // The seeds' register_diffusion_backend: swap the implementation behind an existing name at run
+  // time without changing the name. The last registration wins.
+  Status replace_implementation(std::string_view name, BackendFactory factory);
+  bool is_overridden(std::string_view name) const;
+  void clear_override(std::string_view name);
+
+  // Exact, case-sensitive lookup; callers upper-case first. Unknown names fail with the list.
+  Result<const BackendDescriptor*> find(std::string_view name) const;
+  std::vector<std::string> names() const;  // registration order
+  Result<std::unique_ptr<Backend>> create(std::string_view name, const BackendInit& init) const;
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::vector<std::unique_ptr<BackendDescriptor>> descriptors_;
+  std::map<std::string, BackendFactory, std::less<>> overrides_;
+};
+
+// Fills `registry` with every built-in backend, one explicit call per backend.
+void register_builtin_backends(Registry& registry);
+// The process-wide registry, filled with the built-ins on first use.
+Registry& global_registry();
+
+}  // namespace diffattn

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite: build, unit/conformance/parity tests (GPU tests skip without a GPU), the
+# concurrency tests under ThreadSanitizer, and a bounded libFuzzer run of the configuration parsers.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+preset="${PRESET:-default}"
+fuzz_seconds="${FUZZ_SECONDS:-30}"
+
+scripts/build.sh
+ctest --preset "$preset" -j "$(nproc)"
+
+echo "== concurrency tests under ThreadSanitizer"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan --target diffattn_tests
+TSAN_OPTIONS="halt_on_error=1" build/tsan/tests/diffattn_tests --gtest_filter='*Concurren*:*Thread*'
+
+echo "== fuzzing the configuration parsers (${fuzz_seconds}s each)"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz
+for target in build/fuzz/fuzz/fuzz_*; do
+  [ -x "$target" ] || continue
+  corpus="fuzz/corpus/$(basename "$target")"
+  work="build/fuzz/corpus-$(basename "$target")"
+  mkdir -p "$work"
+  "$target" -max_total_time="$fuzz_seconds" -timeout=5 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$work" "$corpus" 2>&1 | tail -n 3
+done
+echo "== all tests passed"
