@@ -1,0 +1,9 @@
+#include "backends/factories.h"
+
+namespace diffattn {
+
+Result<std::unique_ptr<Backend>> create_cudnn_attn_backend(const BackendInit&) {
+  return Unavailable("CUDNN_ATTN kernels are not part of this diffattn build yet; select TORCH_SDPA instead");
+}
+
+}  // namespace diffattn
