@@ -39,13 +39,31 @@ struct ModelSpec {
   int vae_spatial_compression = 8;
   int patch_t = 1, patch_h = 2, patch_w = 2;
   int default_height = 0, default_width = 0, default_frames = 1;
-  int audio_tokens = 0;  // models with an audio stream (LTX-2)
+  int audio_tokens = 0;  // models with an audio stream (LTX-2): tokens at the default frames
   int default_steps = 50;
+  int hidden_size = 0;
+  std::string notes;  // which numbers are estimates rather than published values
+  // Audio latents follow the clip's duration: frames / frame_rate seconds.
+  double frame_rate = 0.0;
+  double audio_tokens_per_second = 0.0;
+};
+
+// The sequence lengths one role sees at a given resolution.
+struct RoleShape {
+  std::int64_t query_tokens = 0;
+  std::int64_t key_tokens = 0;
 };
 
 const std::vector<ModelSpec>& model_zoo();
 Result<const ModelSpec*> find_model(std::string_view name);  // unknown: error listing the names
 // Video/image tokens for a resolution, e.g. Wan 480x832x81 -> 32760.
 Result<std::int64_t> video_tokens(const ModelSpec& model, int height, int width, int frames);
+// Audio tokens of a clip of `frames` video frames (0 for models without an audio stream).
+std::int64_t audio_tokens(const ModelSpec& model, int frames);
+// Query and key lengths of `role` ("video", "text", "audio" or "joint" = video + text).
+Result<RoleShape> role_shape(const ModelSpec& model, const ModelRole& role, int height, int width,
+                             int frames);
+// Parses a zoo document in the models/zoo.json format (exposed for tests and custom zoos).
+Result<std::vector<ModelSpec>> parse_model_zoo(std::string_view json_text);
 
 }  // namespace diffattn
