@@ -53,11 +53,20 @@ struct AttentionProblem {
   float softmax_scale() const;
   MaskKind mask_kind() const;
   ProblemShape shape() const;
+  bool is_varlen() const { return cu_seqlens_q.has_value() || cu_seqlens_k.has_value(); }
+  // Batches described by the call: q.size(0), or len(cu_seqlens_q) - 1 for packed batches.
+  std::int64_t num_batches() const;
 };
+
+// General head-size limits of a problem; backends restrict further through their capabilities.
+inline constexpr std::int64_t kMinHeadSize = 8;
+inline constexpr std::int64_t kMaxHeadSize = 512;
 
 // Checks that the views describe one valid problem (ranks, matching sizes, Hq % Hkv, dtypes,
 // devices, mask shape, lse shape, no aliasing of out with the inputs). Every backend calls this
 // before touching memory; messages say which tensor is wrong and what shape was expected.
+// For CPU views the cu_seqlens values are read and checked too (0-based, non-decreasing, within
+// the packed length); for CUDA views only their shape and dtype are.
 Status validate_problem(const AttentionProblem& problem);
 
 }  // namespace diffattn
