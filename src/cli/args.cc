@@ -1,0 +1,210 @@
+#include "cli/args.h"
+
+#include <charconv>
+#include <utility>
+
+#include "cli/commands.h"
+
+namespace diffattn::cli {
+namespace {
+
+constexpr std::string_view kConfigFlag = "--diffusion-attention-config";
+constexpr std::string_view kBackendFlag = "--diffusion-attention-backend";
+constexpr std::string_view kTopkFlag = "--fastvideo-vsa-topk";
+constexpr std::string_view kPlatformFlag = "--platform";
+constexpr std::string_view kJsonFlag = "--json";
+
+// One flag occurrence split into its name and, for "--name=value", its inline value.
+struct SplitFlag {
+  std::string_view name;
+  std::optional<std::string_view> inline_value;
+};
+
+SplitFlag split_flag(std::string_view arg) {
+  const auto eq = arg.find('=');
+  if (eq == std::string_view::npos) return {arg, std::nullopt};
+  return {arg.substr(0, eq), arg.substr(eq + 1)};
+}
+
+bool looks_like_flag(std::string_view arg) { return arg.size() > 2 && arg.substr(0, 2) == "--"; }
+
+// The value of the flag at args[i]: inline after '=' or the next argument, which is then consumed.
+Result<std::string> take_flag_value(std::vector<std::string>& args, std::size_t i, std::string_view name,
+                                    std::optional<std::string_view> inline_value) {
+  if (inline_value) return std::string(*inline_value);
+  if (i + 1 >= args.size() || looks_like_flag(args[i + 1])) {
+    return UsageError(std::string(name) + " needs a value: write " + std::string(name) +
+                      " VALUE or " + std::string(name) + "=VALUE.");
+  }
+  std::string value = std::move(args[i + 1]);
+  args.erase(args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+  return value;
+}
+
+Status reject_repeat(bool already_set, std::string_view name, std::string_view instead) {
+  if (!already_set) return Status::Ok();
+  return UsageError(std::string(name) + " was given more than once; " + std::string(instead));
+}
+
+// Applies one common flag at args[i] to `options`; returns false (and leaves args alone) when the
+// argument is not a common flag.
+Result<bool> take_one_common_flag(std::vector<std::string>& args, std::size_t i, CommonOptions& options) {
+  const SplitFlag flag = split_flag(args[i]);
+  const std::string name(flag.name);
+  auto value_of = [&]() { return take_flag_value(args, i, name, flag.inline_value); };
+
+  if (flag.name == kJsonFlag) {
+    if (flag.inline_value) return UsageError("--json takes no value; write --json alone.");
+    options.json = true;
+    return true;
+  }
+  if (flag.name == kConfigFlag) {
+    DIFFATTN_RETURN_IF_ERROR(reject_repeat(options.config.config_json.has_value(), name,
+                                           "pass one JSON object, or add settings with dotted "
+                                           "--diffusion-attention-config.<path> VALUE flags."));
+    DIFFATTN_ASSIGN_OR_RETURN(std::string json, value_of());
+    options.config.config_json = std::move(json);
+    return true;
+  }
+  if (flag.name.starts_with(kConfigFlag) && flag.name[kConfigFlag.size()] == '.') {
+    const std::string path(flag.name.substr(kConfigFlag.size() + 1));
+    if (path.empty() || path.back() == '.' || path.find("..") != std::string::npos) {
+      return UsageError("'" + name + "' has an empty path segment; write e.g. "
+                        "--diffusion-attention-config.per_role.cross.backend TORCH_SDPA.");
+    }
+    DIFFATTN_ASSIGN_OR_RETURN(std::string value, value_of());
+    options.config.dotted.emplace_back(path, std::move(value));
+    return true;
+  }
+  if (flag.name == kBackendFlag) {
+    DIFFATTN_RETURN_IF_ERROR(reject_repeat(options.config.backend_shorthand.has_value(), name,
+                                           "name one default backend."));
+    DIFFATTN_ASSIGN_OR_RETURN(std::string backend, value_of());
+    options.config.backend_shorthand = std::move(backend);
+    return true;
+  }
+  if (flag.name == kTopkFlag) {
+    DIFFATTN_RETURN_IF_ERROR(reject_repeat(options.config.fastvideo_vsa_topk.has_value(), name,
+                                           "give one top-k value."));
+    DIFFATTN_ASSIGN_OR_RETURN(std::string text, value_of());
+    DIFFATTN_ASSIGN_OR_RETURN(options.config.fastvideo_vsa_topk,
+                              parse_integer(text, kTopkFlag, 1, std::int64_t{1} << 31));
+    return true;
+  }
+  if (flag.name == kPlatformFlag) {
+    DIFFATTN_RETURN_IF_ERROR(reject_repeat(!options.platform_spec.empty(), name,
+                                           "choose one of cpu, cuda or a FILE.json description."));
+    DIFFATTN_ASSIGN_OR_RETURN(std::string spec, value_of());
+    if (spec.empty()) return UsageError("--platform needs cpu, cuda or the path of a FILE.json description.");
+    options.platform_spec = std::move(spec);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status UsageError(std::string message) { return InvalidConfig(std::move(message)); }
+
+bool wants_help(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
+bool wants_json(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a == kJsonFlag) return true;
+  }
+  return false;
+}
+
+Result<std::int64_t> parse_integer(std::string_view text, std::string_view flag, std::int64_t min,
+                                   std::int64_t max) {
+  std::int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    return UsageError(std::string(flag) + " expects a whole number, got '" + std::string(text) + "'.");
+  }
+  if (value < min || value > max) {
+    return UsageError(std::string(flag) + " must be in [" + std::to_string(min) + ", " +
+                      std::to_string(max) + "], got " + std::to_string(value) + ".");
+  }
+  return value;
+}
+
+Result<CommonOptions> take_common_options(std::vector<std::string>& args) {
+  CommonOptions options;
+  for (std::size_t i = 0; i < args.size();) {
+    DIFFATTN_ASSIGN_OR_RETURN(const bool taken, take_one_common_flag(args, i, options));
+    if (taken) {
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  return options;
+}
+
+Result<AttentionConfig> config_from_options(const CommonOptions& options) {
+  return build_attention_config(options.config, env_attention_backend());
+}
+
+Result<PlatformInfo> platform_from_options(const CommonOptions& options) {
+  return load_platform(options.platform_spec);
+}
+
+Result<std::vector<std::string>> ArgReader::take_all(std::string_view name) {
+  std::vector<std::string> values;
+  for (std::size_t i = 0; i < args_.size();) {
+    const SplitFlag flag = split_flag(args_[i]);
+    if (flag.name != name) {
+      ++i;
+      continue;
+    }
+    DIFFATTN_ASSIGN_OR_RETURN(std::string value, take_flag_value(args_, i, name, flag.inline_value));
+    values.push_back(std::move(value));
+    args_.erase(args_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  return values;
+}
+
+Result<std::optional<std::string>> ArgReader::take_value(std::string_view name) {
+  DIFFATTN_ASSIGN_OR_RETURN(std::vector<std::string> values, take_all(name));
+  if (values.size() > 1) {
+    return UsageError(std::string(name) + " was given " + std::to_string(values.size()) +
+                      " times; give it once.");
+  }
+  if (values.empty()) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(values.front()));
+}
+
+Result<bool> ArgReader::take_switch(std::string_view name) {
+  bool seen = false;
+  for (std::size_t i = 0; i < args_.size();) {
+    const SplitFlag flag = split_flag(args_[i]);
+    if (flag.name != name) {
+      ++i;
+      continue;
+    }
+    if (flag.inline_value) {
+      return UsageError(std::string(name) + " takes no value; write " + std::string(name) + " alone.");
+    }
+    seen = true;
+    args_.erase(args_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  return seen;
+}
+
+Status ArgReader::expect_empty(std::string_view command, std::string_view accepted) const {
+  if (args_.empty()) return Status::Ok();
+  const std::string& first = args_.front();
+  const std::string what = looks_like_flag(first) ? "unknown flag '" + first + "'"
+                                                  : "unexpected argument '" + first + "'";
+  return UsageError("diffattn " + std::string(command) + ": " + what + ". Accepted: " +
+                    std::string(accepted) + " (see diffattn " + std::string(command) + " --help).");
+}
+
+}  // namespace diffattn::cli
