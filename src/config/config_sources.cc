@@ -1,0 +1,103 @@
+// Combining the command-line surfaces: JSON, dotted flags on top, the backend shorthand, the
+// FastVideo top-k flag, and (in build_attention_config only) the environment.
+
+#include <string>
+
+#include "config/dotted_flags.h"
+#include "config/json_values.h"
+#include "diffattn/config.h"
+#include "diffattn/log.h"
+
+namespace diffattn {
+namespace {
+
+using nlohmann::json;
+
+Result<json> config_root(const ConfigSources& sources) {
+  json root = json::object();
+  if (sources.config_json) {
+    DIFFATTN_ASSIGN_OR_RETURN(root, config_detail::parse_json_text(*sources.config_json, "--diffusion-attention-config"));
+    if (root.is_null()) root = json::object();
+    if (!root.is_object()) {
+      return InvalidConfig("--diffusion-attention-config must be a JSON object with keys default and per_role; got " +
+                           std::string(config_detail::json_type_name(root)) + " " + config_detail::brief_json(root) +
+                           ". For a single backend use --diffusion-attention-backend NAME.");
+    }
+  }
+  DIFFATTN_RETURN_IF_ERROR(config_detail::merge_dotted_flags(root, sources.dotted));
+  return root;
+}
+
+Result<AttentionSpec> spec_from_backend_name(const std::string& name, std::string_view source) {
+  if (!config_detail::is_valid_utf8(name)) return InvalidConfig(std::string(source) + " is not valid UTF-8.");
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<AttentionSpec> spec, spec_from_json(json(name), source));
+  if (!spec) return Internal(std::string(source) + ": 'auto' reached spec_from_backend_name");
+  return std::move(*spec);
+}
+
+bool is_auto(std::string_view name) { return config_detail::ascii_lower(name) == "auto"; }
+
+Status apply_shorthand(AttentionConfig& config, const std::optional<std::string>& shorthand) {
+  if (!shorthand) return Status::Ok();
+  // Checked before "auto" is dropped: the two flags conflict whatever the shorthand says.
+  if (config.default_spec) {
+    return InvalidConfig(
+        "--diffusion-attention-backend is mutually exclusive with --diffusion-attention-config.default.backend. "
+        "Keep one of them: drop --diffusion-attention-backend, or remove default from --diffusion-attention-config "
+        "(per_role entries may stay).");
+  }
+  if (is_auto(*shorthand)) return Status::Ok();
+  DIFFATTN_ASSIGN_OR_RETURN(AttentionSpec spec, spec_from_backend_name(*shorthand, "--diffusion-attention-backend"));
+  config.default_spec = std::move(spec);
+  config.default_origin = DefaultOrigin::kShorthand;
+  return Status::Ok();
+}
+
+Status apply_fastvideo_vsa_topk(AttentionConfig& config, std::optional<std::int64_t> topk) {
+  if (!topk) return Status::Ok();
+  if (!config.default_spec) {
+    return InvalidConfig("--fastvideo-vsa-topk requires --diffusion-attention-backend FASTVIDEO_VSA.");
+  }
+  if (config_detail::ascii_upper(config.default_spec->backend) != "FASTVIDEO_VSA") {
+    return InvalidConfig("--fastvideo-vsa-topk is only valid with the FASTVIDEO_VSA backend, but the default backend "
+                         "is " + config_detail::repr(config.default_spec->backend) +
+                         ". Remove --fastvideo-vsa-topk or use --diffusion-attention-backend FASTVIDEO_VSA.");
+  }
+  config.default_spec->fastvideo_vsa_topk = *topk;
+  return validate_spec(*config.default_spec, "--fastvideo-vsa-topk");
+}
+
+std::string role_list(const AttentionConfig& config) {
+  std::string out = "{";
+  for (const auto& [role, spec] : config.per_role) {
+    out += (out.size() > 1 ? ", " : "") + config_detail::repr(role) + ": " + spec.backend;
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+Result<AttentionConfig> parse_attention_config(const ConfigSources& sources) {
+  DIFFATTN_ASSIGN_OR_RETURN(json root, config_root(sources));
+  DIFFATTN_ASSIGN_OR_RETURN(AttentionConfig config, config_from_json(root));
+  DIFFATTN_RETURN_IF_ERROR(apply_shorthand(config, sources.backend_shorthand));
+  DIFFATTN_RETURN_IF_ERROR(apply_fastvideo_vsa_topk(config, sources.fastvideo_vsa_topk));
+  return config;
+}
+
+Result<AttentionConfig> build_attention_config(const ConfigSources& sources, std::optional<std::string> env_backend) {
+  DIFFATTN_ASSIGN_OR_RETURN(AttentionConfig config, parse_attention_config(sources));
+  if (config.default_spec) return config;
+  // Deliberate: an explicit "--diffusion-attention-backend auto" on the command line means "platform
+  // default" and is not overridden by a DIFFUSION_ATTENTION_BACKEND left in the environment.
+  if (sources.backend_shorthand) return config;
+  if (!env_backend || env_backend->empty() || is_auto(*env_backend)) return config;
+  DIFFATTN_ASSIGN_OR_RETURN(AttentionSpec spec, spec_from_backend_name(*env_backend, "DIFFUSION_ATTENTION_BACKEND"));
+  config.default_spec = std::move(spec);
+  config.default_origin = DefaultOrigin::kEnv;
+  log_info("Parsed attention config from DIFFUSION_ATTENTION_BACKEND " + config_detail::repr(*env_backend) +
+           ": default=" + config.default_spec->backend + ", per_role=" + role_list(config));
+  return config;
+}
+
+}  // namespace diffattn
