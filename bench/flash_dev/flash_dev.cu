@@ -1,0 +1,471 @@
+// Standalone development harness for the Hopper flash kernel: a correctness suite against an
+// fp32 reference kernel (fresh random inputs, poisoned outputs) and timings of DiT workloads.
+// Build on the GPU machine:
+//   nvcc -std=c++20 -O3 -Isrc -gencode=arch=compute_90a,code=sm_90a \
+//        bench/flash_dev/flash_dev.cu src/kernels/cuda/flash/flash_hopper.cu -o flash_dev
+// Usage: flash_dev [check] [time] [quick]
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/flash/flash_hopper.h"
+
+using diffattn::flash::HopperArgs;
+using diffattn::flash::LaunchStatus;
+
+#define CHECK_CUDA(x)                                                                        \
+  do {                                                                                       \
+    cudaError_t e_ = (x);                                                                    \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+struct Case {
+  std::string name;
+  int B, Sq, Skv, H, Hkv, D;
+  bool causal = false, fp16 = false, mask = false, lse = false, varlen = false, packed_qkv = false;
+};
+
+// Exact attention in fp32 for one query row per warp; two passes over the keys.
+struct RefArgs {
+  const uint16_t *q, *k, *v;
+  long long qs[3], ks[3], vs[3];  // b, s, h strides (elements)
+  bool bf16;
+  int B, H, Hkv, D, Sq, Skv;
+  const int *cu_q, *cu_k;
+  const uint8_t* mask;
+  int mask_sb;
+  float scale;
+  bool causal;
+  int row_step;
+  float* out;  // [B, Sq, H, D] (packed: [1, total, H, D])
+  float* lse;
+};
+
+__device__ float to_f(uint16_t x, bool bf16) {
+  if (bf16) return __bfloat162float(__ushort_as_bfloat16(x));
+  return __half2float(__ushort_as_half(x));
+}
+
+__global__ void reference_kernel(RefArgs a) {
+  const int lane = threadIdx.x;
+  const int row = blockIdx.x * a.row_step;
+  const int h = blockIdx.y, b = blockIdx.z;
+  int sq = a.Sq, sk = a.Skv, q0 = 0, k0 = 0, bb = b;
+  if (a.cu_q) {
+    q0 = a.cu_q[b];
+    k0 = a.cu_k[b];
+    sq = a.cu_q[b + 1] - q0;
+    sk = a.cu_k[b + 1] - k0;
+    bb = 0;
+  }
+  if (row >= sq) return;
+  const int hk = h / (a.H / a.Hkv);
+  float qv[8];
+  for (int i = 0; i < 8; ++i) {
+    const int d = lane + 32 * i;
+    qv[i] = d < a.D ? to_f(a.q[bb * a.qs[0] + (q0 + row) * a.qs[1] + h * a.qs[2] + d], a.bf16) : 0.f;
+  }
+  auto score = [&](int j, bool& keep) {
+    keep = true;
+    if (a.causal && j > row) keep = false;
+    if (a.mask && a.mask[b * a.mask_sb + j] == 0) keep = false;
+    float acc = 0.f;
+    for (int i = 0; i < 8; ++i) {
+      const int d = lane + 32 * i;
+      if (d < a.D) acc += qv[i] * to_f(a.k[bb * a.ks[0] + (k0 + j) * a.ks[1] + hk * a.ks[2] + d], a.bf16);
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, o);
+    return acc * a.scale;
+  };
+  float mx = -INFINITY;
+  for (int j = 0; j < sk; ++j) {
+    bool keep;
+    const float s = score(j, keep);
+    if (keep) mx = fmaxf(mx, s);
+  }
+  float l = 0.f, o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (mx != -INFINITY) {
+    for (int j = 0; j < sk; ++j) {
+      bool keep;
+      const float s = score(j, keep);
+      if (!keep) continue;
+      const float p = expf(s - mx);
+      l += p;
+      for (int i = 0; i < 8; ++i) {
+        const int d = lane + 32 * i;
+        if (d < a.D) o[i] += p * to_f(a.v[bb * a.vs[0] + (k0 + j) * a.vs[1] + hk * a.vs[2] + d], a.bf16);
+      }
+    }
+  }
+  const long long orow = ((long long)bb * (a.cu_q ? 0 : a.Sq) + q0 + row) * a.H + h;
+  for (int i = 0; i < 8; ++i) {
+    const int d = lane + 32 * i;
+    if (d < a.D) a.out[orow * a.D + d] = l > 0.f ? o[i] / l : 0.f;
+  }
+  if (lane == 0) a.lse[orow] = l > 0.f ? mx + logf(l) : -INFINITY;
+}
+
+__global__ void fill_random(uint16_t* p, size_t n, unsigned long long seed, bool bf16) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned long long x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 29;
+    const float u = (x >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    const float val = (u - 0.5f) * 2.0f;
+    p[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16(val)) : __half_as_ushort(__float2half(val));
+  }
+}
+
+static float host_to_f(uint16_t x, bool bf16) {
+  if (bf16) {
+    uint32_t u = uint32_t(x) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  __half h = __ushort_as_half(x);
+  return __half2float(h);
+}
+
+struct Buffers {
+  uint16_t *qkv = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
+  float* lse = nullptr;
+  uint8_t* mask = nullptr;
+  int *cu_q = nullptr, *cu_k = nullptr;
+  long long qs[3], ks[3], vs[3];
+  long long q_rows, kv_rows, tma_batch;
+  size_t out_elems;
+  std::vector<int> hcu_q, hcu_k;
+  void free_all() {
+    cudaFree(qkv);
+    cudaFree(q);
+    cudaFree(k);
+    cudaFree(v);
+    cudaFree(out);
+    cudaFree(lse);
+    cudaFree(mask);
+    cudaFree(cu_q);
+    cudaFree(cu_k);
+  }
+};
+
+static unsigned long long g_seed = 0x1234567ull;
+
+static Buffers make_buffers(const Case& c, std::mt19937& rng) {
+  Buffers bf;
+  const bool bf16 = !c.fp16;
+  if (c.varlen) {
+    std::uniform_int_distribution<int> len_q(1, c.Sq), len_k(1, c.Skv);
+    bf.hcu_q.assign(1, 0);
+    bf.hcu_k.assign(1, 0);
+    for (int b = 0; b < c.B; ++b) {
+      bf.hcu_q.push_back(bf.hcu_q.back() + (b == 0 ? c.Sq : len_q(rng)));
+      bf.hcu_k.push_back(bf.hcu_k.back() + (b == 0 ? c.Skv : len_k(rng)));
+    }
+    bf.q_rows = bf.hcu_q.back();
+    bf.kv_rows = bf.hcu_k.back();
+    bf.tma_batch = 1;
+    CHECK_CUDA(cudaMalloc(&bf.cu_q, 4 * (c.B + 1)));
+    CHECK_CUDA(cudaMalloc(&bf.cu_k, 4 * (c.B + 1)));
+    CHECK_CUDA(cudaMemcpy(bf.cu_q, bf.hcu_q.data(), 4 * (c.B + 1), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(bf.cu_k, bf.hcu_k.data(), 4 * (c.B + 1), cudaMemcpyHostToDevice));
+  } else {
+    bf.q_rows = c.Sq;
+    bf.kv_rows = c.Skv;
+    bf.tma_batch = c.B;
+  }
+  const long long nb = c.varlen ? 1 : c.B;
+  if (c.packed_qkv) {
+    // One [B, S, 3, H, D] buffer, as a fused QKV projection produces it.
+    const size_t n = (size_t)nb * bf.q_rows * 3 * c.H * c.D;
+    CHECK_CUDA(cudaMalloc(&bf.qkv, n * 2));
+    fill_random<<<1024, 256>>>(bf.qkv, n, g_seed++, bf16);
+    bf.q = bf.qkv;
+    bf.k = bf.qkv + (size_t)c.H * c.D;
+    bf.v = bf.qkv + (size_t)2 * c.H * c.D;
+    const long long ss = 3LL * c.H * c.D;
+    long long st[3] = {bf.q_rows * ss, ss, c.D};
+    std::memcpy(bf.qs, st, sizeof st);
+    std::memcpy(bf.ks, st, sizeof st);
+    std::memcpy(bf.vs, st, sizeof st);
+  } else {
+    const size_t nq = (size_t)nb * bf.q_rows * c.H * c.D, nk = (size_t)nb * bf.kv_rows * c.Hkv * c.D;
+    CHECK_CUDA(cudaMalloc(&bf.q, nq * 2));
+    CHECK_CUDA(cudaMalloc(&bf.k, nk * 2));
+    CHECK_CUDA(cudaMalloc(&bf.v, nk * 2));
+    fill_random<<<1024, 256>>>(bf.q, nq, g_seed++, bf16);
+    fill_random<<<1024, 256>>>(bf.k, nk, g_seed++, bf16);
+    fill_random<<<1024, 256>>>(bf.v, nk, g_seed++, bf16);
+    long long qs[3] = {bf.q_rows * c.H * c.D, (long long)c.H * c.D, c.D};
+    long long ks[3] = {bf.kv_rows * c.Hkv * c.D, (long long)c.Hkv * c.D, c.D};
+    std::memcpy(bf.qs, qs, sizeof qs);
+    std::memcpy(bf.ks, ks, sizeof ks);
+    std::memcpy(bf.vs, ks, sizeof ks);
+  }
+  bf.out_elems = (size_t)nb * bf.q_rows * c.H * c.D;
+  CHECK_CUDA(cudaMalloc(&bf.out, bf.out_elems * 2));
+  CHECK_CUDA(cudaMalloc(&bf.lse, (size_t)nb * c.H * bf.q_rows * 4));
+  if (c.mask) {
+    std::vector<uint8_t> m((size_t)c.B * c.Skv);
+    std::bernoulli_distribution keep(0.8);
+    for (auto& x : m) x = keep(rng);
+    if (c.B > 1)
+      for (int j = 0; j < c.Skv; ++j) m[(size_t)(c.B - 1) * c.Skv + j] = 0;  // one batch masks every key
+    CHECK_CUDA(cudaMalloc(&bf.mask, m.size()));
+    CHECK_CUDA(cudaMemcpy(bf.mask, m.data(), m.size(), cudaMemcpyHostToDevice));
+  }
+  return bf;
+}
+
+static HopperArgs make_args(const Case& c, const Buffers& bf, int sm_count) {
+  HopperArgs a;
+  a.q = bf.q;
+  a.k = bf.k;
+  a.v = bf.v;
+  for (int i = 0; i < 3; ++i) {
+    a.q_stride[i] = bf.qs[i];
+    a.k_stride[i] = bf.ks[i];
+    a.v_stride[i] = bf.vs[i];
+  }
+  a.q_rows = bf.q_rows;
+  a.kv_rows = bf.kv_rows;
+  a.tma_batch = bf.tma_batch;
+  a.bf16 = !c.fp16;
+  a.sm_count = sm_count;
+  auto& p = a.params;
+  p.out = bf.out;
+  p.out_stride_b = bf.q_rows * c.H * c.D;
+  p.out_stride_s = (long long)c.H * c.D;
+  p.out_stride_h = c.D;
+  if (c.lse) {
+    p.lse = bf.lse;
+    p.lse_stride_b = (long long)c.H * bf.q_rows;
+    p.lse_stride_h = bf.q_rows;
+    p.lse_stride_s = 1;
+  }
+  if (c.mask) {
+    p.kv_mask = bf.mask;
+    p.mask_stride_b = c.Skv;
+    p.mask_stride_s = 1;
+  }
+  p.cu_seqlens_q = bf.cu_q;
+  p.cu_seqlens_k = bf.cu_k;
+  p.batch = c.B;
+  p.heads_q = c.H;
+  p.heads_kv = c.Hkv;
+  p.seqlen_q = c.Sq;
+  p.seqlen_k = c.Skv;
+  p.head_size = c.D;
+  p.scale_log2 = (1.0f / std::sqrt((float)c.D)) * 1.4426950408889634f;
+  p.causal = c.causal;
+  return a;
+}
+
+static bool check_case(const Case& c, int sm_count, std::mt19937& rng) {
+  Buffers bf = make_buffers(c, rng);
+  CHECK_CUDA(cudaMemset(bf.out, 0xFF, bf.out_elems * 2));  // NaN poison
+  const long long nb = c.varlen ? 1 : c.B;
+  CHECK_CUDA(cudaMemset(bf.lse, 0xFF, (size_t)nb * c.H * bf.q_rows * 4));
+  HopperArgs a = make_args(c, bf, sm_count);
+  LaunchStatus s = diffattn::flash::launch_flash_hopper(a, nullptr);
+  if (!s.ok()) {
+    std::printf("%-34s LAUNCH FAILED: %s\n", c.name.c_str(), s.message.c_str());
+    bf.free_all();
+    return false;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  float *ref, *ref_lse;
+  CHECK_CUDA(cudaMalloc(&ref, bf.out_elems * 4));
+  CHECK_CUDA(cudaMalloc(&ref_lse, (size_t)nb * bf.q_rows * c.H * 4));
+  RefArgs r{};
+  r.q = bf.q;
+  r.k = bf.k;
+  r.v = bf.v;
+  for (int i = 0; i < 3; ++i) {
+    r.qs[i] = bf.qs[i];
+    r.ks[i] = bf.ks[i];
+    r.vs[i] = bf.vs[i];
+  }
+  r.bf16 = !c.fp16;
+  r.B = c.B;
+  r.H = c.H;
+  r.Hkv = c.Hkv;
+  r.D = c.D;
+  r.Sq = c.Sq;
+  r.Skv = c.Skv;
+  r.cu_q = bf.cu_q;
+  r.cu_k = bf.cu_k;
+  r.mask = bf.mask;
+  r.mask_sb = c.Skv;
+  r.scale = 1.0f / std::sqrt((float)c.D);
+  r.causal = c.causal;
+  r.row_step = 1;
+  r.out = ref;
+  r.lse = ref_lse;
+  reference_kernel<<<dim3(c.Sq, c.H, c.B), 32>>>(r);
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<uint16_t> out(bf.out_elems);
+  std::vector<float> hr(bf.out_elems), hl((size_t)nb * bf.q_rows * c.H), hlse((size_t)nb * c.H * bf.q_rows);
+  CHECK_CUDA(cudaMemcpy(out.data(), bf.out, out.size() * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(hl.data(), ref_lse, hl.size() * 4, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(hlse.data(), bf.lse, hlse.size() * 4, cudaMemcpyDeviceToHost));
+  double num = 0, den = 0, max_err = 0, lse_err = 0;
+  long long nan = 0, lse_bad = 0;
+  const bool bf16 = !c.fp16;
+  for (long long b = 0; b < nb; ++b) {
+    for (long long s = 0; s < bf.q_rows; ++s) {
+      for (int h = 0; h < c.H; ++h) {
+        const long long row = (b * bf.q_rows + s) * c.H + h;
+        for (int d = 0; d < c.D; ++d) {
+          const float x = host_to_f(out[row * c.D + d], bf16), y = hr[row * c.D + d];
+          if (!std::isfinite(x)) {
+            ++nan;
+            continue;
+          }
+          num += (x - y) * (double)(x - y);
+          den += (double)y * y;
+          max_err = std::max(max_err, (double)std::fabs(x - y));
+        }
+        if (c.lse) {
+          const float got = hlse[(b * c.H + h) * bf.q_rows + s], want = hl[row];
+          if (std::isinf(want)) {
+            if (!(std::isinf(got) && got < 0)) ++lse_bad;
+          } else {
+            lse_err = std::max(lse_err, (double)std::fabs(got - want));
+          }
+        }
+      }
+    }
+  }
+  const double rel = std::sqrt(num / std::max(den, 1e-30));
+  const double tol = c.fp16 ? 2e-3 : 1e-2;
+  const bool ok = nan == 0 && rel < tol && lse_bad == 0 && lse_err < 1e-2;
+  std::printf("%-34s relL2 %.3e  max %.3e  unwritten/NaN %lld  lse_err %.2e lse_bad %lld  %s\n", c.name.c_str(), rel,
+              max_err, nan, lse_err, lse_bad, ok ? "PASS" : "FAIL");
+  cudaFree(ref);
+  cudaFree(ref_lse);
+  bf.free_all();
+  return ok;
+}
+
+static void time_case(const Case& c, int sm_count, std::mt19937& rng, FILE* csv) {
+  Buffers bf = make_buffers(c, rng);
+  HopperArgs a = make_args(c, bf, sm_count);
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) {
+    LaunchStatus s = diffattn::flash::launch_flash_hopper(a, nullptr);
+    if (!s.ok()) {
+      std::printf("%s: %s\n", c.name.c_str(), s.message.c_str());
+      return;
+    }
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const double flops = 4.0 * c.B * c.H * (double)c.Sq * c.Skv * c.D * (c.causal ? 0.5 : 1.0);
+  const int reps = flops > 5e13 ? 5 : 20;
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    CHECK_CUDA(cudaEventRecord(e0));
+    (void)diffattn::flash::launch_flash_hopper(a, nullptr);
+    CHECK_CUDA(cudaEventRecord(e1));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float t;
+    CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  CHECK_CUDA(cudaGetLastError());
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  const double tflops = flops / (med * 1e-3) / 1e12;
+  const double gemm_floor_ms = flops / 770e12 * 1e3;
+  const double exps = (double)c.B * c.H * c.Sq * c.Skv * (c.causal ? 0.5 : 1.0);
+  const double mufu_floor_ms = exps / (16.0 * 132 * 1.98e9) * 1e3;
+  std::printf("%-34s %9.3f ms  %6.1f TFLOP/s  gemm-floor %.3f ms (%.0f%%)  exp-floor %.3f ms\n", c.name.c_str(), med,
+              tflops, gemm_floor_ms, 100.0 * gemm_floor_ms / med, mufu_floor_ms);
+  if (csv)
+    std::fprintf(csv, "%s,%d,%d,%d,%d,%d,%d,%d,%.4f,%.1f,%.4f,%.4f\n", c.name.c_str(), c.B, c.H, c.Hkv, c.Sq, c.Skv,
+                 c.D, c.causal, med, tflops, gemm_floor_ms, mufu_floor_ms);
+  bf.free_all();
+}
+
+int main(int argc, char** argv) {
+  bool do_check = false, do_time = false, quick = false;
+  const char* csv_path = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "check")) do_check = true;
+    if (!std::strcmp(argv[i], "time")) do_time = true;
+    if (!std::strcmp(argv[i], "quick")) quick = true;
+    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+  }
+  int sm_count = 0;
+  CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+  std::mt19937 rng(std::random_device{}());
+  g_seed = rng();
+  int failures = 0;
+  if (do_check) {
+    std::vector<Case> cases = {
+        {"hd128 bf16 1x512x512 h2", 1, 512, 512, 2, 2, 128},
+        {"hd128 bf16 2x333x1000 h3", 2, 333, 1000, 3, 3, 128},
+        {"hd128 fp16 1x700x700 h2", 1, 700, 700, 2, 2, 128, false, true},
+        {"hd128 bf16 causal 2x640x640", 2, 640, 640, 2, 2, 128, true},
+        {"hd128 bf16 causal 1x300x500", 1, 300, 500, 2, 2, 128, true},
+        {"hd128 bf16 gqa 8/2 1x400x450", 1, 400, 450, 8, 2, 128},
+        {"hd128 bf16 mask+lse 3x256x300", 3, 256, 300, 2, 2, 128, false, false, true, true},
+        {"hd128 bf16 lse 1x200x77", 1, 200, 77, 3, 3, 128, false, false, false, true},
+        {"hd128 bf16 varlen+lse b3", 3, 500, 600, 2, 2, 128, false, false, false, true, true},
+        {"hd128 bf16 varlen causal b3", 3, 400, 400, 2, 2, 128, true, false, false, false, true},
+        {"hd128 bf16 packed-qkv 2x384", 2, 384, 384, 3, 3, 128, false, false, false, false, false, true},
+        {"hd64 bf16 1x600x600 h3", 1, 600, 600, 3, 3, 64},
+        {"hd64 fp16 causal+lse 2x300x300", 2, 300, 300, 2, 2, 64, true, true, false, true},
+        {"hd96 bf16 1x500x520 h2", 1, 500, 520, 2, 2, 96},
+        {"hd96 fp16 gqa 4/1 1x300x300", 1, 300, 300, 4, 1, 96, false, true},
+        {"hd192 bf16 1x400x380 h2", 1, 400, 380, 2, 2, 192},
+        {"hd192 bf16 causal+lse 1x300x300", 1, 300, 300, 2, 2, 192, true, false, false, true},
+        {"hd256 bf16 1x400x400 h2", 1, 400, 400, 2, 2, 256},
+        {"hd256 fp16 mask 2x300x333", 2, 300, 333, 2, 2, 256, false, true, true},
+        {"hd256 bf16 varlen b2", 2, 300, 350, 2, 2, 256, false, false, false, false, true},
+    };
+    if (quick) cases.resize(3);
+    for (const Case& c : cases) failures += check_case(c, sm_count, rng) ? 0 : 1;
+    std::printf("correctness: %d failure(s)\n", failures);
+  }
+  if (do_time) {
+    FILE* csv = csv_path ? std::fopen(csv_path, "w") : nullptr;
+    if (csv) std::fprintf(csv, "workload,B,H,Hkv,Sq,Skv,D,causal,ms,tflops,gemm_floor_ms,exp_floor_ms\n");
+    std::vector<Case> work = {
+        {"wan14b-480p-self", 1, 32760, 32760, 40, 40, 128},
+        {"wan22-5b-704p-self", 1, 11440, 11440, 24, 24, 128},
+        {"hunyuan15-480p-self", 1, 14040, 14040, 16, 16, 128},
+        {"flux-1024-joint", 1, 4608, 4608, 24, 24, 128},
+        {"sd3-1024-joint-hd64", 1, 4429, 4429, 24, 24, 64},
+        {"wan14b-480p-cross512", 1, 32760, 512, 40, 40, 128},
+        {"square16k-hd128", 1, 16384, 16384, 24, 24, 128},
+        {"square4k-hd128", 1, 4096, 4096, 16, 16, 128},
+        {"square4k-hd64", 1, 4096, 4096, 32, 32, 64},
+        {"square16k-hd64", 1, 16384, 16384, 32, 32, 64},
+        {"square4k-hd256", 1, 4096, 4096, 8, 8, 256},
+        {"square16k-hd256", 1, 16384, 16384, 8, 8, 256},
+        {"wan14b-720p-self", 1, 75600, 75600, 40, 40, 128},
+    };
+    if (quick) work.resize(5);
+    for (const Case& c : work) time_case(c, sm_count, rng, csv);
+    if (csv) std::fclose(csv);
+  }
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,76 @@
+#pragma once
+// Tile sizes and launch heuristics of the FLASH_ATTN kernels, as plain functions: the kernels
+// instantiate from them and the CPU tests check them without a GPU.
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace diffattn::flash {
+
+inline constexpr std::array<int, 5> kHeadSizes = {64, 96, 128, 192, 256};
+
+constexpr bool is_supported_head_size(int head_size) {
+  return std::find(kHeadSizes.begin(), kHeadSizes.end(), head_size) != kHeadSizes.end();
+}
+
+// "64, 96, 128, 192, 256": for messages that reject other head sizes.
+inline std::string supported_head_sizes_text() {
+  std::string text;
+  for (int d : kHeadSizes) text += (text.empty() ? "" : ", ") + std::to_string(d);
+  return text;
+}
+
+struct HopperTile {
+  int block_m;              // query rows per CTA tile (64 per consumer warpgroup)
+  int block_n;              // key rows per pipeline stage
+  int stages;               // depth of the K/V shared-memory ring
+  int consumer_warpgroups;
+};
+
+inline constexpr int kHopperSmemLimit = 227 * 1024;  // opt-in dynamic shared memory per block on sm_90
+
+// Wider key tiles amortise the softmax's row reductions; hd256 keeps 64 so two stages of K and V
+// still fit next to the 128 x 256 Q tile.
+constexpr HopperTile hopper_tile(int head_size) {
+  switch (head_size) {
+    case 64: return {128, 128, 3, 2};
+    case 96: return {128, 128, 2, 2};
+    case 128: return {128, 128, 2, 2};
+    case 192: return {128, 96, 2, 2};
+    case 256: return {128, 64, 2, 2};
+    default: return {0, 0, 0, 0};
+  }
+}
+
+// Shared memory a tile needs: Q plus `stages` K and V buffers, each padded to 64-column chunks of
+// 128 bytes (the TMA/wgmma swizzle width), the mbarriers, and 1024 bytes of alignment slack.
+constexpr int hopper_smem_bytes(const HopperTile& tile, int head_size, int elem_bytes = 2) {
+  const int chunk_cols = 128 / elem_bytes;
+  const int padded = (head_size + chunk_cols - 1) / chunk_cols * chunk_cols;
+  const int q = tile.block_m * padded * elem_bytes;
+  const int kv = 2 * tile.stages * tile.block_n * padded * elem_bytes;
+  const int barriers = (2 + 4 * tile.stages) * 8;
+  return q + kv + barriers + 1024;
+}
+
+constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+constexpr std::int64_t num_m_blocks(std::int64_t seqlen_q, const HopperTile& tile) {
+  return ceil_div(seqlen_q, tile.block_m);
+}
+
+constexpr std::int64_t num_tiles(std::int64_t batch, std::int64_t heads_q, std::int64_t m_blocks) {
+  return batch * heads_q * m_blocks;
+}
+
+// One persistent CTA per SM, never more CTAs than tiles.
+constexpr int persistent_grid(std::int64_t tiles, int sm_count) {
+  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(tiles, sm_count)));
+}
+
+// The 4-D TMA maps address rows with 32-bit coordinates and at most 2^31 - 1 elements per dim.
+constexpr bool fits_tma_coordinates(std::int64_t rows) { return rows > 0 && rows < (std::int64_t{1} << 31); }
+
+}  // namespace diffattn::flash

@@ -1,0 +1,428 @@
+#pragma once
+// FlashAttention forward for Hopper (sm_90a). One persistent CTA per SM, three warpgroups:
+// warpgroup 0 is the producer (one thread issues TMA loads of Q and a kStages-deep K/V ring, all
+// completing on mbarriers) and gives its registers away; warpgroups 1 and 2 are consumers, each
+// owning 64 query rows of the 128-row tile. A consumer computes S = Q K^T with wgmma from shared
+// memory and O += P V with P kept in registers; it issues the next tile's Q K^T and the current
+// P V before running softmax, so the exponentials overlap the tensor cores. Output goes through
+// shared memory (the tile's Q buffer) to 16-byte coalesced stores.
+
+#include <cstdint>
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/flash/flash_params.h"
+#include "kernels/cuda/flash/hopper_ptx.cuh"
+#include "kernels/cuda/flash/wgmma_ops.cuh"
+
+namespace diffattn::flash {
+
+struct FlashTmaMaps {
+  CUtensorMap q, k, v;  // 4-D maps over (D, S, H, B) with 64-column boxes and 128-byte swizzle
+};
+
+template <int kD_, int kBlockN_, int kStages_, bool kBf16_>
+struct HopperTraits {
+  static constexpr int kD = kD_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kBf16 = kBf16_;
+  static constexpr int kBlockM = 128;
+  static constexpr int kConsumers = 2;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kChunks = (kD + 63) / 64;  // 64-column (128-byte) swizzle chunks
+  static constexpr int kQChunkBytes = kBlockM * 128;
+  static constexpr int kKVChunkBytes = kBlockN * 128;
+  static constexpr int kQBytes = kChunks * kQChunkBytes;
+  static constexpr int kKVBytes = kChunks * kKVChunkBytes;
+  static constexpr int kKOffset = kQBytes;
+  static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
+  static constexpr int kBarrierOffset = kVOffset + kStages * kKVBytes;
+  static constexpr int kNumBarriers = 2 + 4 * kStages;
+  // +1024: the dynamic shared-memory base is only 16-byte aligned; swizzled tiles need 1024.
+  static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
+  static constexpr int kConsumerRegs = 240;
+  static constexpr int kProducerRegs = 24;
+  static_assert(kBlockN % 16 == 0 && kD % 16 == 0, "wgmma needs multiples of 16");
+  static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
+};
+
+struct TileCoord {
+  int b, h, m_block;
+  int q_row0;      // first query row of the tile in the (packed) sequence dimension
+  int kv_row0;     // first key row of this batch in the sequence dimension
+  int tma_batch;   // batch coordinate of the TMA maps (0 when packed)
+  int seqlen_q, seqlen_k;
+  int n_blocks;
+  bool skip;
+};
+
+template <class T>
+__device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile) {
+  TileCoord c;
+  int m = tile % p.num_m_blocks;
+  const int bh = tile / p.num_m_blocks;
+  c.h = bh % p.heads_q;
+  c.b = bh / p.heads_q;
+  if (p.causal) m = p.num_m_blocks - 1 - m;  // longest rows first
+  c.m_block = m;
+  if (p.cu_seqlens_q != nullptr) {
+    const int q0 = p.cu_seqlens_q[c.b], k0 = p.cu_seqlens_k[c.b];
+    c.seqlen_q = p.cu_seqlens_q[c.b + 1] - q0;
+    c.seqlen_k = p.cu_seqlens_k[c.b + 1] - k0;
+    c.q_row0 = q0 + m * T::kBlockM;
+    c.kv_row0 = k0;
+    c.tma_batch = 0;
+  } else {
+    c.seqlen_q = p.seqlen_q;
+    c.seqlen_k = p.seqlen_k;
+    c.q_row0 = m * T::kBlockM;
+    c.kv_row0 = 0;
+    c.tma_batch = c.b;
+  }
+  c.skip = m * T::kBlockM >= c.seqlen_q;
+  int kv_end = c.seqlen_k;
+  if (p.causal) kv_end = min(kv_end, (m + 1) * T::kBlockM);
+  c.n_blocks = kv_end > 0 ? (kv_end + T::kBlockN - 1) / T::kBlockN : 0;
+  return c;
+}
+
+template <class T>
+struct SmemLayout {
+  uint8_t* base;
+  __device__ uint8_t* q() const { return base; }
+  __device__ uint8_t* k(int stage) const { return base + T::kKOffset + stage * T::kKVBytes; }
+  __device__ uint8_t* v(int stage) const { return base + T::kVOffset + stage * T::kKVBytes; }
+  __device__ uint64_t* bar() const { return reinterpret_cast<uint64_t*>(base + T::kBarrierOffset); }
+  __device__ uint64_t* q_full() const { return bar(); }
+  __device__ uint64_t* q_empty() const { return bar() + 1; }
+  __device__ uint64_t* k_full(int s) const { return bar() + 2 + s; }
+  __device__ uint64_t* k_empty(int s) const { return bar() + 2 + T::kStages + s; }
+  __device__ uint64_t* v_full(int s) const { return bar() + 2 + 2 * T::kStages + s; }
+  __device__ uint64_t* v_empty(int s) const { return bar() + 2 + 3 * T::kStages + s; }
+};
+
+template <class T>
+__device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const FlashParams& p, const SmemLayout<T>& sm) {
+  const int group = p.heads_q / p.heads_kv;
+  int stage = 0;
+  uint32_t phase = 0, q_phase = 0;
+  for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+    const TileCoord c = decode_tile<T>(p, tile);
+    if (c.skip) continue;
+    ptx::mbar_wait(sm.q_empty(), q_phase ^ 1);
+    q_phase ^= 1;
+    ptx::mbar_arrive_expect_tx(sm.q_full(), T::kQBytes);
+#pragma unroll
+    for (int ch = 0; ch < T::kChunks; ++ch)
+      ptx::tma_load_4d(sm.q() + ch * T::kQChunkBytes, &maps.q, sm.q_full(), ch * 64, c.q_row0, c.h, c.tma_batch);
+    const int hkv = c.h / group;
+    for (int n = 0; n < c.n_blocks; ++n) {
+      const int row = c.kv_row0 + n * T::kBlockN;
+      ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
+      ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKVBytes);
+#pragma unroll
+      for (int ch = 0; ch < T::kChunks; ++ch)
+        ptx::tma_load_4d(sm.k(stage) + ch * T::kKVChunkBytes, &maps.k, sm.k_full(stage), ch * 64, row, hkv,
+                         c.tma_batch);
+      ptx::mbar_wait(sm.v_empty(stage), phase ^ 1);
+      ptx::mbar_arrive_expect_tx(sm.v_full(stage), T::kKVBytes);
+#pragma unroll
+      for (int ch = 0; ch < T::kChunks; ++ch)
+        ptx::tma_load_4d(sm.v(stage) + ch * T::kKVChunkBytes, &maps.v, sm.v_full(stage), ch * 64, row, hkv,
+                         c.tma_batch);
+      if (++stage == T::kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  }
+}
+
+template <bool kBf16>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (kBf16) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// Per-thread softmax state for its two rows (r and r + 8 of the warp's 16).
+struct RowState {
+  float m[2];  // running max of raw scores
+  float l[2];  // running sum of exp2
+};
+
+template <class T>
+struct Consumer {
+  static constexpr int kSAcc = T::kBlockN / 2;
+  static constexpr int kOAcc = T::kD / 2;
+  static constexpr int kKSteps = T::kD / 16;        // Q K^T reduction steps
+  static constexpr int kPVSteps = T::kBlockN / 16;  // P V reduction steps
+
+  const FlashParams& p;
+  const SmemLayout<T>& sm;
+  int wg;      // 0 or 1: which 64 query rows of the tile
+  int tid;     // 0..127 within the warpgroup
+  int lane, warp;
+
+  __device__ uint64_t q_desc(int kk) const {
+    const uint32_t addr = ptx::smem_addr(sm.q()) + (kk / 4) * T::kQChunkBytes + wg * 64 * 128 + (kk % 4) * 32;
+    return ptx::make_smem_desc_sw128(addr, 16, 1024);
+  }
+  __device__ uint64_t k_desc(int stage, int kk) const {
+    const uint32_t addr = ptx::smem_addr(sm.k(stage)) + (kk / 4) * T::kKVChunkBytes + (kk % 4) * 32;
+    return ptx::make_smem_desc_sw128(addr, 16, 1024);
+  }
+  // V is [kv rows][D]: MN-major for the P V product; 64-column chunks are kKVChunkBytes apart.
+  __device__ uint64_t v_desc(int stage, int kk) const {
+    const uint32_t addr = ptx::smem_addr(sm.v(stage)) + kk * 16 * 128;
+    return ptx::make_smem_desc_sw128(addr, T::kKVChunkBytes, 1024);
+  }
+
+  __device__ void issue_qk(float (&s)[kSAcc], int stage) const {
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk)
+      Wgmma<T::kBlockN>::template ss<T::kBf16>(s, q_desc(kk), k_desc(stage, kk), kk > 0 ? 1 : 0);
+  }
+  __device__ void issue_pv(float (&o)[kOAcc], const uint32_t (&pr)[T::kBlockN / 4], int stage) const {
+#pragma unroll
+    for (int kk = 0; kk < kPVSteps; ++kk) {
+      const uint32_t a[4] = {pr[4 * kk + 0], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
+      Wgmma<T::kD>::template rs<T::kBf16>(o, a, v_desc(stage, kk), 1);
+    }
+  }
+
+  __device__ void release(uint64_t* bar) const {
+    __syncwarp();
+    if (lane == 0) ptx::mbar_arrive(bar);
+  }
+
+  // Sets out-of-range, causal and key-padding positions to -inf.
+  __device__ void apply_mask(float (&s)[kSAcc], const TileCoord& c, int n) const {
+    const int row_base = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
+    const uint8_t* mask = p.kv_mask != nullptr ? p.kv_mask + c.b * p.mask_stride_b : nullptr;
+#pragma unroll
+    for (int j = 0; j < T::kBlockN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n * T::kBlockN + j * 8 + (lane % 4) * 2 + (e & 1);
+        const int row = row_base + (e >= 2 ? 8 : 0);
+        bool keep = col < c.seqlen_k;
+        if (p.causal) keep = keep && col <= row;
+        if (mask != nullptr && keep) keep = mask[col * p.mask_stride_s] != 0;
+        if (!keep) s[j * 4 + e] = -INFINITY;
+      }
+    }
+  }
+
+  __device__ bool needs_mask(const TileCoord& c, int n) const {
+    if (p.kv_mask != nullptr) return true;
+    if ((n + 1) * T::kBlockN > c.seqlen_k) return true;
+    return p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM;
+  }
+
+  // Online softmax on one score tile: updates the row state, turns s into exp2 values in place
+  // and returns the factor the previous output must be scaled by.
+  __device__ void softmax(float (&s)[kSAcc], RowState& st, float (&alpha)[2]) const {
+    const float scale = p.scale_log2;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = st.m[r];
+#pragma unroll
+      for (int j = 0; j < T::kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(s[j * 4 + 2 * r], s[j * 4 + 2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+      const float m_scaled = mx == -INFINITY ? 0.f : mx * scale;
+      alpha[r] = ptx::exp2_approx(st.m[r] * scale - m_scaled);
+      st.m[r] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < T::kBlockN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float v = ptx::exp2_approx(fmaf(s[j * 4 + 2 * r + e], scale, -m_scaled));
+          s[j * 4 + 2 * r + e] = v;
+          sum += v;
+        }
+      }
+      st.l[r] = st.l[r] * alpha[r] + sum;
+    }
+  }
+
+  __device__ void convert_p(const float (&s)[kSAcc], uint32_t (&pr)[T::kBlockN / 4]) const {
+#pragma unroll
+    for (int i = 0; i < T::kBlockN / 4; ++i) pr[i] = pack2<T::kBf16>(s[2 * i], s[2 * i + 1]);
+  }
+
+  __device__ void rescale_o(float (&o)[kOAcc], const float (&alpha)[2]) const {
+#pragma unroll
+    for (int j = 0; j < T::kD / 8; ++j) {
+      o[j * 4 + 0] *= alpha[0];
+      o[j * 4 + 1] *= alpha[0];
+      o[j * 4 + 2] *= alpha[1];
+      o[j * 4 + 3] *= alpha[1];
+    }
+  }
+
+  // Normalises, writes LSE, stages the 64 x D output block in this warpgroup's rows of the Q
+  // buffer (same 128-byte swizzle) and stores it with 16-byte coalesced writes.
+  __device__ void epilogue(float (&o)[kOAcc], const RowState& st, const TileCoord& c) const {
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = st.l[r];
+      l += __shfl_xor_sync(0xffffffff, l, 1);
+      l += __shfl_xor_sync(0xffffffff, l, 2);
+      inv[r] = l > 0.f ? 1.f / l : 0.f;
+      const int row = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4 + 8 * r;
+      if (p.lse != nullptr && lane % 4 == 0 && row < c.seqlen_q) {
+        const float lse = l > 0.f ? (st.m[r] * p.scale_log2 + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+        const int64_t s_idx = (p.cu_seqlens_q != nullptr ? p.cu_seqlens_q[c.b] : 0) + row;
+        const int64_t b_idx = p.cu_seqlens_q != nullptr ? 0 : c.b;
+        p.lse[b_idx * p.lse_stride_b + c.h * p.lse_stride_h + s_idx * p.lse_stride_s] = lse;
+      }
+    }
+    uint8_t* stage = sm.q();
+    const int r_local = wg * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < T::kD / 8; ++j) {
+      const int col = j * 8 + (lane % 4) * 2;
+      const int ch = col / 64, byte = (col % 64) * 2;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int rr = r_local + 8 * r;
+        const uint32_t v = pack2<T::kBf16>(o[j * 4 + 2 * r] * inv[r], o[j * 4 + 2 * r + 1] * inv[r]);
+        *reinterpret_cast<uint32_t*>(stage + ch * T::kQChunkBytes + rr * 128 + (byte ^ ((rr & 7) << 4))) = v;
+      }
+    }
+    ptx::named_barrier_sync(1 + wg, 128);
+    constexpr int kVecPerRow = T::kD / 8;
+    using Elem = uint16_t;
+    Elem* out = static_cast<Elem*>(p.out);
+    const int64_t b_idx = p.cu_seqlens_q != nullptr ? 0 : c.b;
+    const int row_limit = c.seqlen_q - c.m_block * T::kBlockM - wg * 64;
+#pragma unroll 4
+    for (int i = tid; i < 64 * kVecPerRow; i += 128) {
+      const int row = i / kVecPerRow, col = (i % kVecPerRow) * 8;
+      if (row >= row_limit) continue;
+      const int rr = wg * 64 + row;
+      const int ch = col / 64, byte = (col % 64) * 2;
+      const uint4 v = *reinterpret_cast<const uint4*>(stage + ch * T::kQChunkBytes + rr * 128 + (byte ^ ((rr & 7) << 4)));
+      const int64_t s_idx = c.q_row0 + wg * 64 + row;
+      *reinterpret_cast<uint4*>(out + b_idx * p.out_stride_b + s_idx * p.out_stride_s + c.h * p.out_stride_h + col) = v;
+    }
+    // The next tile's Q arrives by TMA (async proxy) into this buffer.
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(1 + wg, 128);
+    if (tid == 0) ptx::mbar_arrive(sm.q_empty());
+  }
+
+  __device__ void run() const {
+    int stage = 0;
+    uint32_t phase = 0, q_phase = 0;
+    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+      const TileCoord c = decode_tile<T>(p, tile);
+      if (c.skip) continue;
+      float o[kOAcc];
+#pragma unroll
+      for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
+      RowState st{{-INFINITY, -INFINITY}, {0.f, 0.f}};
+      ptx::mbar_wait(sm.q_full(), q_phase);
+      q_phase ^= 1;
+      float s[kSAcc];
+      uint32_t pr[T::kBlockN / 4];
+      float alpha[2];
+      int prev_stage = 0;
+      uint32_t prev_phase = 0;
+      for (int n = 0; n < c.n_blocks; ++n) {
+        ptx::mbar_wait(sm.k_full(stage), phase);
+        ptx::fence_operands(o);
+        ptx::fence_operands(pr);
+        ptx::wgmma_fence();
+        issue_qk(s, stage);
+        ptx::wgmma_commit();
+        if (n > 0) {
+          ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
+          issue_pv(o, pr, prev_stage);
+          ptx::wgmma_commit();
+          ptx::wgmma_wait<1>();
+        } else {
+          ptx::wgmma_wait<0>();
+        }
+        ptx::fence_operands(s);
+        release(sm.k_empty(stage));
+        if (needs_mask(c, n)) apply_mask(s, c, n);
+        softmax(s, st, alpha);
+        if (n > 0) {
+          ptx::wgmma_wait<0>();
+          ptx::fence_operands(o);
+          release(sm.v_empty(prev_stage));
+          rescale_o(o, alpha);
+        }
+        convert_p(s, pr);
+        prev_stage = stage;
+        prev_phase = phase;
+        if (++stage == T::kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      if (c.n_blocks > 0) {
+        ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
+        ptx::fence_operands(o);
+        ptx::fence_operands(pr);
+        ptx::wgmma_fence();
+        issue_pv(o, pr, prev_stage);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_operands(o);
+        release(sm.v_empty(prev_stage));
+      }
+      epilogue(o, st, c);
+    }
+  }
+};
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    flash_fwd_hopper_kernel(const __grid_constant__ FlashTmaMaps maps, const __grid_constant__ FlashParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ uint8_t smem_raw[];
+  SmemLayout<T> sm{reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023))};
+  const int warpgroup = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    ptx::mbar_init(sm.q_full(), 1);
+    ptx::mbar_init(sm.q_empty(), T::kConsumers);
+    for (int s = 0; s < T::kStages; ++s) {
+      ptx::mbar_init(sm.k_full(s), 1);
+      ptx::mbar_init(sm.v_full(s), 1);
+      ptx::mbar_init(sm.k_empty(s), T::kConsumers * 4);  // one arrival per consumer warp
+      ptx::mbar_init(sm.v_empty(s), T::kConsumers * 4);
+    }
+    ptx::fence_barrier_init();
+    ptx::prefetch_tensor_map(&maps.q);
+    ptx::prefetch_tensor_map(&maps.k);
+    ptx::prefetch_tensor_map(&maps.v);
+  }
+  __syncthreads();
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<T::kProducerRegs>();
+    if (threadIdx.x == 0) producer_loop<T>(maps, p, sm);
+  } else {
+    ptx::setmaxnreg_inc<T::kConsumerRegs>();
+    const int tid = threadIdx.x % 128;
+    Consumer<T> consumer{p, sm, warpgroup - 1, tid, tid % 32, tid / 32};
+    consumer.run();
+  }
+#else
+  __trap();  // built for an architecture without wgmma/TMA: the launcher never selects this
+#endif
+}
+
+}  // namespace diffattn::flash

@@ -1,0 +1,37 @@
+#pragma once
+// Host entry of the Hopper flash kernel, free of diffattn's public types so that the standalone
+// development harness (bench/flash_dev) compiles it with nvcc alone.
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/flash/flash_params.h"
+
+namespace diffattn::flash {
+
+struct HopperArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  // Element strides of (batch, sequence, head); the head dimension is contiguous.
+  std::int64_t q_stride[3] = {0, 0, 0};
+  std::int64_t k_stride[3] = {0, 0, 0};
+  std::int64_t v_stride[3] = {0, 0, 0};
+  // Sequence and batch extents of the TMA maps: (Sq, B) / (Skv, B), or (total, 1) when packed.
+  std::int64_t q_rows = 0, kv_rows = 0, tma_batch = 0;
+  bool bf16 = true;
+  int sm_count = 0;
+  FlashParams params;  // num_m_blocks / num_tiles are filled by the launcher
+};
+
+struct LaunchStatus {
+  enum Code { kOk, kUnsupported, kInvalidInput, kCudaError } code = kOk;
+  std::string message;
+  bool ok() const { return code == kOk; }
+};
+
+// Launches on `stream` (a cudaStream_t). Checks head size, alignment and TMA limits first and
+// launches nothing when they fail.
+LaunchStatus launch_flash_hopper(const HopperArgs& args, void* stream);
+
+}  // namespace diffattn::flash

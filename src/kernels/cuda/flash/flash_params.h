@@ -1,0 +1,32 @@
+#pragma once
+// What the flash kernels read besides their TMA descriptors: sizes, the output and LSE views,
+// the optional key-padding mask and packed variable-length offsets. Plain data, host and device.
+
+#include <cstdint>
+
+namespace diffattn::flash {
+
+struct FlashParams {
+  void* out = nullptr;                // [B, Sq, Hq, Dv], last dim contiguous, 16-byte aligned rows
+  std::int64_t out_stride_b = 0, out_stride_s = 0, out_stride_h = 0;  // elements
+
+  float* lse = nullptr;               // optional [B, Hq, Sq] natural log
+  std::int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 0;
+
+  const std::uint8_t* kv_mask = nullptr;  // optional bool keep-mask [B, Skv]
+  std::int64_t mask_stride_b = 0, mask_stride_s = 0;
+
+  const int* cu_seqlens_q = nullptr;  // optional packed batches: [B + 1] offsets
+  const int* cu_seqlens_k = nullptr;
+
+  int batch = 0, heads_q = 0, heads_kv = 0;
+  int seqlen_q = 0, seqlen_k = 0;     // per batch, or the maxima when packed
+  int head_size = 0;
+  float scale_log2 = 0.f;             // softmax scale times log2(e): scores go through exp2
+  bool causal = false;
+
+  int num_m_blocks = 0;
+  int num_tiles = 0;                  // num_m_blocks * batch * heads_q
+};
+
+}  // namespace diffattn::flash
