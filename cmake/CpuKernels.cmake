@@ -1,0 +1,14 @@
+# Instruction-set builds of the CPU attention kernel: each file is compiled for its instruction set
+# and entered only after a run-time check of the CPU (src/kernels/cpu/sdpa_cpu.cc).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
+  # GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_ps idiom.
+  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/flash_avx512.cc
+    PROPERTIES COMPILE_OPTIONS "-mavx512f;-mfma;-mf16c;-Wno-maybe-uninitialized")
+  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/flash_avx2.cc
+    PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+else()
+  # Other architectures build only the portable kernel.
+  list(REMOVE_ITEM DIFFATTN_CXX_SOURCES
+    ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/flash_avx512.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/flash_avx2.cc)
+endif()

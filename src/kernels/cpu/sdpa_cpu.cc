@@ -1,0 +1,216 @@
+#include "kernels/cpu/sdpa_cpu.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "kernels/cpu/flash_params.h"
+#include "kernels/cpu/tiles.h"
+
+namespace diffattn {
+
+namespace {
+
+bool cpu_has(CpuIsa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  switch (isa) {
+    case CpuIsa::kPortable: return true;
+    case CpuIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case CpuIsa::kAvx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  }
+  return false;
+#else
+  return isa == CpuIsa::kPortable;
+#endif
+}
+
+cpu::TileKernel tile_kernel(CpuIsa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (isa == CpuIsa::kAvx512) return cpu::avx512_tile_kernel();
+  if (isa == CpuIsa::kAvx2) return cpu::avx2_tile_kernel();
+#endif
+  return cpu::portable_tile_kernel();
+}
+
+int thread_count() {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+cpu::ElemType elem_type(DType dtype) {
+  if (dtype == DType::kFloat16) return cpu::ElemType::kF16;
+  if (dtype == DType::kBFloat16) return cpu::ElemType::kBF16;
+  return cpu::ElemType::kF32;
+}
+
+void copy_strides(const TensorView& t, std::int64_t* dst) {
+  for (int i = 0; i < t.ndim; ++i) dst[i] = t.strides[i];
+}
+
+// Mask strides in [batch, head, query, key] order with broadcast dimensions at stride 0.
+void mask_strides(const TensorView& mask, std::int64_t* dst) {
+  if (mask.ndim == 2) {
+    dst[0] = mask.size(0) == 1 ? 0 : mask.stride(0);
+    dst[1] = 0;
+    dst[2] = 0;
+    dst[3] = mask.stride(1);
+    return;
+  }
+  for (int i = 0; i < 4; ++i) dst[i] = mask.size(i) == 1 ? 0 : mask.stride(i);
+}
+
+cpu::FlashParams make_params(const AttentionProblem& p, const cpu::CpuTiles& tiles) {
+  cpu::FlashParams f;
+  f.q = p.q.data;
+  f.k = p.k.data;
+  f.v = p.v.data;
+  f.out = p.out.data;
+  f.elem = elem_type(p.q.dtype);
+  copy_strides(p.q, f.q_stride);
+  copy_strides(p.k, f.k_stride);
+  copy_strides(p.v, f.v_stride);
+  copy_strides(p.out, f.out_stride);
+  if (p.lse) {
+    f.lse = static_cast<float*>(p.lse->data);
+    copy_strides(*p.lse, f.lse_stride);
+  }
+  if (p.mask) {
+    f.mask = static_cast<const std::uint8_t*>(p.mask->data);
+    mask_strides(*p.mask, f.mask_stride);
+  }
+  f.heads_q = p.q.size(2);
+  f.heads_kv = p.k.size(2);
+  f.head_size = p.q.size(3);
+  f.head_size_v = p.v.size(3);
+  f.scale_log2 = p.softmax_scale() * 1.4426950408889634f;
+  f.causal = p.causal;
+  f.block_q = tiles.block_q;
+  f.block_k = tiles.block_k;
+  return f;
+}
+
+struct Sequence {
+  std::int64_t batch, q_begin, q_len, kv_begin, kv_len;
+};
+
+std::vector<Sequence> sequences(const AttentionProblem& p) {
+  std::vector<Sequence> seqs;
+  if (!p.is_varlen()) {
+    for (std::int64_t b = 0; b < p.q.size(0); ++b) seqs.push_back({b, 0, p.q.size(1), 0, p.k.size(1)});
+    return seqs;
+  }
+  const auto* cq = static_cast<const std::int32_t*>(p.cu_seqlens_q->data);
+  const auto* ck = static_cast<const std::int32_t*>(p.cu_seqlens_k->data);
+  const std::int64_t sq = p.cu_seqlens_q->stride(0), sk = p.cu_seqlens_k->stride(0);
+  for (std::int64_t b = 0; b + 1 < p.cu_seqlens_q->size(0); ++b)
+    seqs.push_back({0, cq[b * sq], cq[(b + 1) * sq] - cq[b * sq], ck[b * sk], ck[(b + 1) * sk] - ck[b * sk]});
+  return seqs;
+}
+
+std::vector<cpu::WorkItem> work_items(const std::vector<Sequence>& seqs, std::int64_t heads, int block_q) {
+  std::vector<cpu::WorkItem> items;
+  for (std::size_t s = 0; s < seqs.size(); ++s) {
+    const Sequence& seq = seqs[s];
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t q0 = 0; q0 < seq.q_len; q0 += block_q) {
+        cpu::WorkItem w;
+        w.batch = seq.batch;
+        w.mask_batch = static_cast<std::int64_t>(s);
+        w.head = h;
+        w.q_begin = seq.q_begin + q0;
+        w.q_rows = seq.q_len - q0 < block_q ? seq.q_len - q0 : block_q;
+        w.q_local = q0;
+        w.kv_begin = seq.kv_begin;
+        w.kv_len = seq.kv_len;
+        items.push_back(w);
+      }
+  }
+  return items;
+}
+
+struct AlignedFree {
+  void operator()(float* p) const { std::free(p); }
+};
+
+Status run_items(const cpu::TileKernel& kernel, const cpu::FlashParams& params,
+                 const std::vector<cpu::WorkItem>& items) {
+  const std::size_t bytes = (kernel.workspace_floats(params) * sizeof(float) + 63) / 64 * 64;
+  const auto count = static_cast<std::int64_t>(items.size());
+  std::atomic<bool> out_of_memory{false};
+#pragma omp parallel
+  {
+    std::unique_ptr<float, AlignedFree> workspace(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (!workspace) out_of_memory = true;
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t i = 0; i < count; ++i)
+      if (workspace) kernel.run(params, items[static_cast<std::size_t>(i)], workspace.get());
+  }
+  if (out_of_memory)
+    return Internal("the CPU attention kernel could not allocate its " + std::to_string(bytes) +
+                    "-byte per-thread workspace; free memory or lower OMP_NUM_THREADS");
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kPortable: return "portable";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+std::optional<CpuIsa> parse_cpu_isa(std::string_view name) {
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512})
+    if (cpu_isa_name(isa) == name) return isa;
+  return std::nullopt;
+}
+
+bool cpu_isa_available(CpuIsa isa) { return cpu_has(isa); }
+
+CpuIsa default_cpu_isa() {
+  if (const char* env = std::getenv("DIFFATTN_CPU_ISA")) {
+    if (auto isa = parse_cpu_isa(env); isa && cpu_has(*isa)) return *isa;
+  }
+  if (cpu_has(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
+  if (cpu_has(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
+  return CpuIsa::kPortable;
+}
+
+Status run_sdpa_cpu(const AttentionProblem& problem) { return run_sdpa_cpu(problem, default_cpu_isa()); }
+
+Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa) {
+  if (!cpu_has(isa))
+    return Unsupported("the " + std::string(cpu_isa_name(isa)) +
+                       " CPU attention kernel cannot run on this CPU or build; use " +
+                       std::string(cpu_isa_name(default_cpu_isa())));
+  if (problem.q.device.kind != DeviceKind::kCpu)
+    return Internal("run_sdpa_cpu was given tensors on a CUDA device; route them to run_sdpa_cuda");
+  const std::vector<Sequence> seqs = sequences(problem);
+  const std::int64_t heads = problem.q.size(2);
+  std::int64_t longest_q = 0;
+  for (const Sequence& s : seqs) longest_q = s.q_len > longest_q ? s.q_len : longest_q;
+  const int threads = thread_count();
+  const cpu::CpuTiles tiles =
+      cpu::choose_cpu_tiles(static_cast<std::int64_t>(seqs.size()) * heads, longest_q, threads);
+  const cpu::FlashParams params = make_params(problem, tiles);
+  const std::vector<cpu::WorkItem> items = work_items(seqs, heads, tiles.block_q);
+  if (items.empty()) return Status::Ok();
+  return run_items(tile_kernel(isa), params, items);
+}
+
+}  // namespace diffattn

@@ -1,0 +1,28 @@
+#pragma once
+// TORCH_SDPA on the CPU: exact attention by tiled online softmax with fp32 accumulation,
+// multithreaded over (batch, head, query block), vectorised for the CPU it runs on.
+
+#include <optional>
+#include <string_view>
+
+#include "diffattn/problem.h"
+#include "diffattn/status.h"
+
+namespace diffattn {
+
+enum class CpuIsa { kPortable, kAvx2, kAvx512 };
+
+std::string_view cpu_isa_name(CpuIsa isa);  // "portable", "avx2", "avx512"
+std::optional<CpuIsa> parse_cpu_isa(std::string_view name);
+// Whether this build holds the kernel for `isa` and this CPU can run it.
+bool cpu_isa_available(CpuIsa isa);
+// The fastest available kernel, unless DIFFATTN_CPU_ISA names a slower available one.
+CpuIsa default_cpu_isa();
+
+// `problem` has passed validate_problem and lives on the CPU. Fully masked rows (and rows with no
+// keys) produce zeros and LSE -inf.
+Status run_sdpa_cpu(const AttentionProblem& problem);
+// The same with a chosen kernel; kUnsupported when this CPU or build cannot run it.
+Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa);
+
+}  // namespace diffattn
