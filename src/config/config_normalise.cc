@@ -39,8 +39,7 @@ Result<bool> is_leaf_spec(const json& node, std::string_view role) {
     }
   }
   if (any_spec_key && !role_keys.empty()) {
-    return field_error(role_field(role),
-                       "Invalid per_role entry for role " + config_detail::repr(role) +
+    return InvalidConfig("Invalid per_role entry for role " + config_detail::repr(role) +
                            ": cannot mix spec keys (backend, quant, skip_softmax, block_sparse, fastvideo_vsa_topk, "
                            "extra) with nested role keys (" + role_keys +
                            "). Move the nested roles into their own entries.");
@@ -73,8 +72,8 @@ class RoleFlattener {
   Status visit(const json& child, const std::string& role, int depth) {
     if (child.is_object()) {
       if (child.empty()) {
-        return field_error(role_field(role), "Empty per_role entry for role " + config_detail::repr(role) +
-                                                 "; give it a backend, e.g. {\"backend\": \"FLASH_ATTN\"}, or remove it.");
+        return InvalidConfig("Empty per_role entry for role " + config_detail::repr(role) +
+                             "; give it a backend, e.g. {\"backend\": \"FLASH_ATTN\"}, or remove it.");
       }
       DIFFATTN_ASSIGN_OR_RETURN(bool leaf, is_leaf_spec(child, role));
       if (!leaf) return flatten(child, role, depth + 1);
