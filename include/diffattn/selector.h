@@ -38,9 +38,13 @@ struct Resolution {
 
 nlohmann::json resolution_to_json(const Resolution& resolution);
 
+class Registry;
+
 class Selector {
  public:
-  explicit Selector(std::shared_ptr<const Platform> platform);
+  // `registry` supplies display names, option validation and factories; nullptr: global_registry().
+  // It must outlive the selector.
+  explicit Selector(std::shared_ptr<const Platform> platform, const Registry* registry = nullptr);
 
   // Safe to call from many threads.
   Result<Resolution> resolve(std::string_view role, int head_size, const AttentionConfig& config,
@@ -48,13 +52,17 @@ class Selector {
                              bool allow_trtllm_default = true);
 
   const Platform& platform() const { return *platform_; }
+  const Registry& registry() const { return *registry_; }
   std::size_t platform_queries() const;  // how often the platform was consulted (cache misses)
 
  private:
   // (backend name as given or "" for the default, head size, TRTLLM allowed). Explicit
   // selections always key with TRTLLM allowed, as the platform ignores it for them.
   using Key = std::tuple<std::string, int, bool>;
+  Result<PlatformDecision> decide(const Key& key);
+
   std::shared_ptr<const Platform> platform_;
+  const Registry* registry_;
   mutable std::mutex mu_;
   std::map<Key, Result<PlatformDecision>> cache_;
   std::set<std::tuple<std::string, std::string, std::string, std::string>> logged_;

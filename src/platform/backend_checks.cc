@@ -1,0 +1,72 @@
+#include "platform/backend_checks.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace diffattn::platform_checks {
+namespace {
+
+DeviceKind device_of(PlatformKind kind) { return kind == PlatformKind::kCuda ? DeviceKind::kCuda : DeviceKind::kCpu; }
+
+bool runs_on(const BackendDescriptor& backend, PlatformKind kind) {
+  const auto& devices = backend.caps.devices;
+  return std::find(devices.begin(), devices.end(), device_of(kind)) != devices.end();
+}
+
+std::string devices_text(const BackendDescriptor& backend) {
+  std::string out;
+  for (DeviceKind d : backend.caps.devices) out += (out.empty() ? "" : " and ") + std::string(d == DeviceKind::kCuda ? "CUDA" : "CPU");
+  return out.empty() ? "no device" : out;
+}
+
+}  // namespace
+
+std::string upper(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string kind_name(PlatformKind kind) { return kind == PlatformKind::kCuda ? "CUDA" : "CPU"; }
+
+Result<const BackendDescriptor*> find_backend(const Registry& registry, const std::string& name) {
+  return registry.find(name);
+}
+
+Status check_runs_on_kind(const BackendDescriptor& backend, const PlatformInfo& info, std::string_view suggestion) {
+  if (runs_on(backend, info.kind)) return Status::Ok();
+  std::string here = kind_name(info.kind);
+  if (info.kind == PlatformKind::kCuda) here += " (" + info.sm_string() + ")";
+  return Unsupported(backend.name + " runs on " + devices_text(backend) + " only, but the current platform is " +
+                     here + ". Select " + std::string(suggestion) + " instead.");
+}
+
+Status check_available(const BackendDescriptor& backend, const PlatformInfo& info) {
+  if (!backend.unavailable_reason) return Status::Ok();
+  std::optional<std::string> reason = backend.unavailable_reason(info);
+  if (!reason) return Status::Ok();
+  return Unavailable(backend.name + " was explicitly selected but is unavailable on " + info.describe() + ": " +
+                     *reason);
+}
+
+Status check_head_size(const BackendDescriptor& backend, int head_size) {
+  if (head_size <= 0 || backend.caps.supports_head_size(head_size)) return Status::Ok();
+  const std::string instead = backend.name == "TORCH_SDPA"
+                                  ? "No built-in backend runs this head size; register one that does."
+                                  : "Select TORCH_SDPA or another backend.";
+  return Unsupported(backend.name + " was explicitly selected but head_size=" + std::to_string(head_size) +
+                     " is unsupported. Supported head sizes: " + backend.caps.head_size_rule() + ". " + instead);
+}
+
+std::optional<std::string> default_blocker(const Registry& registry, const PlatformInfo& info,
+                                           const std::string& name) {
+  Result<const BackendDescriptor*> backend = registry.find(name);
+  if (!backend.ok()) return "not registered";
+  if (!runs_on(**backend, info.kind)) return "runs on " + devices_text(**backend) + " only";
+  if ((*backend)->unavailable_reason) {
+    if (std::optional<std::string> reason = (*backend)->unavailable_reason(info)) return reason;
+  }
+  return std::nullopt;
+}
+
+}  // namespace diffattn::platform_checks

@@ -1,0 +1,14 @@
+#include <mutex>
+
+#include "diffattn/registry.h"
+
+namespace diffattn {
+
+Registry& global_registry() {
+  static Registry registry;
+  static std::once_flag filled;
+  std::call_once(filled, [] { register_builtin_backends(registry); });
+  return registry;
+}
+
+}  // namespace diffattn

@@ -1,0 +1,92 @@
+#include "diffattn/selector.h"
+
+#include <utility>
+
+#include "diffattn/log.h"
+#include "diffattn/registry.h"
+#include "registry/option_checks.h"
+
+namespace diffattn {
+namespace {
+
+ResolutionSource resolution_source(SpecSource source) {
+  switch (source) {
+    case SpecSource::kPerRole: return ResolutionSource::kPerRole;
+    case SpecSource::kCategory: return ResolutionSource::kCategory;
+    case SpecSource::kDefault: return ResolutionSource::kDefault;
+    case SpecSource::kEnv: return ResolutionSource::kEnv;
+  }
+  return ResolutionSource::kDefault;
+}
+
+std::string resolution_log_line(const Resolution& r, std::string_view display_name) {
+  std::string line = "Resolved diffusion attention backend '" + std::string(display_name) + "' for role='" + r.role + "'";
+  if (r.category) line += " (role_category='" + *r.category + "')";
+  return line + " via " + r.source_detail;
+}
+
+// The typed blocks and extra keys of an explicit spec must be ones the chosen backend reads.
+Status validate_spec_for_backend(const BackendDescriptor& backend, const AttentionSpec& spec) {
+  DIFFATTN_RETURN_IF_ERROR(check_option_blocks(backend, spec));
+  if (backend.validate_options) return backend.validate_options(spec);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Selector::Selector(std::shared_ptr<const Platform> platform, const Registry* registry)
+    : platform_(std::move(platform)), registry_(registry != nullptr ? registry : &global_registry()) {}
+
+std::size_t Selector::platform_queries() const {
+  std::lock_guard lock(mu_);
+  return platform_queries_;
+}
+
+Result<PlatformDecision> Selector::decide(const Key& key) {
+  std::lock_guard lock(mu_);
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  const auto& [name, head_size, allow_trtllm] = key;
+  // Held while the platform decides, so that each key is decided exactly once under concurrency.
+  ++platform_queries_;
+  Result<PlatformDecision> decision =
+      platform_->select_backend(name.empty() ? std::nullopt : std::optional<std::string_view>(name), head_size,
+                                allow_trtllm);
+  cache_.emplace(key, decision);
+  return decision;
+}
+
+Result<Resolution> Selector::resolve(std::string_view role, int head_size, const AttentionConfig& config,
+                                     std::optional<std::string_view> category, bool allow_trtllm_default) {
+  const SpecLookup lookup = resolve_spec_for_role(config, role, category);
+  Resolution r;
+  r.role = std::string(role);
+  if (category) r.category = std::string(*category);
+  r.head_size = head_size;
+
+  // Explicit names key with TRTLLM allowed: the platform ignores the flag for them.
+  const Key key = lookup.spec ? Key{lookup.spec->backend, head_size, true} : Key{"", head_size, allow_trtllm_default};
+  DIFFATTN_ASSIGN_OR_RETURN(PlatformDecision decision, decide(key));
+  DIFFATTN_ASSIGN_OR_RETURN(const BackendDescriptor* backend, registry_->find(decision.backend));
+
+  r.backend = decision.backend;
+  r.considered = std::move(decision.considered);
+  if (lookup.spec) {
+    DIFFATTN_RETURN_IF_ERROR(validate_spec_for_backend(*backend, *lookup.spec));
+    r.spec = *lookup.spec;
+    r.source = resolution_source(lookup.source.value_or(SpecSource::kDefault));
+    r.source_detail = lookup.source_detail.empty() ? "attention_config" : lookup.source_detail;
+  } else {
+    r.source = ResolutionSource::kPlatform;
+    r.source_detail = "platform default";
+  }
+
+  bool first_time = false;
+  {
+    std::lock_guard lock(mu_);
+    first_time = logged_.emplace(r.role, r.category.value_or(""), backend->display_name, r.source_detail).second;
+  }
+  if (first_time) log_info(resolution_log_line(r, backend->display_name));
+  return r;
+}
+
+}  // namespace diffattn
