@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "diffattn/log.h"
 
 namespace diffattn::cli {
 namespace {
@@ -41,6 +42,7 @@ PlatformInfo cpu_platform() {
   PlatformInfo info;
   info.kind = PlatformKind::kCpu;
   info.device_name = "CPU";
+  info.features = every_feature();
   info.origin = "backend matrix";
   return info;
 }
@@ -49,8 +51,9 @@ enum class CellStatus { kDefault, kExplicitOk, kRejected };
 
 struct Cell {
   CellStatus status = CellStatus::kRejected;
-  std::string reason;  // why it is rejected
-  bool operator==(const Cell&) const = default;
+  std::string reason;  // why it is rejected: the platform's full message
+  std::string brief;   // the same, without what the row and column already say
+  bool operator==(const Cell& other) const { return status == other.status && brief == other.brief; }
 };
 
 std::string_view status_name(CellStatus status) {
@@ -62,10 +65,22 @@ std::string_view status_name(CellStatus status) {
   return "rejected";
 }
 
-// The first sentence of a message: the cell says why, the full message is one `resolve` away.
-std::string first_sentence(const std::string& message) {
-  const auto end = message.find(". ");
-  return end == std::string::npos ? message : message.substr(0, end + 1);
+// The reason of a cell without what the row and column already say: the first sentence, without
+// the device description; the full message is one `diffattn resolve` away.
+std::string short_reason(const std::string& backend, const std::string& message, const PlatformInfo& info) {
+  const auto sentence_end = message.find(". ");
+  std::string text = sentence_end == std::string::npos ? message : message.substr(0, sentence_end + 1);
+  const std::string preamble = backend + " was explicitly selected but ";
+  if (text.starts_with(preamble)) text = backend + " " + text.substr(preamble.size());
+  if (const auto device = text.find(" is unavailable on "); device != std::string::npos) {
+    if (const auto colon = text.find(": ", device); colon != std::string::npos) text = text.substr(colon + 2);
+  }
+  if (const auto device = text.find("; this is "); device != std::string::npos) text.erase(device);
+  const std::string sm = info.sm_string();
+  for (auto at = sm.empty() ? std::string::npos : text.find(sm); at != std::string::npos; at = text.find(sm, at)) {
+    text.replace(at, sm.size(), "this GPU");
+  }
+  return text;
 }
 
 std::string markdown_escape(std::string text) {
@@ -79,18 +94,21 @@ std::string markdown_escape(std::string text) {
 
 Cell decide_cell(const BackendDescriptor& d, const Platform& platform, const std::string& default_backend) {
   auto explicit_choice = platform.select_backend(d.name, kMatrixHeadSize, /*allow_trtllm_default=*/true);
-  if (!explicit_choice.ok()) return {CellStatus::kRejected, explicit_choice.status().message()};
-  if (d.unavailable_reason) {
-    if (auto reason = d.unavailable_reason(platform.info())) return {CellStatus::kRejected, *reason};
+  std::optional<std::string> rejected;
+  if (!explicit_choice.ok()) {
+    rejected = explicit_choice.status().message();
+  } else if (d.unavailable_reason) {
+    rejected = d.unavailable_reason(platform.info());
   }
-  if (d.name == default_backend) return {CellStatus::kDefault, ""};
-  return {CellStatus::kExplicitOk, ""};
+  if (rejected) return {CellStatus::kRejected, *rejected, short_reason(d.name, *rejected, platform.info())};
+  if (d.name == default_backend) return {CellStatus::kDefault, "", ""};
+  return {CellStatus::kExplicitOk, "", ""};
 }
 
-std::string cell_markdown(const Cell& cell) {
-  if (cell.status == CellStatus::kDefault) return "**default**";
-  if (cell.status == CellStatus::kExplicitOk) return "explicit-ok";
-  return "rejected: " + markdown_escape(first_sentence(cell.reason));
+std::string cell_markdown(const std::string& backend, const Cell& cell) {
+  if (cell.status == CellStatus::kRejected) return "rejected: " + markdown_escape(cell.brief);
+  const std::string status = cell.status == CellStatus::kDefault ? "**default**" : "explicit-ok";
+  return kernels_in_this_build(backend).empty() ? status + " (no kernel in this build)" : status;
 }
 
 // The platform default at kMatrixHeadSize, for a mask-free model or not.
@@ -130,16 +148,18 @@ Result<std::vector<std::vector<PlatformCells>>> compute(const Registry& registry
 std::string column_cell_markdown(const std::vector<PlatformCells>& column, const std::string& backend) {
   bool same = true;
   for (const auto& pc : column) same = same && pc.cells.at(backend) == column.front().cells.at(backend);
-  if (same) return cell_markdown(column.front().cells.at(backend));
+  if (same) return cell_markdown(backend, column.front().cells.at(backend));
   std::vector<std::string> parts;
-  for (const auto& pc : column) parts.push_back(pc.info.sm_string() + ": " + cell_markdown(pc.cells.at(backend)));
+  for (const auto& pc : column) {
+    parts.push_back(pc.info.sm_string() + ": " + cell_markdown(backend, pc.cells.at(backend)));
+  }
   return join(parts, "; ");
 }
 
-std::string considered_markdown(const PlatformDecision& decision) {
+std::string considered_markdown(const PlatformCells& pc) {
   std::vector<std::string> parts;
-  for (const auto& c : decision.considered) {
-    parts.push_back(c.backend + " (" + markdown_escape(first_sentence(c.reason)) + ")");
+  for (const auto& c : pc.mask_free_default.considered) {
+    parts.push_back(c.backend + " (" + markdown_escape(short_reason(c.backend, c.reason, pc.info)) + ")");
   }
   return join(parts, "; ");
 }
@@ -150,12 +170,12 @@ std::string arch_label(const PlatformInfo& info) {
 
 std::string route_table_markdown(const std::vector<std::vector<PlatformCells>>& cells) {
   std::string text =
-      "| architecture | default, mask-free model | default, masked model | passed over (mask-free model) |\n"
+      "| architecture | default, mask-free model | default, model with masks | passed over (mask-free model) |\n"
       "|---|---|---|---|\n";
   for (const auto& column : cells) {
     for (const auto& pc : column) {
       text += "| " + arch_label(pc.info) + " | " + pc.mask_free_default.backend + " | " +
-              pc.masked_default.backend + " | " + considered_markdown(pc.mask_free_default) + " |\n";
+              pc.masked_default.backend + " | " + considered_markdown(pc) + " |\n";
     }
   }
   return text;
@@ -165,6 +185,12 @@ nlohmann::json decision_to_json(const PlatformDecision& decision) {
   nlohmann::json considered = nlohmann::json::array();
   for (const auto& c : decision.considered) considered.push_back({{"backend", c.backend}, {"reason", c.reason}});
   return {{"backend", decision.backend}, {"considered", considered}};
+}
+
+Result<std::string> matrix_text(const Registry& registry, bool json) {
+  if (!json) return backend_matrix_markdown(registry);
+  DIFFATTN_ASSIGN_OR_RETURN(const nlohmann::json document, backend_matrix_json(registry));
+  return document.dump(2) + "\n";
 }
 
 }  // namespace
@@ -235,15 +261,12 @@ Result<nlohmann::json> backend_matrix_json(const Registry& registry) {
 }
 
 int print_backend_matrix(const Registry& registry, bool json) {
-  if (json) {
-    auto document = backend_matrix_json(registry);
-    if (!document.ok()) return report_error(document.status(), json);
-    print_json(*document);
-  } else {
-    auto text = backend_matrix_markdown(registry);
-    if (!text.ok()) return report_error(text.status(), json);
-    std::cout << *text;
-  }
+  // The platforms of the matrix are hypothetical: their routing log lines would only be noise.
+  const LogSink previous = set_log_sink([](LogLevel, std::string_view) {});
+  auto text = matrix_text(registry, json);
+  set_log_sink(previous);
+  if (!text.ok()) return report_error(text.status(), json);
+  std::cout << *text;
   return 0;
 }
 
