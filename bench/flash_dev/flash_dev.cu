@@ -3,7 +3,7 @@
 // Build on the GPU machine:
 //   nvcc -std=c++20 -O3 -Isrc -gencode=arch=compute_90a,code=sm_90a \
 //        bench/flash_dev/flash_dev.cu src/kernels/cuda/flash/flash_hopper.cu -o flash_dev
-// Usage: flash_dev [check] [time] [quick]
+// Usage: flash_dev [check] [time] [quick] [variants] [--csv FILE]
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -18,9 +18,36 @@
 #include <vector>
 
 #include "kernels/cuda/flash/flash_hopper.h"
+#include "kernels/cuda/flash/flash_hopper_launch.cuh"
 
 using diffattn::flash::HopperArgs;
 using diffattn::flash::LaunchStatus;
+using diffattn::flash::HopperTraits;
+
+using LaunchFn = LaunchStatus (*)(const HopperArgs&, void*);
+
+LaunchStatus launch_default(const HopperArgs& a, void* s) { return diffattn::flash::launch_flash_hopper(a, s); }
+
+template <class T>
+LaunchStatus launch_variant(const HopperArgs& a, void* s) {
+  return diffattn::flash::hopper_detail::launch_with_traits<T>(a, static_cast<cudaStream_t>(s));
+}
+
+// Tile variants timed next to the configured one (flash_config.h); D = 0 matches every head size.
+struct Variant {
+  const char* name;
+  int D;
+  LaunchFn fn;
+};
+static const Variant kVariants[] = {
+    {"config", 0, launch_default},
+    {"bn128", 128, launch_variant<HopperTraits<128, 128, 2, true>>},
+    {"bn176", 128, launch_variant<HopperTraits<128, 176, 2, true>>},
+    {"bn192", 64, launch_variant<HopperTraits<64, 192, 2, true>>},
+    {"bn128-s3", 64, launch_variant<HopperTraits<64, 128, 3, true>>},
+    {"bn112", 192, launch_variant<HopperTraits<192, 112, 2, true>>},
+};
+static LaunchFn g_launch = launch_default;
 
 #define CHECK_CUDA(x)                                                                        \
   do {                                                                                       \
@@ -280,7 +307,7 @@ static bool check_case(const Case& c, int sm_count, std::mt19937& rng) {
   const long long nb = c.varlen ? 1 : c.B;
   CHECK_CUDA(cudaMemset(bf.lse, 0xFF, (size_t)nb * c.H * bf.q_rows * 4));
   HopperArgs a = make_args(c, bf, sm_count);
-  LaunchStatus s = diffattn::flash::launch_flash_hopper(a, nullptr);
+  LaunchStatus s = g_launch(a, nullptr);
   if (!s.ok()) {
     std::printf("%-34s LAUNCH FAILED: %s\n", c.name.c_str(), s.message.c_str());
     bf.free_all();
@@ -363,14 +390,14 @@ static bool check_case(const Case& c, int sm_count, std::mt19937& rng) {
   return ok;
 }
 
-static void time_case(const Case& c, int sm_count, std::mt19937& rng, FILE* csv) {
+static void time_case(const Case& c, const char* variant, int sm_count, std::mt19937& rng, FILE* csv) {
   Buffers bf = make_buffers(c, rng);
   HopperArgs a = make_args(c, bf, sm_count);
   cudaEvent_t e0, e1;
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
   for (int i = 0; i < 3; ++i) {
-    LaunchStatus s = diffattn::flash::launch_flash_hopper(a, nullptr);
+    LaunchStatus s = g_launch(a, nullptr);
     if (!s.ok()) {
       std::printf("%s: %s\n", c.name.c_str(), s.message.c_str());
       return;
@@ -378,16 +405,18 @@ static void time_case(const Case& c, int sm_count, std::mt19937& rng, FILE* csv)
   }
   CHECK_CUDA(cudaDeviceSynchronize());
   const double flops = 4.0 * c.B * c.H * (double)c.Sq * c.Skv * c.D * (c.causal ? 0.5 : 1.0);
-  const int reps = flops > 5e13 ? 5 : 20;
+  // Back-to-back launches between two events keep the host's per-launch work off the GPU clock.
+  const int per_sample = flops > 5e13 ? 1 : flops > 2e12 ? 5 : 20;
+  const int samples = flops > 5e13 ? 3 : 7;
   std::vector<float> ms;
-  for (int i = 0; i < reps; ++i) {
+  for (int i = 0; i < samples; ++i) {
     CHECK_CUDA(cudaEventRecord(e0));
-    (void)diffattn::flash::launch_flash_hopper(a, nullptr);
+    for (int r = 0; r < per_sample; ++r) (void)g_launch(a, nullptr);
     CHECK_CUDA(cudaEventRecord(e1));
     CHECK_CUDA(cudaEventSynchronize(e1));
     float t;
     CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
+    ms.push_back(t / per_sample);
   }
   CHECK_CUDA(cudaGetLastError());
   std::sort(ms.begin(), ms.end());
@@ -396,21 +425,22 @@ static void time_case(const Case& c, int sm_count, std::mt19937& rng, FILE* csv)
   const double gemm_floor_ms = flops / 770e12 * 1e3;
   const double exps = (double)c.B * c.H * c.Sq * c.Skv * (c.causal ? 0.5 : 1.0);
   const double mufu_floor_ms = exps / (16.0 * 132 * 1.98e9) * 1e3;
-  std::printf("%-34s %9.3f ms  %6.1f TFLOP/s  gemm-floor %.3f ms (%.0f%%)  exp-floor %.3f ms\n", c.name.c_str(), med,
-              tflops, gemm_floor_ms, 100.0 * gemm_floor_ms / med, mufu_floor_ms);
+  std::printf("%-26s %-12s %9.3f ms  %6.1f TFLOP/s  gemm-floor %.3f ms (%.0f%%)  exp-floor %.3f ms\n", c.name.c_str(), variant,
+              med, tflops, gemm_floor_ms, 100.0 * gemm_floor_ms / med, mufu_floor_ms);
   if (csv)
-    std::fprintf(csv, "%s,%d,%d,%d,%d,%d,%d,%d,%.4f,%.1f,%.4f,%.4f\n", c.name.c_str(), c.B, c.H, c.Hkv, c.Sq, c.Skv,
+    std::fprintf(csv, "%s,%s,%d,%d,%d,%d,%d,%d,%d,%.4f,%.1f,%.4f,%.4f\n", c.name.c_str(), variant, c.B, c.H, c.Hkv, c.Sq, c.Skv,
                  c.D, c.causal, med, tflops, gemm_floor_ms, mufu_floor_ms);
   bf.free_all();
 }
 
 int main(int argc, char** argv) {
-  bool do_check = false, do_time = false, quick = false;
+  bool do_check = false, do_time = false, quick = false, variants = false;
   const char* csv_path = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "check")) do_check = true;
     if (!std::strcmp(argv[i], "time")) do_time = true;
     if (!std::strcmp(argv[i], "quick")) quick = true;
+    if (!std::strcmp(argv[i], "variants")) variants = true;
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
   }
   int sm_count = 0;
@@ -437,17 +467,30 @@ int main(int argc, char** argv) {
         {"hd96 fp16 gqa 4/1 1x300x300", 1, 300, 300, 4, 1, 96, false, true},
         {"hd192 bf16 1x400x380 h2", 1, 400, 380, 2, 2, 192},
         {"hd192 bf16 causal+lse 1x300x300", 1, 300, 300, 2, 2, 192, true, false, false, true},
+        {"hd192 bf16 lse 1x1000x9000", 1, 1000, 9000, 1, 1, 192, false, false, false, true},
+        {"hd128 bf16 long-kv 1x300x9000", 1, 300, 9000, 2, 2, 128},
+        {"hd96 fp16 long-kv 1x200x8500", 1, 200, 8500, 2, 2, 96, false, true},
         {"hd256 bf16 1x400x400 h2", 1, 400, 400, 2, 2, 256},
         {"hd256 fp16 mask 2x300x333", 2, 300, 333, 2, 2, 256, false, true, true},
         {"hd256 bf16 varlen b2", 2, 300, 350, 2, 2, 256, false, false, false, false, true},
     };
     if (quick) cases.resize(3);
-    for (const Case& c : cases) failures += check_case(c, sm_count, rng) ? 0 : 1;
+    for (const Variant& v : kVariants) {
+      if (!variants && v.fn != launch_default) continue;
+      g_launch = v.fn;
+      int n = 0;
+      for (const Case& c : cases) {
+        if (v.D != 0 && (c.D != v.D || c.fp16)) continue;  // variants are bf16 instantiations
+        if (v.fn != launch_default && ++n > 4) break;
+        std::printf("[%s] ", v.name);
+        failures += check_case(c, sm_count, rng) ? 0 : 1;
+      }
+    }
     std::printf("correctness: %d failure(s)\n", failures);
   }
   if (do_time) {
     FILE* csv = csv_path ? std::fopen(csv_path, "w") : nullptr;
-    if (csv) std::fprintf(csv, "workload,B,H,Hkv,Sq,Skv,D,causal,ms,tflops,gemm_floor_ms,exp_floor_ms\n");
+    if (csv) std::fprintf(csv, "workload,variant,B,H,Hkv,Sq,Skv,D,causal,ms,tflops,gemm_floor_ms,exp_floor_ms\n");
     std::vector<Case> work = {
         {"wan14b-480p-self", 1, 32760, 32760, 40, 40, 128},
         {"wan22-5b-704p-self", 1, 11440, 11440, 24, 24, 128},
@@ -464,7 +507,14 @@ int main(int argc, char** argv) {
         {"wan14b-720p-self", 1, 75600, 75600, 40, 40, 128},
     };
     if (quick) work.resize(5);
-    for (const Case& c : work) time_case(c, sm_count, rng, csv);
+    for (const Case& c : work) {
+      for (const Variant& v : kVariants) {
+        if (v.D != 0 && v.D != c.D) continue;
+        if (!variants && v.fn != launch_default) continue;
+        g_launch = v.fn;
+        time_case(c, v.name, sm_count, rng, csv);
+      }
+    }
     if (csv) std::fclose(csv);
   }
   return failures == 0 ? 0 : 1;

@@ -31,15 +31,21 @@ struct HopperTile {
 
 inline constexpr int kHopperSmemLimit = 227 * 1024;  // opt-in dynamic shared memory per block on sm_90
 
-// Wider key tiles amortise the softmax's row reductions; hd256 keeps 64 so two stages of K and V
-// still fit next to the 128 x 256 Q tile.
-constexpr HopperTile hopper_tile(int head_size) {
+// Above this many keys per row, hd96/hd128 use 176-key tiles (fewer row reductions and barrier
+// round trips per key); shorter rows keep 128 so that 512-token cross-attention needs no ragged tile.
+inline constexpr std::int64_t kLongKvThreshold = 8192;
+
+constexpr bool is_long_kv(std::int64_t seqlen_k) { return seqlen_k > kLongKvThreshold; }
+
+// Wider key tiles amortise the softmax's row reductions; hd192/hd256 keep narrower tiles so two
+// stages of K and V still fit next to the Q tile.
+constexpr HopperTile hopper_tile(int head_size, bool long_kv) {
   switch (head_size) {
-    case 64: return {128, 128, 3, 2};
-    case 96: return {128, 128, 2, 2};
-    case 128: return {128, 128, 2, 2};
+    case 64: return {128, 176, 2, 2};
+    case 96:
+    case 128: return {128, long_kv ? 176 : 128, 2, 2};
     case 192: return {128, 96, 2, 2};
-    case 256: return {128, 64, 2, 2};
+    case 256: return {128, 80, 2, 2};
     default: return {0, 0, 0, 0};
   }
 }

@@ -4,8 +4,8 @@
 // completing on mbarriers) and gives its registers away; warpgroups 1 and 2 are consumers, each
 // owning 64 query rows of the 128-row tile. A consumer computes S = Q K^T with wgmma from shared
 // memory and O += P V with P kept in registers; it issues the next tile's Q K^T and the current
-// P V before running softmax, so the exponentials overlap the tensor cores. Output goes through
-// shared memory (the tile's Q buffer) to 16-byte coalesced stores.
+// P V before running softmax, so the exponentials overlap the tensor cores. Q is handed back after
+// the tile's last Q K^T so the next tile's Q loads under the tail; output is stored from registers.
 
 #include <cstdint>
 
@@ -228,30 +228,43 @@ struct Consumer {
   }
 
   // Online softmax on one score tile: updates the row state, turns s into exp2 values in place
-  // and returns the factor the previous output must be scaled by.
+  // and returns the factor the previous output must be scaled by. Maxima and sums use kLanes
+  // independent partials so the reductions are not one long dependent chain.
   __device__ void softmax(float (&s)[kSAcc], RowState& st, float (&alpha)[2]) const {
+    constexpr int kCols = T::kBlockN / 4;  // values per row held by this thread
+    constexpr int kLanes = 8;
     const float scale = p.scale_log2;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float mx = st.m[r];
+      float part[kLanes];
 #pragma unroll
-      for (int j = 0; j < T::kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(s[j * 4 + 2 * r], s[j * 4 + 2 * r + 1]));
+      for (int i = 0; i < kLanes; ++i) part[i] = st.m[r];
+#pragma unroll
+      for (int i = 0; i < kCols; ++i) part[i % kLanes] = fmaxf(part[i % kLanes], s[(i / 2) * 4 + 2 * r + (i % 2)]);
+#pragma unroll
+      for (int w = kLanes / 2; w > 0; w /= 2)
+#pragma unroll
+        for (int i = 0; i < w; ++i) part[i] = fmaxf(part[i], part[i + w]);
+      float mx = part[0];
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
       const float m_scaled = mx == -INFINITY ? 0.f : mx * scale;
       alpha[r] = ptx::exp2_approx(st.m[r] * scale - m_scaled);
       st.m[r] = mx;
-      float sum = 0.f;
 #pragma unroll
-      for (int j = 0; j < T::kBlockN / 8; ++j) {
+      for (int i = 0; i < kLanes; ++i) part[i] = 0.f;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float v = ptx::exp2_approx(fmaf(s[j * 4 + 2 * r + e], scale, -m_scaled));
-          s[j * 4 + 2 * r + e] = v;
-          sum += v;
-        }
+      for (int i = 0; i < kCols; ++i) {
+        const int idx = (i / 2) * 4 + 2 * r + (i % 2);
+        const float v = ptx::exp2_approx(fmaf(s[idx], scale, -m_scaled));
+        s[idx] = v;
+        part[i % kLanes] += v;
       }
-      st.l[r] = st.l[r] * alpha[r] + sum;
+#pragma unroll
+      for (int w = kLanes / 2; w > 0; w /= 2)
+#pragma unroll
+        for (int i = 0; i < w; ++i) part[i] += part[i + w];
+      st.l[r] = st.l[r] * alpha[r] + part[0];
     }
   }
 
@@ -270,57 +283,32 @@ struct Consumer {
     }
   }
 
-  // Normalises, writes LSE, stages the 64 x D output block in this warpgroup's rows of the Q
-  // buffer (same 128-byte swizzle) and stores it with 16-byte coalesced writes.
+  // Normalises, writes LSE and stores the 64 x D output block straight from the accumulators
+  // (4-byte stores; the Q buffer was already handed back to the producer for the next tile).
   __device__ void epilogue(float (&o)[kOAcc], const RowState& st, const TileCoord& c) const {
-    float inv[2];
+    using Elem = uint16_t;
+    Elem* out = static_cast<Elem*>(p.out);
+    const int64_t b_idx = p.cu_seqlens_q != nullptr ? 0 : c.b;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float l = st.l[r];
       l += __shfl_xor_sync(0xffffffff, l, 1);
       l += __shfl_xor_sync(0xffffffff, l, 2);
-      inv[r] = l > 0.f ? 1.f / l : 0.f;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
       const int row = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4 + 8 * r;
-      if (p.lse != nullptr && lane % 4 == 0 && row < c.seqlen_q) {
+      if (row >= c.seqlen_q) continue;
+      if (p.lse != nullptr && lane % 4 == 0) {
         const float lse = l > 0.f ? (st.m[r] * p.scale_log2 + __log2f(l)) * 0.69314718055994531f : -INFINITY;
         const int64_t s_idx = (p.cu_seqlens_q != nullptr ? p.cu_seqlens_q[c.b] : 0) + row;
-        const int64_t b_idx = p.cu_seqlens_q != nullptr ? 0 : c.b;
         p.lse[b_idx * p.lse_stride_b + c.h * p.lse_stride_h + s_idx * p.lse_stride_s] = lse;
       }
-    }
-    uint8_t* stage = sm.q();
-    const int r_local = wg * 64 + warp * 16 + lane / 4;
+      Elem* dst = out + b_idx * p.out_stride_b + int64_t(c.q_row0 - c.m_block * T::kBlockM + row) * p.out_stride_s +
+                  c.h * p.out_stride_h + (lane % 4) * 2;
 #pragma unroll
-    for (int j = 0; j < T::kD / 8; ++j) {
-      const int col = j * 8 + (lane % 4) * 2;
-      const int ch = col / 64, byte = (col % 64) * 2;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int rr = r_local + 8 * r;
-        const uint32_t v = pack2<T::kBf16>(o[j * 4 + 2 * r] * inv[r], o[j * 4 + 2 * r + 1] * inv[r]);
-        *reinterpret_cast<uint32_t*>(stage + ch * T::kQChunkBytes + rr * 128 + (byte ^ ((rr & 7) << 4))) = v;
-      }
+      for (int j = 0; j < T::kD / 8; ++j)
+        *reinterpret_cast<uint32_t*>(dst + j * 8) =
+            pack2<T::kBf16>(o[j * 4 + 2 * r] * inv, o[j * 4 + 2 * r + 1] * inv);
     }
-    ptx::named_barrier_sync(1 + wg, 128);
-    constexpr int kVecPerRow = T::kD / 8;
-    using Elem = uint16_t;
-    Elem* out = static_cast<Elem*>(p.out);
-    const int64_t b_idx = p.cu_seqlens_q != nullptr ? 0 : c.b;
-    const int row_limit = c.seqlen_q - c.m_block * T::kBlockM - wg * 64;
-#pragma unroll 4
-    for (int i = tid; i < 64 * kVecPerRow; i += 128) {
-      const int row = i / kVecPerRow, col = (i % kVecPerRow) * 8;
-      if (row >= row_limit) continue;
-      const int rr = wg * 64 + row;
-      const int ch = col / 64, byte = (col % 64) * 2;
-      const uint4 v = *reinterpret_cast<const uint4*>(stage + ch * T::kQChunkBytes + rr * 128 + (byte ^ ((rr & 7) << 4)));
-      const int64_t s_idx = c.q_row0 + wg * 64 + row;
-      *reinterpret_cast<uint4*>(out + b_idx * p.out_stride_b + s_idx * p.out_stride_s + c.h * p.out_stride_h + col) = v;
-    }
-    // The next tile's Q arrives by TMA (async proxy) into this buffer.
-    ptx::fence_proxy_async_smem();
-    ptx::named_barrier_sync(1 + wg, 128);
-    if (tid == 0) ptx::mbar_arrive(sm.q_empty());
   }
 
   __device__ void run() const {
@@ -341,6 +329,7 @@ struct Consumer {
       int prev_stage = 0;
       uint32_t prev_phase = 0;
       for (int n = 0; n < c.n_blocks; ++n) {
+        if (n > 0) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
         ptx::mbar_wait(sm.k_full(stage), phase);
         ptx::fence_operands(o);
         ptx::fence_operands(pr);
@@ -348,15 +337,17 @@ struct Consumer {
         issue_qk(s, stage);
         ptx::wgmma_commit();
         if (n > 0) {
-          ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
           issue_pv(o, pr, prev_stage);
           ptx::wgmma_commit();
+        }
+        if (n > 0) {
           ptx::wgmma_wait<1>();
         } else {
           ptx::wgmma_wait<0>();
         }
         ptx::fence_operands(s);
         release(sm.k_empty(stage));
+        if (n == c.n_blocks - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
         if (needs_mask(c, n)) apply_mask(s, c, n);
         softmax(s, st, alpha);
         if (n > 0) {
@@ -373,6 +364,7 @@ struct Consumer {
           phase ^= 1;
         }
       }
+      if (c.n_blocks == 0) release(sm.q_empty());
       if (c.n_blocks > 0) {
         ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
         ptx::fence_operands(o);
@@ -398,7 +390,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     ptx::mbar_init(sm.q_full(), 1);
-    ptx::mbar_init(sm.q_empty(), T::kConsumers);
+    ptx::mbar_init(sm.q_empty(), T::kConsumers * 4);  // one arrival per consumer warp
     for (int s = 0; s < T::kStages; ++s) {
       ptx::mbar_init(sm.k_full(s), 1);
       ptx::mbar_init(sm.v_full(s), 1);

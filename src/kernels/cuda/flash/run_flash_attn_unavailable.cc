@@ -1,0 +1,12 @@
+#include "kernels/cuda/flash/run_flash_attn.h"
+
+#if !DIFFATTN_HAVE_CUDA
+namespace diffattn::flash {
+
+Status run_flash_attn_cuda(const AttentionProblem&, void*) {
+  return Unavailable("FLASH_ATTN needs diffattn's CUDA kernels, and this build has none (nvcc was not found when it "
+                     "was built); rebuild with the CUDA toolkit installed or select TORCH_SDPA");
+}
+
+}  // namespace diffattn::flash
+#endif

@@ -1,0 +1,66 @@
+#include "kernels/cuda/flash/flash_config.h"
+
+#include <gtest/gtest.h>
+
+namespace diffattn::flash {
+namespace {
+
+TEST(FlashConfig, HeadSizesAreTheDocumentedList) {
+  for (int d : {64, 96, 128, 192, 256}) EXPECT_TRUE(is_supported_head_size(d)) << d;
+  for (int d : {0, 8, 32, 80, 100, 160, 512}) EXPECT_FALSE(is_supported_head_size(d)) << d;
+  EXPECT_EQ(supported_head_sizes_text(), "64, 96, 128, 192, 256");
+}
+
+TEST(FlashConfig, EveryTileFitsSharedMemoryAndWgmmaShapes) {
+  for (int d : kHeadSizes) {
+    for (bool long_kv : {false, true}) {
+      const HopperTile t = hopper_tile(d, long_kv);
+      EXPECT_EQ(t.block_m, 64 * t.consumer_warpgroups) << d;
+      EXPECT_EQ(t.block_n % 16, 0) << d;  // P V reduces over block_n in k16 steps
+      EXPECT_GE(t.block_n, 64) << d;
+      EXPECT_LE(t.block_n, 256) << d;  // wgmma N limit for Q K^T
+      EXPECT_GE(t.stages, 2) << d;
+      EXPECT_LE(hopper_smem_bytes(t, d), kHopperSmemLimit) << "head size " << d << " long_kv " << long_kv;
+    }
+  }
+}
+
+TEST(FlashConfig, UnknownHeadSizeHasNoTile) {
+  const HopperTile t = hopper_tile(80, false);
+  EXPECT_EQ(t.block_m, 0);
+  EXPECT_EQ(t.block_n, 0);
+}
+
+TEST(FlashConfig, LongKeySetsSwitchHd128ToWiderTiles) {
+  EXPECT_FALSE(is_long_kv(512));
+  EXPECT_FALSE(is_long_kv(kLongKvThreshold));
+  EXPECT_TRUE(is_long_kv(kLongKvThreshold + 1));
+  EXPECT_GT(hopper_tile(128, true).block_n, hopper_tile(128, false).block_n);
+  // A 512-token cross-attention splits into whole 128-key tiles.
+  EXPECT_EQ(512 % hopper_tile(128, is_long_kv(512)).block_n, 0);
+}
+
+TEST(FlashConfig, SharedMemoryCountsPaddedChunks) {
+  // hd96 pads to two 64-column chunks: Q 128x128, two stages of K and V 128x128, bf16.
+  const HopperTile t{128, 128, 2, 2};
+  EXPECT_EQ(hopper_smem_bytes(t, 96), 128 * 128 * 2 + 4 * 128 * 128 * 2 + (2 + 8) * 8 + 1024);
+  EXPECT_EQ(hopper_smem_bytes(t, 96), hopper_smem_bytes(t, 128));
+}
+
+TEST(FlashConfig, PersistentGridNeverExceedsTilesOrSms) {
+  EXPECT_EQ(persistent_grid(10, 132), 10);
+  EXPECT_EQ(persistent_grid(100000, 132), 132);
+  EXPECT_EQ(persistent_grid(0, 132), 1);
+  EXPECT_EQ(num_m_blocks(4608, hopper_tile(128, false)), 36);
+  EXPECT_EQ(num_m_blocks(4609, hopper_tile(128, false)), 37);
+  EXPECT_EQ(num_tiles(2, 24, 36), 2 * 24 * 36);
+}
+
+TEST(FlashConfig, TmaCoordinatesAre32Bit) {
+  EXPECT_TRUE(fits_tma_coordinates(75600));
+  EXPECT_FALSE(fits_tma_coordinates(0));
+  EXPECT_FALSE(fits_tma_coordinates(std::int64_t{1} << 31));
+}
+
+}  // namespace
+}  // namespace diffattn::flash
