@@ -12,10 +12,12 @@ if(DIFFATTN_ENABLE_CUDA AND NOT DIFFATTN_CORE_ONLY)
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     set(CMAKE_CUDA_ARCHITECTURES OFF)
+    # A benchmark build for one GPU may narrow this (e.g. -DDIFFATTN_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a).
     set(DIFFATTN_CUDA_GENCODE
         -gencode=arch=compute_80,code=sm_80
         -gencode=arch=compute_80,code=compute_80
-        -gencode=arch=compute_90a,code=sm_90a)
+        -gencode=arch=compute_90a,code=sm_90a
+        CACHE STRING "nvcc -gencode flags of diffattn's CUDA kernels")
     set(DIFFATTN_PY_DEPS "${PROJECT_SOURCE_DIR}/build/_deps/py")
     set(DIFFATTN_CUDNN_FRONTEND_INCLUDE "${DIFFATTN_PY_DEPS}/include")
     if(NOT EXISTS "${DIFFATTN_CUDNN_FRONTEND_INCLUDE}/cudnn_frontend.h")
