@@ -1,0 +1,202 @@
+// FLASH_ATTN on the GPU against the float64 oracle: every parity case it supports (the others must
+// be refused with kUnsupported before anything is written), DiT-like multi-tile shapes for every
+// head size, and the promised behaviours (fully masked rows, graph capture, bad strides).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "backends/factories.h"
+#include "kernels/cuda/flash/flash_checks.h"
+#include "parity/parity_check.h"
+
+#if DIFFATTN_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "gpu/device_case.h"
+#endif
+
+namespace diffattn {
+namespace {
+
+using testing::ParityCase;
+
+#if DIFFATTN_HAVE_CUDA
+
+// FLASH_ATTN has kernels for sm_80..sm_90; elsewhere (or without a GPU) these tests skip.
+bool flash_device_present() {
+  if (!testing::cuda_device_present()) return false;
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  return flash::flash_kernel_for_capability(major, minor).has_value();
+}
+
+#define SKIP_WITHOUT_FLASH_GPU() \
+  if (!flash_device_present()) GTEST_SKIP() << "no CUDA device with FLASH_ATTN kernels (sm_80..sm_90) here"
+
+std::uint64_t fresh_seed() {
+  std::random_device source;
+  return (static_cast<std::uint64_t>(source()) << 32) | source();
+}
+
+std::unique_ptr<Backend> make_backend() {
+  auto backend = create_flash_attn_backend(BackendInit{});
+  EXPECT_TRUE(backend.ok()) << backend.status().message();
+  return backend.ok() ? std::move(backend).value() : nullptr;
+}
+
+// Runs `c` through FLASH_ATTN; returns the failure text (empty: pass).
+std::string run_case(const ParityCase& c, std::mt19937_64& rng, void* stream = nullptr) {
+  auto data = testing::make_case_data(c, rng);
+  if (Status valid = validate_problem(data->problem); !valid.ok()) return "invalid case: " + valid.message();
+  const bool supported = flash::flash_shape_reasons(data->problem.shape()).empty();
+  testing::Expectation expected = testing::expect(data->problem);
+  testing::DeviceCase device(*data);
+  if (!device.ok()) return "could not copy the case to the GPU";
+  auto backend = make_backend();
+  if (!backend) return "no backend";
+  const Status s = backend->forward(device.problem(), stream);
+  if (!supported) {
+    if (s.code() != ErrorCode::kUnsupported) return "expected kUnsupported, got: " + s.ToString();
+    if (!device.copy_back()) return "could not copy the outputs back";
+    for (std::int64_t i = 0; i < data->problem.out.numel() && i < 64; ++i)
+      if (!std::isnan(testing::read_element(data->problem.out, i))) return "a refused call wrote to out";
+    return "";
+  }
+  if (!s.ok()) return "forward: " + s.message();
+  if (!device.copy_back()) return "could not copy the outputs back";
+  return testing::compare(data->problem, expected);
+}
+
+TEST(GpuFlashAttn, MatchesTheOracleOrRefusesEveryParityCase) {
+  SKIP_WITHOUT_FLASH_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (const ParityCase& c : testing::parity_cases()) {
+    EXPECT_EQ(run_case(c, rng), "") << c.name() << " (seed " << seed << ")";
+  }
+}
+
+// Several query and key tiles, ragged last tiles, causal diagonals, GQA, key padding, packed
+// batches and strided layouts for every head size and both half types.
+TEST(GpuFlashAttn, MultiTileShapesMatchTheOracle) {
+  SKIP_WITHOUT_FLASH_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  const testing::Layout layouts[] = {testing::Layout::kContiguous, testing::Layout::kHeadMajor,
+                                     testing::Layout::kPaddedRows};
+  int idx = 0;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    for (std::int64_t d : {64, 96, 128, 192, 256}) {
+      ParityCase c;
+      c.dtype = dtype;
+      c.head_size = c.head_size_v = d;
+      c.seq_q = 200 + 61 * (idx % 3);
+      c.seq_kv = idx % 2 ? 333 : 520;
+      c.heads_q = 4, c.heads_kv = idx % 2 ? 2 : 4;
+      c.causal = idx % 3 == 0;
+      c.mask = idx % 4 == 1 ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
+      c.layout = layouts[idx % 3];
+      c.lse = true;
+      c.batch = 1 + idx % 2;
+      c.varlen = idx % 5 == 2 && c.mask == testing::MaskShape::kNone;
+      EXPECT_EQ(run_case(c, rng), "") << c.name() << " (seed " << seed << ")";
+      ++idx;
+    }
+  }
+}
+
+TEST(GpuFlashAttn, FullyMaskedRowsGiveZerosAndNegativeInfinityLse) {
+  SKIP_WITHOUT_FLASH_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  ParityCase c;
+  c.dtype = DType::kBFloat16;
+  c.batch = 2, c.seq_q = 70, c.seq_kv = 90, c.head_size = c.head_size_v = 64;
+  c.mask = testing::MaskShape::kKeyPadding, c.lse = true, c.fully_masked_rows = true;
+  auto data = testing::make_case_data(c, rng);
+  testing::DeviceCase device(*data);
+  ASSERT_TRUE(device.ok());
+  auto backend = make_backend();
+  ASSERT_NE(backend, nullptr);
+  ASSERT_TRUE(backend->forward(device.problem(), nullptr).ok());
+  ASSERT_TRUE(device.copy_back());
+  const AttentionProblem& p = data->problem;
+  for (std::int64_t i = 0; i < c.seq_q; ++i)
+    for (std::int64_t h = 0; h < c.heads_q; ++h) {
+      EXPECT_EQ(testing::read_element(*p.lse, testing::element_offset(*p.lse, {1, h, i})),
+                -std::numeric_limits<double>::infinity());
+      for (std::int64_t e = 0; e < c.head_size_v; ++e)
+        EXPECT_EQ(testing::read_element(p.out, testing::element_offset(p.out, {1, i, h, e})), 0.0);
+    }
+}
+
+TEST(GpuFlashAttn, ReplaysFromACapturedCudaGraph) {
+  SKIP_WITHOUT_FLASH_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  ParityCase c;
+  c.dtype = DType::kBFloat16;
+  c.seq_q = c.seq_kv = 300, c.heads_q = 4, c.heads_kv = 2, c.head_size = c.head_size_v = 128, c.lse = true;
+  auto data = testing::make_case_data(c, rng);
+  testing::Expectation expected = testing::expect(data->problem);
+  testing::DeviceCase device(*data);
+  ASSERT_TRUE(device.ok());
+  auto backend = make_backend();
+  ASSERT_NE(backend, nullptr);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_TRUE(backend->forward(device.problem(), stream).ok());  // warm-up
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(device.problem().out.data, 0xff, 300 * 4 * 128 * 2, stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status captured = backend->forward(device.problem(), stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured.message();
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_TRUE(device.copy_back());
+  EXPECT_EQ(testing::compare(data->problem, expected), "");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(GpuFlashAttn, UnalignedStridesAreRefusedWithoutWriting) {
+  SKIP_WITHOUT_FLASH_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  ParityCase c;
+  c.dtype = DType::kBFloat16;
+  c.seq_q = c.seq_kv = 40, c.heads_q = c.heads_kv = 2, c.head_size = c.head_size_v = 64;
+  auto data = testing::make_case_data(c, rng);
+  testing::DeviceCase device(*data);
+  ASSERT_TRUE(device.ok());
+  AttentionProblem p = device.problem();
+  p.k.strides[1] += 1;  // a sequence stride of 129 elements breaks TMA's 16-byte rule
+  p.v.strides[1] += 1;
+  p.k.shape[1] = p.v.shape[1] = 39;  // stay inside the allocation
+  auto backend = make_backend();
+  ASSERT_NE(backend, nullptr);
+  const Status s = backend->forward(p, nullptr);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("16"), std::string::npos) << s.message();  // the 16-byte row rule
+  ASSERT_TRUE(device.copy_back());
+  EXPECT_TRUE(std::isnan(testing::read_element(data->problem.out, 0)));
+}
+
+#else
+
+TEST(GpuFlashAttn, CpuOnlyBuildReportsUnavailable) {
+  auto backend = create_flash_attn_backend(BackendInit{});
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(backend.status().message().find("TORCH_SDPA"), std::string::npos);
+}
+
+#endif
+
+}  // namespace
+}  // namespace diffattn
