@@ -1,9 +1,54 @@
+// CUDNN_ATTN: cuDNN's fused flash attention through the cuDNN graph API.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cudnn_attn/cudnn_attn_checks.h"
+#include "backends/cudnn_attn/cudnn_sdpa_runner.h"
 #include "backends/factories.h"
+#include "kernels/cuda/sdpa_cuda.h"
 
 namespace diffattn {
+namespace {
 
-Result<std::unique_ptr<Backend>> create_cudnn_attn_backend(const BackendInit&) {
-  return Unavailable("CUDNN_ATTN kernels are not part of this diffattn build yet; select TORCH_SDPA instead");
+std::string join(const std::vector<std::string>& reasons) {
+  std::string text;
+  for (const auto& r : reasons) text += (text.empty() ? "" : " ") + r;
+  return text;
+}
+
+class CudnnAttnBackend final : public Backend {
+ public:
+  explicit CudnnAttnBackend(bool explicit_choice) : explicit_choice_(explicit_choice) {}
+
+  std::string_view name() const override { return "CUDNN_ATTN"; }
+
+  Status forward(const AttentionProblem& problem, void* stream) override {
+    DIFFATTN_RETURN_IF_ERROR(validate_problem(problem));
+    const ProblemShape shape = problem.shape();
+    // cuDNN FMHA has no kernel for one key or none; an automatic choice runs TORCH_SDPA's kernel.
+    if (!cudnn_attn::check_kv_length_above_one(shape.seqlen_kv) || explicit_choice_) {
+      std::vector<std::string> reasons = cudnn_attn::problem_reasons(shape);
+      if (auto mask = cudnn_attn::check_mask_is_key_padding(problem)) reasons.push_back(*mask);
+      if (!reasons.empty()) return Unsupported(join(reasons));
+      return cudnn_attn::run_cudnn_sdpa(problem, stream);
+    }
+    return run_sdpa_cuda(problem, stream);
+  }
+
+ private:
+  bool explicit_choice_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> create_cudnn_attn_backend(const BackendInit& init) {
+  if (!DIFFATTN_HAVE_CUDA) {
+    return Unavailable("CUDNN_ATTN needs a diffattn build with CUDA and cuDNN 9 (nvcc was not found when this "
+                       "one was built); select TORCH_SDPA or rebuild with the CUDA toolkit installed");
+  }
+  return std::unique_ptr<Backend>(std::make_unique<CudnnAttnBackend>(init.explicit_choice));
 }
 
 }  // namespace diffattn

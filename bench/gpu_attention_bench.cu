@@ -1,0 +1,315 @@
+// GPU attention benchmark: every registered backend that runs on this device, on the DiT
+// workloads of the H200 reference table, timed with CUDA events (warm-up, median of N, inputs
+// rotated across sets), with relL2 against an fp32 reference on a slice. Inputs come from a
+// counter-based generator that bench/peers.py reproduces bit for bit, so PyTorch's kernels are
+// measured on the same data. Prints a table and writes JSON (--json FILE).
+//
+//   gpu_attention_bench [--workloads a,b,...] [--backends A,B] [--iters N] [--warmup N] [--sets N]
+//                       [--json FILE]
+// Without --backends every registered backend that can run here is measured.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "diffattn/registry.h"
+#include "kernels/cuda/sdpa/sdpa_launch.h"
+
+namespace {
+
+using namespace diffattn;
+
+struct Workload {
+  const char* name;
+  int batch, heads, seq_q, seq_kv, head_dim;
+};
+
+// ../shared/reference/h200_measured.md, in its order.
+const Workload kWorkloads[] = {
+    {"wan2.1-14b-480p-self", 1, 40, 32760, 32760, 128},
+    {"wan2.2-ti2v-5b-self", 1, 24, 11440, 11440, 128},
+    {"hunyuanvideo-1.5-480p-self", 1, 16, 14040, 14040, 128},
+    {"flux.1-1024-joint", 1, 24, 4608, 4608, 128},
+    {"sd3-1024-joint-hd64", 1, 24, 4429, 4429, 64},
+    {"wan2.1-14b-480p-cross", 1, 40, 32760, 512, 128},
+    {"square-16k-hd128", 1, 24, 16384, 16384, 128},
+    {"wan2.1-14b-720p-self", 1, 40, 75600, 75600, 128},
+    {"square-4k-hd128", 1, 16, 4096, 4096, 128},
+    {"square-4k-hd64", 1, 32, 4096, 4096, 64},
+    {"square-16k-hd64", 1, 32, 16384, 16384, 64},
+    {"square-4k-hd256", 1, 8, 4096, 4096, 256},
+    {"square-16k-hd256", 1, 8, 16384, 16384, 256},
+};
+
+constexpr int kSliceRows = 1024;  // query rows of the fp32 reference slice
+constexpr int kSliceHeads = 2;
+
+#define CHECK_CUDA(call)                                                                   \
+  do {                                                                                     \
+    cudaError_t e_ = (call);                                                               \
+    if (e_ != cudaSuccess) {                                                               \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));              \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+// The generator bench/peers.py mirrors: a 32-bit integer hash of (tensor, index) to a uniform
+// value with unit variance, rounded to bf16. Explicit _rn operations keep it bit-exact.
+__device__ __host__ inline unsigned int hash32(unsigned long long index, unsigned int stream) {
+  unsigned long long x = (index * 2654435761ull + stream * 97531ull + 12345ull) & 0xffffffffull;
+  x ^= x >> 16;
+  x = (x * 0x45d9f3bull) & 0xffffffffull;
+  x ^= x >> 16;
+  x = (x * 0x45d9f3bull) & 0xffffffffull;
+  x ^= x >> 16;
+  return static_cast<unsigned int>(x);
+}
+
+__global__ void fill_kernel(__nv_bfloat16* out, long long n, unsigned int stream) {
+  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < n; i += 256ll * gridDim.x) {
+    const float u = __fmul_rn(static_cast<float>(hash32(static_cast<unsigned long long>(i), stream)), 2.3283064365386963e-10f);
+    out[i] = __float2bfloat16_rn(__fmul_rn(__fsub_rn(__fmul_rn(u, 2.f), 1.f), 1.7320508f));
+  }
+}
+
+// Copies rows [0, rows) and heads [0, heads) of a contiguous [S, H, D] bf16 tensor to fp32.
+__global__ void slice_to_float(const __nv_bfloat16* in, float* out, int rows, int heads, int src_heads, int d) {
+  const long long n = static_cast<long long>(rows) * heads * d;
+  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < n; i += 256ll * gridDim.x) {
+    const int e = static_cast<int>(i % d);
+    const int h = static_cast<int>((i / d) % heads);
+    const long long r = i / (static_cast<long long>(d) * heads);
+    out[i] = __bfloat162float(in[(r * src_heads + h) * d + e]);
+  }
+}
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> items;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
+  return items;
+}
+
+struct Args {
+  std::vector<std::string> workloads, backends;
+  int iters = 10, warmup = 3, sets = 2;
+  std::string json;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (flag == "--workloads") {
+      a.workloads = split(next());
+    } else if (flag == "--backends") {
+      a.backends = split(next());
+    } else if (flag == "--iters") {
+      a.iters = std::atoi(next().c_str());
+    } else if (flag == "--warmup") {
+      a.warmup = std::atoi(next().c_str());
+    } else if (flag == "--sets") {
+      a.sets = std::max(1, std::atoi(next().c_str()));
+    } else if (flag == "--json") {
+      a.json = next();
+    } else {
+      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--sets N] [--json FILE]\n", flag.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+struct Tensors {
+  __nv_bfloat16 *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
+};
+
+TensorView view(void* data, DType dtype, long long b, long long s, long long h, long long d) {
+  TensorView t = TensorView::Contiguous(data, dtype, {b, s, h, d}, Device{DeviceKind::kCuda, 0});
+  return t;
+}
+
+AttentionProblem problem_for(const Workload& w, const Tensors& t) {
+  AttentionProblem p;
+  p.q = view(t.q, DType::kBFloat16, w.batch, w.seq_q, w.heads, w.head_dim);
+  p.k = view(t.k, DType::kBFloat16, w.batch, w.seq_kv, w.heads, w.head_dim);
+  p.v = view(t.v, DType::kBFloat16, w.batch, w.seq_kv, w.heads, w.head_dim);
+  p.out = view(t.out, DType::kBFloat16, w.batch, w.seq_q, w.heads, w.head_dim);
+  return p;
+}
+
+// Output slice of the first set vs. an fp32 computation on the same (bf16) inputs.
+double rel_l2_on_slice(const Workload& w, const Tensors& t) {
+  const int rows = std::min(kSliceRows, w.seq_q);
+  const int d = w.head_dim;
+  float *q32, *k32, *v32, *o32;
+  CHECK_CUDA(cudaMalloc(&q32, sizeof(float) * rows * kSliceHeads * d));
+  CHECK_CUDA(cudaMalloc(&k32, sizeof(float) * static_cast<size_t>(w.seq_kv) * kSliceHeads * d));
+  CHECK_CUDA(cudaMalloc(&v32, sizeof(float) * static_cast<size_t>(w.seq_kv) * kSliceHeads * d));
+  CHECK_CUDA(cudaMalloc(&o32, sizeof(float) * rows * kSliceHeads * d));
+  slice_to_float<<<1024, 256>>>(t.q, q32, rows, kSliceHeads, w.heads, d);
+  slice_to_float<<<1024, 256>>>(t.k, k32, w.seq_kv, kSliceHeads, w.heads, d);
+  slice_to_float<<<1024, 256>>>(t.v, v32, w.seq_kv, kSliceHeads, w.heads, d);
+  AttentionProblem ref;
+  ref.q = view(q32, DType::kFloat32, 1, rows, kSliceHeads, d);
+  ref.k = view(k32, DType::kFloat32, 1, w.seq_kv, kSliceHeads, d);
+  ref.v = view(v32, DType::kFloat32, 1, w.seq_kv, kSliceHeads, d);
+  ref.out = view(o32, DType::kFloat32, 1, rows, kSliceHeads, d);
+  auto params = cuda::make_sdpa_params(ref);
+  if (!params.ok() || !cuda::launch_sdpa_generic(*params, nullptr).ok()) return NAN;
+  std::vector<float> want(static_cast<size_t>(rows) * kSliceHeads * d);
+  CHECK_CUDA(cudaMemcpy(want.data(), o32, want.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  std::vector<__nv_bfloat16> got(static_cast<size_t>(rows) * w.heads * d);
+  CHECK_CUDA(cudaMemcpy(got.data(), t.out, got.size() * 2, cudaMemcpyDeviceToHost));
+  double num = 0, den = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < kSliceHeads; ++h)
+      for (int e = 0; e < d; ++e) {
+        const double x = __bfloat162float(got[(static_cast<size_t>(r) * w.heads + h) * d + e]);
+        const double y = want[(static_cast<size_t>(r) * kSliceHeads + h) * d + e];
+        num += (x - y) * (x - y);
+        den += y * y;
+      }
+  cudaFree(q32), cudaFree(k32), cudaFree(v32), cudaFree(o32);
+  return std::isfinite(num) ? std::sqrt(num / den) : INFINITY;
+}
+
+// Sum of the first 4096 q elements: peers.py prints the same figure to show the data matches.
+double q_checksum(const Tensors& t) {
+  std::vector<__nv_bfloat16> h(4096);
+  CHECK_CUDA(cudaMemcpy(h.data(), t.q, h.size() * 2, cudaMemcpyDeviceToHost));
+  double s = 0;
+  for (auto x : h) s += __bfloat162float(x);
+  return s;
+}
+
+struct Row {
+  std::string workload, backend, error;
+  double ms = 0, tflops = 0, rel_l2 = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  auto platform = probe_cuda_platform(0);
+  if (!platform.ok()) {
+    std::fprintf(stderr, "gpu_attention_bench: %s\n", platform.status().message().c_str());
+    return 3;
+  }
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  int driver = 0;
+  CHECK_CUDA(cudaDriverGetVersion(&driver));
+  std::printf("device: %s (%d SMs), driver API %d, cuDNN %d\n", prop.name, prop.multiProcessorCount, driver,
+              platform->cudnn_version);
+
+  Registry& registry = global_registry();
+  std::vector<Row> rows;
+  std::vector<std::pair<std::string, double>> checksums;
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+
+  for (const Workload& w : kWorkloads) {
+    if (!args.workloads.empty() &&
+        std::find(args.workloads.begin(), args.workloads.end(), w.name) == args.workloads.end())
+      continue;
+    std::vector<Tensors> sets(args.sets);
+    const long long nq = 1ll * w.batch * w.seq_q * w.heads * w.head_dim;
+    const long long nkv = 1ll * w.batch * w.seq_kv * w.heads * w.head_dim;
+    for (int s = 0; s < args.sets; ++s) {
+      CHECK_CUDA(cudaMalloc(&sets[s].q, nq * 2));
+      CHECK_CUDA(cudaMalloc(&sets[s].k, nkv * 2));
+      CHECK_CUDA(cudaMalloc(&sets[s].v, nkv * 2));
+      CHECK_CUDA(cudaMalloc(&sets[s].out, nq * 2));
+      fill_kernel<<<2048, 256>>>(sets[s].q, nq, 3 * s + 0);
+      fill_kernel<<<2048, 256>>>(sets[s].k, nkv, 3 * s + 1);
+      fill_kernel<<<2048, 256>>>(sets[s].v, nkv, 3 * s + 2);
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    checksums.emplace_back(w.name, q_checksum(sets[0]));
+    const double flops = 4.0 * w.batch * w.heads * double(w.seq_q) * w.seq_kv * w.head_dim;
+
+    for (const std::string& name : registry.names()) {
+      if (!args.backends.empty() && std::find(args.backends.begin(), args.backends.end(), name) == args.backends.end())
+        continue;
+      auto desc = registry.find(name);
+      if (!desc.ok()) continue;
+      const BackendDescriptor& d = **desc;
+      if (std::find(d.caps.devices.begin(), d.caps.devices.end(), DeviceKind::kCuda) == d.caps.devices.end()) continue;
+      if (d.unavailable_reason && d.unavailable_reason(*platform)) continue;
+      const AttentionProblem probe = problem_for(w, sets[0]);
+      if (!d.unsupported_reasons(probe.shape()).empty()) continue;
+      BackendInit init;
+      init.num_heads = w.heads, init.num_kv_heads = w.heads, init.head_size = w.head_dim;
+      init.explicit_choice = true;
+      init.platform = *platform;
+      Row row{w.name, name};
+      auto backend = registry.create(name, init);
+      if (!backend.ok()) {
+        row.error = backend.status().message();
+        rows.push_back(row);
+        continue;
+      }
+      Status status;
+      for (int i = 0; i < args.warmup && status.ok(); ++i) status = (*backend)->forward(problem_for(w, sets[i % args.sets]), nullptr);
+      std::vector<float> ms;
+      for (int i = 0; i < args.iters && status.ok(); ++i) {
+        const AttentionProblem p = problem_for(w, sets[i % args.sets]);
+        CHECK_CUDA(cudaEventRecord(start));
+        status = (*backend)->forward(p, nullptr);
+        CHECK_CUDA(cudaEventRecord(stop));
+        CHECK_CUDA(cudaEventSynchronize(stop));
+        float t = 0;
+        CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+        ms.push_back(t);
+      }
+      if (!status.ok()) {
+        row.error = status.message();
+        rows.push_back(row);
+        continue;
+      }
+      std::sort(ms.begin(), ms.end());
+      row.ms = ms[ms.size() / 2];
+      row.tflops = flops / (row.ms * 1e-3) * 1e-12;
+      CHECK_CUDA(cudaMemset(sets[0].out, 0xff, nq * 2));  // poison: unwritten output shows as NaN
+      status = (*backend)->forward(problem_for(w, sets[0]), nullptr);
+      CHECK_CUDA(cudaDeviceSynchronize());
+      row.rel_l2 = status.ok() ? rel_l2_on_slice(w, sets[0]) : NAN;
+      rows.push_back(row);
+      std::printf("%-28s %-12s %9.3f ms %7.1f TFLOP/s relL2 %.2e\n", w.name, name.c_str(), row.ms, row.tflops,
+                  row.rel_l2);
+      std::fflush(stdout);
+    }
+    for (auto& s : sets) cudaFree(s.q), cudaFree(s.k), cudaFree(s.v), cudaFree(s.out);
+  }
+
+  if (!args.json.empty()) {
+    std::ofstream f(args.json);
+    f << "{\"device\": \"" << prop.name << "\", \"sms\": " << prop.multiProcessorCount << ", \"cudnn\": "
+      << platform->cudnn_version << ", \"rows\": [\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      f << "  {\"workload\": \"" << r.workload << "\", \"backend\": \"" << r.backend << "\", \"ms\": " << r.ms
+        << ", \"tflops\": " << r.tflops << ", \"rel_l2\": " << (std::isfinite(r.rel_l2) ? r.rel_l2 : -1.0)
+        << ", \"error\": \"" << (r.error.empty() ? "" : "failed (see log)") << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
+    }
+    f << "], \"q_checksums\": {";
+    for (size_t i = 0; i < checksums.size(); ++i)
+      f << "\"" << checksums[i].first << "\": " << checksums[i].second << (i + 1 < checksums.size() ? ", " : "");
+    f << "}}\n";
+  }
+  for (const Row& r : rows)
+    if (!r.error.empty()) std::printf("ERROR %s %s: %s\n", r.workload.c_str(), r.backend.c_str(), r.error.c_str());
+  return 0;
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Prepares what a GPU call carries: the committed tree (git archive HEAD, so work in progress in
+# the checkout cannot break the device build) in .export/, with the cudnn-frontend headers and the
+# build dependencies the device image lacks. Then run on the device, carrying .export:
+#   cd .export && COMMIT=<sha> scripts/gpu_bench.sh [flags]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+rm -rf .export && mkdir -p .export
+git archive HEAD | tar -x -C .export
+mkdir -p .export/build/_deps/py && cp -r build/_deps/py/include .export/build/_deps/py/
+scripts/gpu_bench.sh --pack-deps >/dev/null
+cp -r .devdeps .export/
+grep -qx "/.export/" .git/info/exclude || echo "/.export/" >> .git/info/exclude
+echo "carry .export ($(du -sh .export | cut -f1)); on the device: cd .export && COMMIT=$(git rev-parse --short HEAD) scripts/gpu_bench.sh"
