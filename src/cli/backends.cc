@@ -105,10 +105,13 @@ void print_human(const PlatformInfo& info, const std::vector<BackendRow>& rows, 
                    yes_no(caps.gqa), yes_no(caps.causal), join(caps.option_blocks, ",")});
   }
   std::cout << table.render() << "\n";
+  std::size_t available = 0;
   for (const auto& r : rows) {
     std::cout << r.descriptor->name << ": " << r.descriptor->summary << "\n";
     if (r.unavailable) std::cout << "  not here: " << *r.unavailable << "\n";
+    if (!r.unavailable) ++available;
   }
+  std::cout << "\n" << available << " of " << rows.size() << " registered backends can run here.\n";
 }
 
 nlohmann::json rows_to_json(const PlatformInfo& info, const std::vector<BackendRow>& rows,
