@@ -1,0 +1,214 @@
+// CUDNN_ATTN on the GPU against the float64 oracle, and its refusals: head sizes, dtypes, kv
+// length <= 1 (explicit: error; automatic: TORCH_SDPA's kernel), masks that are not key prefixes.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+
+#include "backends/factories.h"
+#include "parity/parity_check.h"
+
+#if DIFFATTN_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "backends/cudnn_attn/cudnn_attn_checks.h"
+#include "gpu/device_case.h"
+#endif
+
+namespace diffattn {
+namespace {
+
+using testing::ParityCase;
+
+#if DIFFATTN_HAVE_CUDA
+
+#define SKIP_WITHOUT_GPU() \
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device on this machine"
+
+std::unique_ptr<Backend> make_backend(bool explicit_choice) {
+  BackendInit init;
+  init.explicit_choice = explicit_choice;
+  auto created = create_cudnn_attn_backend(init);
+  return created.ok() ? std::move(created).value() : nullptr;
+}
+
+// cuDNN takes key padding as per-batch lengths: keep a random non-empty prefix of each batch.
+void make_mask_a_prefix(testing::CaseData& data, std::mt19937_64& rng) {
+  if (!data.problem.mask) return;
+  const TensorView& m = *data.problem.mask;
+  const std::int64_t skv = m.size(m.ndim - 1);
+  for (std::int64_t b = 0; b < m.size(0); ++b) {
+    const std::int64_t kept = std::uniform_int_distribution<std::int64_t>(1, skv)(rng);
+    for (std::int64_t j = 0; j < skv; ++j) testing::write_element(m, b * m.stride(0) + j * m.stride(m.ndim - 1), j < kept);
+  }
+}
+
+struct Outcome {
+  Status status;
+  std::string mismatch;
+};
+
+Outcome run_case(Backend& backend, testing::CaseData& data) {
+  testing::Expectation expected = testing::expect(data.problem);
+  testing::DeviceCase device(data);
+  if (!device.ok()) return {Internal("could not copy the case to the GPU"), ""};
+  Outcome o{backend.forward(device.problem(), nullptr), ""};
+  if (!o.status.ok()) return o;
+  if (!device.copy_back()) return {Internal("could not copy the outputs back"), ""};
+  o.mismatch = testing::compare(data.problem, expected);
+  return o;
+}
+
+std::uint64_t fresh_seed() {
+  std::random_device source;
+  return (static_cast<std::uint64_t>(source()) << 32) | source();
+}
+
+TEST(GpuCudnnAttn, MatchesTheOracleOnEverySupportedParityCase) {
+  SKIP_WITHOUT_GPU();
+  auto backend = make_backend(true);
+  ASSERT_NE(backend, nullptr);
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int ran = 0;
+  for (ParityCase c : testing::parity_cases()) {
+    if (c.mask == testing::MaskShape::kDense || c.mask == testing::MaskShape::kDenseBroadcast) continue;
+    c.fully_masked_rows = false;
+    if (!cudnn_attn::problem_reasons([&] {
+           auto s = testing::case_shape(c);
+           s.device = DeviceKind::kCuda;
+           return s;
+         }()).empty())
+      continue;
+    auto data = testing::make_case_data(c, rng);
+    make_mask_a_prefix(*data, rng);
+    const Outcome o = run_case(*backend, *data);
+    // cuDNN's own support check may still refuse a shape (e.g. some Dv != D); that is reported.
+    if (o.status.code() == ErrorCode::kUnsupported && o.status.message().find("cuDNN") != std::string::npos) {
+      std::printf("[  NOTE    ] %s: %s\n", c.name().c_str(), o.status.message().c_str());
+      continue;
+    }
+    ASSERT_TRUE(o.status.ok()) << c.name() << ": " << o.status.message();
+    EXPECT_EQ(o.mismatch, "") << c.name() << " (seed " << seed << ")";
+    ++ran;
+  }
+  EXPECT_GT(ran, 10);
+}
+
+TEST(GpuCudnnAttn, MatchesTheOracleOnDiTShapes) {
+  SKIP_WITHOUT_GPU();
+  auto backend = make_backend(true);
+  ASSERT_NE(backend, nullptr);
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int idx = 0;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    for (std::int64_t d : {64, 72, 128, 256}) {
+      ParityCase c;
+      c.dtype = dtype;
+      c.head_size = c.head_size_v = d;
+      c.batch = 2;
+      c.seq_q = 190, c.seq_kv = idx % 2 ? 77 : 190;
+      c.heads_q = 4, c.heads_kv = idx % 2 ? 1 : 4;
+      c.causal = idx % 3 == 0;
+      c.mask = idx % 2 == 0 ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
+      c.layout = idx % 2 ? testing::Layout::kHeadMajor : testing::Layout::kContiguous;
+      c.lse = true;
+      auto data = testing::make_case_data(c, rng);
+      make_mask_a_prefix(*data, rng);
+      const Outcome o = run_case(*backend, *data);
+      ASSERT_TRUE(o.status.ok()) << c.name() << ": " << o.status.message();
+      EXPECT_EQ(o.mismatch, "") << c.name() << " (seed " << seed << ")";
+      ++idx;
+    }
+  }
+}
+
+TEST(GpuCudnnAttn, ExplicitKvLengthOneIsAnErrorAndAutomaticRunsTorchSdpa) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  ParityCase c;
+  c.dtype = DType::kBFloat16;
+  c.seq_q = 33, c.seq_kv = 1, c.head_size = c.head_size_v = 64, c.lse = true;
+  auto data = testing::make_case_data(c, rng);
+  const Outcome explicit_run = run_case(*make_backend(true), *data);
+  EXPECT_EQ(explicit_run.status.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(explicit_run.status.message().find("CUDNN_ATTN was explicitly selected but cuDNN FMHA does not support "
+                                               "key/value sequence length 1. Select TORCH_SDPA or another backend "
+                                               "for this shape."),
+            std::string::npos)
+      << explicit_run.status.message();
+  const Outcome automatic = run_case(*make_backend(false), *data);
+  ASSERT_TRUE(automatic.status.ok()) << automatic.status.message();
+  EXPECT_EQ(automatic.mismatch, "");
+}
+
+TEST(GpuCudnnAttn, MasksThatAreNotKeyPrefixesAreRefusedNamingTorchSdpa) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  ParityCase c;
+  c.dtype = DType::kBFloat16;
+  c.batch = 2, c.seq_q = 40, c.seq_kv = 64, c.head_size = c.head_size_v = 64;
+  c.mask = testing::MaskShape::kKeyPadding;
+  auto data = testing::make_case_data(c, rng);
+  make_mask_a_prefix(*data, rng);
+  const TensorView& m = *data->problem.mask;
+  testing::write_element(m, m.stride(0) + 0, 0.0);  // batch 1 drops key 0 but keeps later keys
+  testing::write_element(m, m.stride(0) + 1, 1.0);
+  const Outcome o = run_case(*make_backend(true), *data);
+  EXPECT_EQ(o.status.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(o.status.message().find("TORCH_SDPA"), std::string::npos) << o.status.message();
+  EXPECT_NE(o.status.message().find("batch 1"), std::string::npos) << o.status.message();
+}
+
+TEST(GpuCudnnAttn, UnsupportedHeadSizeUsesTheSeedsMessage) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  ParityCase c;
+  c.dtype = DType::kBFloat16;
+  c.seq_q = c.seq_kv = 16, c.head_size = c.head_size_v = 12;
+  auto data = testing::make_case_data(c, rng);
+  const Outcome o = run_case(*make_backend(true), *data);
+  EXPECT_EQ(o.status.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(o.status.message().find("head_size=12 is unsupported"), std::string::npos) << o.status.message();
+}
+
+// After the first call of a shape, later calls allocate no device memory.
+TEST(GpuCudnnAttn, WarmCallsAllocateNothing) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  ParityCase c;
+  c.dtype = DType::kBFloat16;
+  c.batch = 2, c.seq_q = c.seq_kv = 512, c.heads_q = 8, c.heads_kv = 8, c.head_size = c.head_size_v = 128;
+  c.mask = testing::MaskShape::kKeyPadding, c.lse = true;
+  auto data = testing::make_case_data(c, rng);
+  make_mask_a_prefix(*data, rng);
+  testing::DeviceCase device(*data);
+  ASSERT_TRUE(device.ok());
+  auto backend = make_backend(true);
+  ASSERT_TRUE(backend->forward(device.problem(), nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::size_t free_before = 0, free_after = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(backend->forward(device.problem(), nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  EXPECT_EQ(free_before, free_after);
+}
+
+#else
+
+TEST(GpuCudnnAttn, MatchesTheOracleOnEverySupportedParityCase) { GTEST_SKIP() << "this diffattn build has no CUDA"; }
+TEST(GpuCudnnAttn, MatchesTheOracleOnDiTShapes) { GTEST_SKIP() << "this diffattn build has no CUDA"; }
+
+TEST(GpuCudnnAttn, FactoryReportsUnavailableInABuildWithoutCuda) {
+  auto created = create_cudnn_attn_backend(BackendInit{});
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(created.status().message().find("TORCH_SDPA"), std::string::npos);
+}
+
+#endif
+
+}  // namespace
+}  // namespace diffattn

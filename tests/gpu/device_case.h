@@ -1,0 +1,80 @@
+#pragma once
+// Mirrors a parity case's host buffers on a CUDA device: every view of the problem is re-pointed
+// at the same offset of the device copy, outputs come back into the host buffers for comparison
+// with the oracle. Only used where DIFFATTN_HAVE_CUDA is set.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "parity/cases.h"
+
+namespace diffattn::testing {
+
+inline bool cuda_device_present() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+class DeviceCase {
+ public:
+  explicit DeviceCase(CaseData& host) : host_(host) {
+    for (auto& buffer : host.buffers) {
+      void* device = nullptr;
+      ok_ = ok_ && cudaMalloc(&device, buffer->size_bytes()) == cudaSuccess;
+      ok_ = ok_ && cudaMemcpy(device, buffer->data(), buffer->size_bytes(), cudaMemcpyHostToDevice) == cudaSuccess;
+      device_.push_back(device);
+    }
+    problem_ = host.problem;
+    for (TensorView* view : views(problem_)) repoint(*view);
+  }
+  ~DeviceCase() {
+    for (void* p : device_) cudaFree(p);
+  }
+  DeviceCase(const DeviceCase&) = delete;
+  DeviceCase& operator=(const DeviceCase&) = delete;
+
+  bool ok() const { return ok_; }
+  const AttentionProblem& problem() const { return problem_; }
+
+  // Copies every device buffer back over its host twin (outputs included), after a sync.
+  bool copy_back() {
+    if (cudaDeviceSynchronize() != cudaSuccess) return false;
+    for (std::size_t i = 0; i < device_.size(); ++i) {
+      auto& buffer = host_.buffers[i];
+      if (cudaMemcpy(buffer->data(), device_[i], buffer->size_bytes(), cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+    }
+    return true;
+  }
+
+ private:
+  static std::vector<TensorView*> views(AttentionProblem& p) {
+    std::vector<TensorView*> v = {&p.q, &p.k, &p.v, &p.out};
+    for (auto* opt : {&p.mask, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k})
+      if (opt->has_value()) v.push_back(&**opt);
+    return v;
+  }
+
+  void repoint(TensorView& view) {
+    const auto* ptr = static_cast<const std::byte*>(view.data);
+    for (std::size_t i = 0; i < host_.buffers.size(); ++i) {
+      const auto* base = static_cast<const std::byte*>(host_.buffers[i]->data());
+      if (ptr >= base && ptr < base + host_.buffers[i]->size_bytes()) {
+        view.data = static_cast<std::byte*>(device_[i]) + (ptr - base);
+        view.device = Device{DeviceKind::kCuda, 0};
+        return;
+      }
+    }
+    ok_ = false;
+  }
+
+  CaseData& host_;
+  std::vector<void*> device_;
+  AttentionProblem problem_;
+  bool ok_ = true;
+};
+
+}  // namespace diffattn::testing
