@@ -5,8 +5,9 @@
 // measured on the same data. Prints a table and writes JSON (--json FILE).
 //
 //   gpu_attention_bench [--workloads a,b,...] [--backends A,B] [--iters N] [--warmup N] [--sets N]
-//                       [--json FILE]
-// Without --backends every registered backend that can run here is measured.
+//                       [--json FILE] [--list]
+// Without --backends every registered backend that can run here is measured; --list prints their
+// names, one a line (scripts/gpu_bench.sh runs each in its own process).
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -102,6 +103,7 @@ struct Args {
   std::vector<std::string> workloads, backends;
   int iters = 10, warmup = 3, sets = 2;
   std::string json;
+  bool list = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -121,8 +123,10 @@ Args parse(int argc, char** argv) {
       a.sets = std::max(1, std::atoi(next().c_str()));
     } else if (flag == "--json") {
       a.json = next();
+    } else if (flag == "--list") {
+      a.list = true;
     } else {
-      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--sets N] [--json FILE]\n", flag.c_str());
+      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--sets N] [--json FILE] [--list]\n", flag.c_str());
       std::exit(2);
     }
   }
@@ -192,6 +196,15 @@ double q_checksum(const Tensors& t) {
   return s;
 }
 
+// A backend joins the benchmark when it runs CUDA views and is available on this device.
+bool runs_here(const Registry& registry, const std::string& name, const PlatformInfo& platform) {
+  auto desc = registry.find(name);
+  if (!desc.ok()) return false;
+  const BackendDescriptor& d = **desc;
+  if (std::find(d.caps.devices.begin(), d.caps.devices.end(), DeviceKind::kCuda) == d.caps.devices.end()) return false;
+  return !(d.unavailable_reason && d.unavailable_reason(platform));
+}
+
 struct Row {
   std::string workload, backend, error;
   double ms = 0, tflops = 0, rel_l2 = 0;
@@ -210,10 +223,15 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   int driver = 0;
   CHECK_CUDA(cudaDriverGetVersion(&driver));
-  std::printf("device: %s (%d SMs), driver API %d, cuDNN %d\n", prop.name, prop.multiProcessorCount, driver,
-              platform->cudnn_version);
 
   Registry& registry = global_registry();
+  if (args.list) {
+    for (const std::string& name : registry.names())
+      if (runs_here(registry, name, *platform)) std::printf("%s\n", name.c_str());
+    return 0;
+  }
+  std::printf("device: %s (%d SMs), driver API %d, cuDNN %d\n", prop.name, prop.multiProcessorCount, driver,
+              platform->cudnn_version);
   std::vector<Row> rows;
   std::vector<std::pair<std::string, double>> checksums;
   cudaEvent_t start, stop;
@@ -243,13 +261,9 @@ int main(int argc, char** argv) {
     for (const std::string& name : registry.names()) {
       if (!args.backends.empty() && std::find(args.backends.begin(), args.backends.end(), name) == args.backends.end())
         continue;
-      auto desc = registry.find(name);
-      if (!desc.ok()) continue;
-      const BackendDescriptor& d = **desc;
-      if (std::find(d.caps.devices.begin(), d.caps.devices.end(), DeviceKind::kCuda) == d.caps.devices.end()) continue;
-      if (d.unavailable_reason && d.unavailable_reason(*platform)) continue;
+      if (!runs_here(registry, name, *platform)) continue;
       const AttentionProblem probe = problem_for(w, sets[0]);
-      if (!d.unsupported_reasons(probe.shape()).empty()) continue;
+      if (!(*registry.find(name))->unsupported_reasons(probe.shape()).empty()) continue;
       BackendInit init;
       init.num_heads = w.heads, init.num_kv_heads = w.heads, init.head_size = w.head_dim;
       init.explicit_choice = true;

@@ -3,7 +3,7 @@
 gpu_attention_bench (the same counter-based generator, checked by a checksum), timed the same way,
 then one table with diffattn's figures and the ratios to each peer.
 
-    peers.py --ours ours.json --out bench/results/gpu-DATE.md [--iters N] [--warmup N] [--sets N]
+    peers.py --ours ours-A.json [ours-B.json ...] --out bench/results/gpu-DATE.md [--iters N] [--warmup N] [--sets N]
              [--commit SHA] [--driver VERSION]
 """
 import argparse
@@ -86,7 +86,7 @@ def rel_l2(out, s):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ours", required=True)
+    ap.add_argument("--ours", required=True, nargs="+", help="gpu_attention_bench JSON files (one per backend)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
@@ -94,7 +94,13 @@ def main():
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--driver", default="unknown")
     args = ap.parse_args()
-    ours = json.load(open(args.ours))
+    ours = {"rows": [], "q_checksums": {}}
+    for path in args.ours:
+        part = json.load(open(path))
+        ours["rows"] += part["rows"]
+        ours["q_checksums"].update(part["q_checksums"])
+        ours.setdefault("sms", part["sms"])
+        ours.setdefault("cudnn", part["cudnn"])
     names = [w for w in WORKLOADS if w in ours["q_checksums"]]
     backends = []
     for row in ours["rows"]:

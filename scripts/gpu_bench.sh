@@ -26,19 +26,23 @@ if [ "${1:-}" = "--pack-deps" ]; then
 fi
 
 run_tests=1
+only=""
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tests) run_tests=0 ;;
-    --workloads|--backends|--iters|--warmup|--sets) bench_args+=("$1" "$2"); shift ;;
+    --backends) only="$2"; shift ;;
+    --workloads|--iters|--warmup|--sets) bench_args+=("$1" "$2"); shift ;;
     *) echo "unknown flag $1" >&2; exit 2 ;;
   esac
   shift
 done
 
-out="${OUT:-build/device/out}"
-mkdir -p "$out"
-[ -d .devdeps ] && cp -r --update=none .devdeps/usr/. /usr/ 2>/dev/null || cp -rn .devdeps/usr/. /usr/
+# Logs and intermediate files stay in build/device/out; $OUT (when set) gets the table, the merged
+# JSON and the logs, since only a few files come back from the GPU machine.
+work=build/device/out
+mkdir -p "$work"
+[ -d .devdeps ] && { cp -r --update=none .devdeps/usr/. /usr/ 2>/dev/null || cp -rn .devdeps/usr/. /usr/; }
 cudnn_dir="$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])')"
 export LD_LIBRARY_PATH="$cudnn_dir/lib:${LD_LIBRARY_PATH:-}"
 cudnn_lib="$(ls "$cudnn_dir"/lib/libcudnn.so* | head -n1)"
@@ -48,31 +52,48 @@ gencode=()
 if [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1)" = "9.0" ]; then
   gencode=(-DDIFFATTN_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a)
 fi
+echo "== configure and build ($(nproc) cores)"
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DDIFFATTN_CUDNN_LIB="$cudnn_lib" "${gencode[@]}" \
-  >"$out/configure.log" 2>&1 ||
-  { tail -n 30 "$out/configure.log"; exit 1; }
+  >"$work/configure.log" 2>&1 || { tail -n 30 "$work/configure.log"; exit 1; }
 targets=(gpu_attention_bench)
 [ "$run_tests" = 1 ] && targets+=(diffattn_tests)
-cmake --build build/device -j "$(nproc)" --target "${targets[@]}" >"$out/build.log" 2>&1 ||
-  { grep -E "error|Error" "$out/build.log" | head -n 40; exit 1; }
+cmake --build build/device -j "$(nproc)" --target "${targets[@]}" >"$work/build.log" 2>&1 ||
+  { grep -E -A3 "error|FAILED" "$work/build.log" | head -n 60; [ -n "${OUT:-}" ] && cp "$work/build.log" "$OUT/"; exit 1; }
 
 if [ "$run_tests" = 1 ]; then
+  echo "== GPU tests"
   build/device/tests/diffattn_tests --gtest_filter='Gpu*:SdpaTileConfig*:SdpaPlan*:CudnnAttnChecks*' \
-    2>&1 | tee "$out/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|error" || true
+    >"$work/gpu_tests.log" 2>&1 || true
+  grep -E "^\[  (FAILED|PASSED|SKIPPED|NOTE) |^\[==========\]|Failure|Expected|Which is|error" "$work/gpu_tests.log" | head -n 60
 fi
 
+echo "== benchmark: each backend in its own process"
 driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1)"
 date_tag="$(date -u +%Y-%m-%d)"
-set -o pipefail
-build/device/bin/gpu_attention_bench --json "$out/ours.json" "${bench_args[@]}" 2>&1 | tee "$out/bench.log"
+jsons=()
+for backend in $(build/device/bin/gpu_attention_bench --list); do
+  if [ -n "$only" ]; then case ",$only," in *",$backend,"*) ;; *) continue ;; esac; fi
+  if build/device/bin/gpu_attention_bench --backends "$backend" --json "$work/ours-$backend.json" "${bench_args[@]}" \
+      >"$work/bench-$backend.log" 2>&1; then
+    jsons+=("$work/ours-$backend.json")
+  else
+    echo "gpu_attention_bench for $backend failed:"
+  fi
+  tail -n 20 "$work/bench-$backend.log"
+done
 peer_args=()
 for ((i = 0; i < ${#bench_args[@]}; i += 2)); do
-  case "${bench_args[i]}" in --workloads|--backends) continue ;; esac
+  [ "${bench_args[i]}" = "--workloads" ] && continue
   peer_args+=("${bench_args[i]}" "${bench_args[i + 1]}")
 done
 mkdir -p bench/results
-PYTHONUNBUFFERED=1 python3 bench/peers.py --ours "$out/ours.json" --out "bench/results/gpu-$date_tag.md" \
-  --commit "${COMMIT:-unknown}" --driver "$driver" "${peer_args[@]}" >"$out/peers.log" 2>&1 ||
-  { tail -n 30 "$out/peers.log"; exit 1; }
-cp "bench/results/gpu-$date_tag.md" "$out/"
+echo "== PyTorch peers on the same data"
+PYTHONUNBUFFERED=1 python3 bench/peers.py --ours "${jsons[@]}" --out "bench/results/gpu-$date_tag.md" \
+  --commit "${COMMIT:-unknown}" --driver "$driver" "${peer_args[@]}" >"$work/peers.log" 2>&1 ||
+  { tail -n 30 "$work/peers.log"; exit 1; }
 cat "bench/results/gpu-$date_tag.md"
+if [ -n "${OUT:-}" ]; then
+  cp "bench/results/gpu-$date_tag.md" "$OUT/"
+  cat "$work"/ours-*.json >"$OUT/ours.json"
+  cat "$work/gpu_tests.log" "$work"/bench-*.log "$work/peers.log" >"$OUT/logs.txt" 2>/dev/null || true
+fi
