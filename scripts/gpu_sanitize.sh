@@ -10,13 +10,16 @@ mkdir -p "$out"
 cudnn_dir="$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])')"
 export LD_LIBRARY_PATH="$cudnn_dir/lib:${LD_LIBRARY_PATH:-}"
 tests="$build/tests/diffattn_tests"
-# Small shapes: every bucket and masked/causal tile path, the SIMT kernel, fully masked rows, cuDNN.
-filter='GpuSdpaCuda.TensorCoreBuckets*:GpuSdpaCuda.FullyMasked*:GpuCudnnAttn.MatchesTheOracleOnDiTShapes:GpuCudnnAttn.MasksThatAreNot*'
+# Small shapes that launch every tensor-core bucket (masked, causal and boundary tiles), the SIMT
+# kernel (float32 and odd head sizes of the parity cases), the key-padding length kernel and
+# cuDNN's graph.
+filter='GpuSdpaCuda.*Parity*:GpuSdpaCuda.TensorCoreBuckets*:GpuSdpaCuda.FullyMasked*:GpuCudnnAttn.MatchesTheOracleOnDiTShapes:GpuCudnnAttn.MasksThatAreNot*'
+limit="${SANITIZE_SECONDS:-300}"
 status=0
 for tool in memcheck racecheck; do
   echo "== compute-sanitizer --tool $tool"
-  if compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 "$tests" --gtest_filter="$filter" \
-      >"$out/sanitize-$tool.log" 2>&1; then
+  if timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 "$tests" \
+      --gtest_filter="$filter" >"$out/sanitize-$tool.log" 2>&1; then
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/sanitize-$tool.log" | tail -n 4
   else
     status=1
