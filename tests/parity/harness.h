@@ -1,0 +1,51 @@
+#pragma once
+// Which registered backends the parity harness runs for a case on a platform, and why not the
+// others: the same answers the selector and `diffattn backends` give.
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diffattn/platform.h"
+#include "diffattn/registry.h"
+
+namespace diffattn::testing {
+
+// Why `d` cannot run anything on `platform` for `device` (nullopt: it can run some problems).
+inline std::optional<std::string> backend_unavailable_reason(const BackendDescriptor& d, const PlatformInfo& platform,
+                                                             DeviceKind device) {
+  if (std::find(d.caps.devices.begin(), d.caps.devices.end(), device) == d.caps.devices.end())
+    return std::string("runs only on ") + (device == DeviceKind::kCpu ? "CUDA devices" : "the CPU");
+  if (d.unavailable_reason) return d.unavailable_reason(platform);
+  return std::nullopt;
+}
+
+// Why `d` cannot run `shape` here: the platform's verdict on an explicit choice, then the
+// backend's own capability reasons. Empty when it can.
+inline std::vector<std::string> case_unsupported_reasons(const BackendDescriptor& d, const Platform& platform,
+                                                         const ProblemShape& shape) {
+  auto decision = platform.select_backend(d.name, static_cast<int>(shape.head_size), true);
+  if (!decision.ok()) return {decision.status().message()};
+  return d.unsupported_reasons(shape);
+}
+
+inline std::string join_reasons(const std::vector<std::string>& reasons) {
+  std::string out;
+  for (const auto& r : reasons) out += (out.empty() ? "" : "; ") + r;
+  return out;
+}
+
+inline BackendInit init_for(const AttentionProblem& p, const PlatformInfo& platform) {
+  BackendInit init;
+  init.num_heads = static_cast<int>(p.q.size(2));
+  init.num_kv_heads = static_cast<int>(p.k.size(2));
+  init.head_size = static_cast<int>(p.q.size(3));
+  init.explicit_choice = true;
+  init.platform = platform;
+  return init;
+}
+
+}  // namespace diffattn::testing
