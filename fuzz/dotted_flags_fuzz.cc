@@ -63,6 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto config = diffattn::build_attention_config(sources, env);
   if (!config.ok()) {
     if (config.status().message().empty()) std::abort();  // every error must say something
+    // The CLI prints messages inside JSON: dump() throws, and the fuzzer stops, on text that is not UTF-8.
+    (void)nlohmann::json(config.status().message()).dump();
     return 0;
   }
   const std::string printed = diffattn::config_to_json(*config).dump();

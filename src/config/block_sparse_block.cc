@@ -88,6 +88,7 @@ Status validate_block_sparse(BlockSparseSpec& block, std::string_view field) {
                                   repr(block.precision) + ".");
   }
   if (block.skip_layers) {
+    DIFFATTN_RETURN_IF_ERROR(check_utf8(*block.skip_layers, field, "block_sparse.skip_layers"));
     DIFFATTN_ASSIGN_OR_RETURN(block.skip_layer_indices,
                               parse_index_selector(*block.skip_layers, std::string(field) + ": block_sparse.skip_layers"));
   } else if (!block.skip_layer_indices.empty()) {

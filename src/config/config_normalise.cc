@@ -62,6 +62,7 @@ class RoleFlattener {
                                            (prefix.empty() ? std::string() : " under " + config_detail::repr(prefix)) +
                                            "; name every role, e.g. \"cross\" or \"ltx2.audio_to_video\".");
       }
+      DIFFATTN_RETURN_IF_ERROR(config_detail::check_utf8(item.key(), "per_role", "a role name"));
       const std::string role = prefix.empty() ? item.key() : prefix + "." + item.key();
       DIFFATTN_RETURN_IF_ERROR(visit(item.value(), role, depth));
     }

@@ -40,6 +40,9 @@ Result<std::set<std::int64_t>> parse_index_selector(std::string_view text, std::
                          "): " + reason + ". Use comma-separated indices and ranges such as '0-3,38'.");
   };
   if (trim(text).empty()) return indices;
+  // Overlapping ranges repeated many times would otherwise make a short selector cost seconds.
+  constexpr std::int64_t kMaxExpandedIndices = 4 * (config_detail::kMaxLayerIndex + 1);
+  std::int64_t expanded = 0;
   std::string_view rest = text;
   while (true) {
     const std::size_t comma = rest.find(',');
@@ -54,7 +57,11 @@ Result<std::set<std::int64_t>> parse_index_selector(std::string_view text, std::
       if (auto reason = parse_index(token.substr(dash + 1), last)) return fail(*reason);
       if (last < first) return fail("range " + std::string(token) + " runs backwards");
     }
-    for (std::int64_t i = first; i <= last; ++i) indices.insert(i);
+    expanded += last - first + 1;
+    if (expanded > kMaxExpandedIndices) {
+      return fail("its ranges name more than " + std::to_string(kMaxExpandedIndices) + " indices in all");
+    }
+    for (std::int64_t i = first; i <= last; ++i) indices.insert(indices.end(), i);
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
   }

@@ -33,12 +33,13 @@ std::string repr(std::string_view text) {
   const bool has_single = text.find('\'') != std::string_view::npos;
   const bool has_double = text.find('"') != std::string_view::npos;
   const char quote = (has_single && !has_double) ? '"' : '\'';
+  const bool utf8 = is_valid_utf8(text);
   std::string out(1, quote);
   for (unsigned char c : text) {
     if (c == '\\' || c == static_cast<unsigned char>(quote)) {
       out += '\\';
       out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
+    } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !utf8)) {
       static constexpr char kHex[] = "0123456789abcdef";
       out += "\\x";
       out += kHex[c >> 4];
@@ -171,7 +172,7 @@ Result<std::optional<std::string>> read_optional_string(const json& value, std::
   return std::optional<std::string>(value.get<std::string>());
 }
 
-Status check_printable_numbers(const json& value, std::string_view field, std::string_view name, int depth) {
+Status check_printable(const json& value, std::string_view field, std::string_view name, int depth) {
   if (depth > kMaxJsonDepth) {
     return field_error(field, std::string(name) + " nests deeper than " + std::to_string(kMaxJsonDepth) +
                                   " levels; flatten it.");
@@ -179,12 +180,46 @@ Status check_printable_numbers(const json& value, std::string_view field, std::s
   if (value.is_number_float() && !std::isfinite(value.get<double>())) {
     return field_error(field, std::string(name) + " holds a non-finite number; use finite values.");
   }
-  if (value.is_structured()) {
-    for (const auto& child : value) {
-      DIFFATTN_RETURN_IF_ERROR(check_printable_numbers(child, field, name, depth + 1));
+  if (value.is_string()) return check_utf8(value.get_ref<const std::string&>(), field, name);
+  if (value.is_object()) {
+    for (const auto& item : value.items()) {
+      DIFFATTN_RETURN_IF_ERROR(check_utf8(item.key(), field, name));
+      DIFFATTN_RETURN_IF_ERROR(check_printable(item.value(), field, name, depth + 1));
     }
+  } else if (value.is_array()) {
+    for (const auto& child : value) DIFFATTN_RETURN_IF_ERROR(check_printable(child, field, name, depth + 1));
   }
   return Status::Ok();
+}
+
+Status check_utf8(std::string_view text, std::string_view field, std::string_view name) {
+  if (is_valid_utf8(text)) return Status::Ok();
+  return field_error(field, std::string(name) + " holds text that is not valid UTF-8; use UTF-8 text.");
+}
+
+std::string sanitize_utf8(std::string_view text) {
+  if (is_valid_utf8(text)) return std::string(text);
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    // Keep whole valid sequences; a byte that starts none becomes '?'.
+    std::size_t length = 1;
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0xf0) {
+      length = 4;
+    } else if (c >= 0xe0) {
+      length = 3;
+    } else if (c >= 0xc0) {
+      length = 2;
+    }
+    const std::string_view piece = text.substr(i, length);
+    if (piece.size() == length && is_valid_utf8(piece)) {
+      out += piece;
+      i += length - 1;
+    } else {
+      out += '?';
+    }
+  }
+  return out;
 }
 
 int json_text_depth(std::string_view text) {
@@ -225,7 +260,7 @@ Result<json> parse_json_text(std::string_view text, std::string_view what) {
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
-    return InvalidConfig(std::string(what) + " is not valid JSON: " + e.what() +
+    return InvalidConfig(std::string(what) + " is not valid JSON: " + sanitize_utf8(e.what()) +
                          ". Quote the whole object, e.g. '{\"default\": {\"backend\": \"FLASH_ATTN\"}}'.");
   }
 }

@@ -23,7 +23,8 @@ Status field_error(std::string_view field, std::string_view text);
 std::string_view json_type_name(const nlohmann::json& value);
 // A value as it appeared in JSON, shortened for messages ("\"abc\"", "1.5", "[1,2,...]").
 std::string brief_json(const nlohmann::json& value);
-// Quotes a string the way the configuration messages show names: 'FLASH_ATTN'.
+// Quotes a string the way the configuration messages show names: 'FLASH_ATTN' (bytes that are not
+// UTF-8 are escaped, so messages stay printable).
 std::string repr(std::string_view text);
 std::string format_number(double value);
 std::string ascii_upper(std::string_view text);
@@ -43,9 +44,14 @@ Result<std::int64_t> read_integer(const nlohmann::json& value, std::string_view 
 Result<std::optional<std::string>> read_optional_string(const nlohmann::json& value, std::string_view field,
                                                         std::string_view name);
 
-// Rejects numbers that JSON cannot print back (NaN, infinities) anywhere inside `value`.
-Status check_printable_numbers(const nlohmann::json& value, std::string_view field, std::string_view name,
-                               int depth = 0);
+// Rejects what JSON cannot print back anywhere inside `value`: NaN, infinities, strings or keys
+// that are not UTF-8.
+Status check_printable(const nlohmann::json& value, std::string_view field, std::string_view name, int depth = 0);
+
+// Rejects a string field that is not UTF-8 (it could not be printed as JSON or in a message).
+Status check_utf8(std::string_view text, std::string_view field, std::string_view name);
+// Replaces bytes that are not UTF-8 with '?', for messages that quote outside text.
+std::string sanitize_utf8(std::string_view text);
 
 // Parses JSON text without exceptions escaping and without recursing deeper than kMaxJsonDepth.
 Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view what);

@@ -63,6 +63,9 @@ Status validate_quant(const AttnQuantSpec& block, std::string_view field) {
   DIFFATTN_RETURN_IF_ERROR(check_quant_dtype(block.dtype_vo, field, "dtype_vo"));
   DIFFATTN_RETURN_IF_ERROR(check_quant_block_size(block.q_block_size, field, "q_block_size"));
   DIFFATTN_RETURN_IF_ERROR(check_quant_block_size(block.k_block_size, field, "k_block_size"));
+  if (block.flashinfer_backend) {
+    DIFFATTN_RETURN_IF_ERROR(check_utf8(*block.flashinfer_backend, field, "quant.flashinfer_backend"));
+  }
   return Status::Ok();
 }
 

@@ -76,6 +76,7 @@ Status validate_spec(AttentionSpec& spec, std::string_view field) {
   if (spec.backend.empty()) {
     return field_error(field, "backend is empty; give a backend name such as \"FLASH_ATTN\" (or \"auto\").");
   }
+  DIFFATTN_RETURN_IF_ERROR(config_detail::check_utf8(spec.backend, field, "backend"));
   if (spec.skip_softmax) DIFFATTN_RETURN_IF_ERROR(config_detail::validate_skip_softmax(*spec.skip_softmax, field));
   if (spec.quant) DIFFATTN_RETURN_IF_ERROR(config_detail::validate_quant(*spec.quant, field));
   if (spec.block_sparse) DIFFATTN_RETURN_IF_ERROR(config_detail::validate_block_sparse(*spec.block_sparse, field));
@@ -92,7 +93,7 @@ Status validate_spec(AttentionSpec& spec, std::string_view field) {
     spec.block_sparse = BlockSparseSpec{};
   }
   if (!spec.extra.is_object()) return config_detail::check_block_is_object(spec.extra, field, "extra");
-  return config_detail::check_printable_numbers(spec.extra, field, "extra");
+  return config_detail::check_printable(spec.extra, field, "extra");
 }
 
 Result<std::optional<AttentionSpec>> spec_from_json(const json& value, std::string_view field) {

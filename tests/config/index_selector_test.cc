@@ -40,6 +40,9 @@ TEST(IndexSelectorTest, HugeRangesAreRejectedNotExpanded) {
   expect_config_error(parse_index_selector("0-99999999999999999999", "f").status(), {"above the largest layer index"});
   expect_config_error(parse_index_selector("70000", "f").status(), {"above the largest layer index 65535"});
   EXPECT_EQ(parse_index_selector("0-65535", "f").value().size(), 65536u);
+  std::string repeated = "0-65535";
+  for (int i = 0; i < 4; ++i) repeated += ",0-65535";
+  expect_config_error(parse_index_selector(repeated, "f").status(), {"more than 262144 indices in all"});
 }
 
 TEST(IndexSelectorTest, FormattedIndicesParseBack) {

@@ -133,6 +133,31 @@ TEST(AttentionSpecTest, NonFiniteValuesSetInCodeAreRejected) {
   }
 }
 
+TEST(AttentionSpecTest, TextThatIsNotUtf8IsRejectedWithAPrintableMessage) {
+  const std::string bad = "FLASH\xff_ATTN";
+  AttentionSpec spec;
+  spec.backend = bad;
+  Status status = validate_spec(spec, "per_role[" + bad + "]");
+  expect_config_error(status, {"backend holds text that is not valid UTF-8"});
+
+  AttentionSpec with_extra;
+  with_extra.backend = "X";
+  with_extra.extra = json::object({{"k", json::array({bad})}});
+  expect_config_error(validate_spec(with_extra, "default"), {"extra holds text that is not valid UTF-8"});
+  with_extra.extra = json::object({{bad, 1}});
+  expect_config_error(validate_spec(with_extra, "default"), {"extra holds text that is not valid UTF-8"});
+
+  json roles = json::object();
+  roles[bad] = "FLASH_ATTN";
+  expect_config_error(config_from_json(json::object({{"per_role", roles}})).status(), {"a role name holds text"});
+  // An unknown key that is not UTF-8 is quoted with escapes, so the message itself stays printable.
+  json unknown = json::object();
+  unknown[bad] = 1;
+  auto result = config_from_json(unknown);
+  expect_config_error(result.status(), {"unknown key 'FLASH\\xff_ATTN'"});
+  EXPECT_NO_THROW((void)json(result.status().message()).dump());
+}
+
 TEST(AttentionSpecTest, QuantDefaultsAndSerialisation) {
   const AttentionSpec spec = valid_spec(R"({"backend": "TRTLLM_ATTN", "quant": {"dtype_qk": "int8"}})");
   ASSERT_TRUE(spec.quant);
