@@ -99,9 +99,12 @@ Result<AttentionConfig> config_from_json(const nlohmann::json& value);
 Result<AttentionConfig> parse_attention_config_json(std::string_view text);
 
 nlohmann::json spec_to_json(const AttentionSpec& spec);
-nlohmann::json config_to_json(const AttentionConfig& config);  // re-parses to an equal config
+// {"default": spec or null, "per_role": {flat dotted role: spec}}; config_from_json reads it back to
+// an equal config (default_origin aside: the printed form is configuration, not its provenance).
+nlohmann::json config_to_json(const AttentionConfig& config);
 
 // What the kernel of the selected backend receives (mirrors the typed blocks; empty when none).
+// `extra` is not part of it: a backend reads spec.extra itself and rejects keys it does not know.
 nlohmann::json backend_kwargs(const AttentionSpec& spec);
 
 // The command-line surfaces, gathered before they are combined.
