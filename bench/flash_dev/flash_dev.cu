@@ -41,11 +41,8 @@ struct Variant {
 };
 static const Variant kVariants[] = {
     {"config", 0, launch_default},
-    {"bn128", 128, launch_variant<HopperTraits<128, 128, 2, true>>},
-    {"bn176", 128, launch_variant<HopperTraits<128, 176, 2, true>>},
-    {"bn192", 64, launch_variant<HopperTraits<64, 192, 2, true>>},
-    {"bn128-s3", 64, launch_variant<HopperTraits<64, 128, 3, true>>},
-    {"bn112", 192, launch_variant<HopperTraits<192, 112, 2, true>>},
+    {"bn128-staged", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true>>},
+    {"3wg-staged", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true>>},
 };
 static LaunchFn g_launch = launch_default;
 
@@ -481,7 +478,7 @@ int main(int argc, char** argv) {
       int n = 0;
       for (const Case& c : cases) {
         if (v.D != 0 && (c.D != v.D || c.fp16)) continue;  // variants are bf16 instantiations
-        if (v.fn != launch_default && ++n > 4) break;
+        if (v.fn != launch_default && ++n > 9) break;
         std::printf("[%s] ", v.name);
         failures += check_case(c, sm_count, rng) ? 0 : 1;
       }

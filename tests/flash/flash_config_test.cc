@@ -20,6 +20,7 @@ TEST(FlashConfig, EveryTileFitsSharedMemoryAndWgmmaShapes) {
       EXPECT_GE(t.block_n, 64) << d;
       EXPECT_LE(t.block_n, 256) << d;  // wgmma N limit for Q K^T
       EXPECT_GE(t.stages, 2) << d;
+      EXPECT_TRUE(t.consumer_warpgroups == 2 || t.consumer_warpgroups == 3) << d;  // 128 or 192 query rows
       EXPECT_LE(hopper_smem_bytes(t, d), kHopperSmemLimit) << "head size " << d << " long_kv " << long_kv;
     }
   }
@@ -52,6 +53,7 @@ TEST(FlashConfig, PersistentGridNeverExceedsTilesOrSms) {
   EXPECT_EQ(persistent_grid(100000, 132), 132);
   EXPECT_EQ(persistent_grid(0, 132), 1);
   EXPECT_EQ(num_m_blocks(4608, hopper_tile(128, false)), 36);
+  EXPECT_EQ(num_m_blocks(4429, hopper_tile(64, false)), 24);  // 192-row tiles at hd64
   EXPECT_EQ(num_m_blocks(4609, hopper_tile(128, false)), 37);
   EXPECT_EQ(num_tiles(2, 24, 36), 2 * 24 * 36);
 }

@@ -1,8 +1,8 @@
 #pragma once
-// FlashAttention forward for Hopper (sm_90a). One persistent CTA per SM, three warpgroups:
-// warpgroup 0 is the producer (one thread issues TMA loads of Q and a kStages-deep K/V ring, all
-// completing on mbarriers) and gives its registers away; warpgroups 1 and 2 are consumers, each
-// owning 64 query rows of the 128-row tile. A consumer computes S = Q K^T with wgmma from shared
+// FlashAttention forward for Hopper (sm_90a). One persistent CTA per SM: warpgroup 0 is the
+// producer (one thread issues TMA loads of Q and a kStages-deep K/V ring, all completing on
+// mbarriers) and gives its registers away; the other two or three warpgroups are consumers, each
+// owning 64 query rows of the tile. A consumer computes S = Q K^T with wgmma from shared
 // memory and O += P V with P kept in registers; it issues the next tile's Q K^T and the current
 // P V before running softmax, so the exponentials overlap the tensor cores. Q is handed back after
 // the tile's last Q K^T so the next tile's Q loads under the tail; output is stored from registers.
@@ -23,14 +23,17 @@ struct FlashTmaMaps {
   CUtensorMap q, k, v;  // 4-D maps over (D, S, H, B) with 64-column boxes and 128-byte swizzle
 };
 
-template <int kD_, int kBlockN_, int kStages_, bool kBf16_>
+template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false>
 struct HopperTraits {
+  // The output block goes through its own shared-memory buffer to 16-byte coalesced stores
+  // (where shared memory has room for it) instead of 4-byte stores from the accumulators.
+  static constexpr bool kStagedEpilogue = kStagedEpilogue_;
   static constexpr int kD = kD_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr bool kBf16 = kBf16_;
-  static constexpr int kBlockM = 128;
-  static constexpr int kConsumers = 2;
+  static constexpr int kConsumers = kConsumers_;  // consumer warpgroups, 64 query rows each
+  static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kChunks = (kD + 63) / 64;  // 64-column (128-byte) swizzle chunks
   static constexpr int kQChunkBytes = kBlockM * 128;
@@ -39,12 +42,16 @@ struct HopperTraits {
   static constexpr int kKVBytes = kChunks * kKVChunkBytes;
   static constexpr int kKOffset = kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
-  static constexpr int kBarrierOffset = kVOffset + kStages * kKVBytes;
+  static constexpr int kOOffset = kVOffset + kStages * kKVBytes;
+  static constexpr int kOBytes = kStagedEpilogue ? kQBytes : 0;
+  static constexpr int kBarrierOffset = kOOffset + kOBytes;
   static constexpr int kNumBarriers = 2 + 4 * kStages;
   // +1024: the dynamic shared-memory base is only 16-byte aligned; swizzled tiles need 1024.
   static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
-  static constexpr int kConsumerRegs = 240;
-  static constexpr int kProducerRegs = 24;
+  // The register file (64K) split between one producer and kConsumers consumer warpgroups.
+  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register budget exceeded");
   static_assert(kBlockN % 16 == 0 && kD % 16 == 0, "wgmma needs multiples of 16");
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
@@ -95,6 +102,7 @@ struct SmemLayout {
   __device__ uint8_t* q() const { return base; }
   __device__ uint8_t* k(int stage) const { return base + T::kKOffset + stage * T::kKVBytes; }
   __device__ uint8_t* v(int stage) const { return base + T::kVOffset + stage * T::kKVBytes; }
+  __device__ uint8_t* o() const { return base + T::kOOffset; }
   __device__ uint64_t* bar() const { return reinterpret_cast<uint64_t*>(base + T::kBarrierOffset); }
   __device__ uint64_t* q_full() const { return bar(); }
   __device__ uint64_t* q_empty() const { return bar() + 1; }
@@ -283,12 +291,13 @@ struct Consumer {
     }
   }
 
-  // Normalises, writes LSE and stores the 64 x D output block straight from the accumulators
-  // (4-byte stores; the Q buffer was already handed back to the producer for the next tile).
+  // Normalises, writes LSE and stores the 64 x D output block, from the accumulators with 4-byte
+  // stores or through the O buffer (the Q buffer was already handed back for the next tile).
   __device__ void epilogue(float (&o)[kOAcc], const RowState& st, const TileCoord& c) const {
     using Elem = uint16_t;
     Elem* out = static_cast<Elem*>(p.out);
     const int64_t b_idx = p.cu_seqlens_q != nullptr ? 0 : c.b;
+    float inv_rows[2] = {0.f, 0.f};
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float l = st.l[r];
@@ -302,12 +311,57 @@ struct Consumer {
         const int64_t s_idx = (p.cu_seqlens_q != nullptr ? p.cu_seqlens_q[c.b] : 0) + row;
         p.lse[b_idx * p.lse_stride_b + c.h * p.lse_stride_h + s_idx * p.lse_stride_s] = lse;
       }
-      Elem* dst = out + b_idx * p.out_stride_b + int64_t(c.q_row0 - c.m_block * T::kBlockM + row) * p.out_stride_s +
-                  c.h * p.out_stride_h + (lane % 4) * 2;
+      if constexpr (!T::kStagedEpilogue) {
+        Elem* dst = out + b_idx * p.out_stride_b + int64_t(c.q_row0 - c.m_block * T::kBlockM + row) * p.out_stride_s +
+                    c.h * p.out_stride_h + (lane % 4) * 2;
 #pragma unroll
-      for (int j = 0; j < T::kD / 8; ++j)
-        *reinterpret_cast<uint32_t*>(dst + j * 8) =
-            pack2<T::kBf16>(o[j * 4 + 2 * r] * inv, o[j * 4 + 2 * r + 1] * inv);
+        for (int j = 0; j < T::kD / 8; ++j)
+          *reinterpret_cast<uint32_t*>(dst + j * 8) =
+              pack2<T::kBf16>(o[j * 4 + 2 * r] * inv, o[j * 4 + 2 * r + 1] * inv);
+      } else {
+        inv_rows[r] = inv;
+      }
+    }
+    if constexpr (T::kStagedEpilogue) store_staged(o, inv_rows, c);
+  }
+
+  // Writes this warpgroup's 64 rows into the O buffer (128-byte swizzle, conflict-free) and stores
+  // them with 16-byte accesses, a row's bytes contiguous across neighbouring threads.
+  __device__ void store_staged(const float (&o)[kOAcc], const float (&inv)[2], const TileCoord& c) const {
+    uint8_t* buf = sm.o();
+    ptx::named_barrier_sync(1 + wg, 128);  // the previous tile's reads of this buffer are done
+    const int r_local = wg * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < T::kD / 8; ++j) {
+      const int col = j * 8 + (lane % 4) * 2;
+      const int ch = col / 64, byte = (col % 64) * 2;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int rr = r_local + 8 * r;
+        *reinterpret_cast<uint32_t*>(buf + ch * T::kQChunkBytes + rr * 128 + (byte ^ ((rr & 7) << 4))) =
+            pack2<T::kBf16>(o[j * 4 + 2 * r] * inv[r], o[j * 4 + 2 * r + 1] * inv[r]);
+      }
+    }
+    ptx::named_barrier_sync(1 + wg, 128);
+    constexpr int kVecPerRow = T::kD / 8;
+    uint16_t* out = static_cast<uint16_t*>(p.out);
+    const int64_t b_idx = p.cu_seqlens_q != nullptr ? 0 : c.b;
+    const int row_limit = c.seqlen_q - c.m_block * T::kBlockM - wg * 64;
+#pragma unroll 4
+    for (int i = tid; i < 64 * kVecPerRow; i += 128) {
+      const int row = i / kVecPerRow, col = (i % kVecPerRow) * 8;
+      if (row >= row_limit) continue;
+      const int rr = wg * 64 + row;
+      const int ch = col / 64, byte = (col % 64) * 2;
+      const uint4 v = *reinterpret_cast<const uint4*>(buf + ch * T::kQChunkBytes + rr * 128 + (byte ^ ((rr & 7) << 4)));
+      uint16_t* dst = out + b_idx * p.out_stride_b + int64_t(c.q_row0 + wg * 64 + row) * p.out_stride_s +
+                      c.h * p.out_stride_h + col;
+      if (p.out_vec16) {
+        *reinterpret_cast<uint4*>(dst) = v;
+      } else {
+        uint32_t* d4 = reinterpret_cast<uint32_t*>(dst);
+        d4[0] = v.x, d4[1] = v.y, d4[2] = v.z, d4[3] = v.w;
+      }
     }
   }
 

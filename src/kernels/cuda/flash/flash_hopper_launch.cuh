@@ -80,6 +80,8 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
   constexpr int kD = T::kD;
   constexpr bool kBf16 = T::kBf16;
   FlashParams p = args.params;
+  p.out_vec16 = reinterpret_cast<std::uintptr_t>(p.out) % 16 == 0 && p.out_stride_b % 8 == 0 &&
+                p.out_stride_s % 8 == 0 && p.out_stride_h % 8 == 0;
   p.num_m_blocks = static_cast<int>(ceil_div(p.seqlen_q, T::kBlockM));
   const std::int64_t tiles = num_tiles(p.batch, p.heads_q, p.num_m_blocks);
   if (tiles >= (std::int64_t{1} << 31))
