@@ -8,7 +8,8 @@
 #
 #   scripts/gpu_bench.sh --pack-deps            # on the build machine
 #   COMMIT=<sha> scripts/gpu_bench.sh [--no-tests] [--workloads a,b] [--backends A,B] [--iters N]
-#                                                               # on the GPU machine
+#                                     [--prebuilt DIR]          # on the GPU machine
+# --prebuilt DIR runs binaries built elsewhere (DIR/bin, DIR/tests) instead of building here.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -27,11 +28,13 @@ fi
 
 run_tests=1
 only=""
+prebuilt=""
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tests) run_tests=0 ;;
     --backends) only="$2"; shift ;;
+    --prebuilt) prebuilt="$2"; shift ;;
     --workloads|--iters|--warmup|--sets) bench_args+=("$1" "$2"); shift ;;
     *) echo "unknown flag $1" >&2; exit 2 ;;
   esac
@@ -47,22 +50,27 @@ cudnn_dir="$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])')"
 export LD_LIBRARY_PATH="$cudnn_dir/lib:${LD_LIBRARY_PATH:-}"
 cudnn_lib="$(ls "$cudnn_dir"/lib/libcudnn.so* | head -n1)"
 
-# Compile for this GPU only: a third of the nvcc work of the portable build.
-gencode=()
-if [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1)" = "9.0" ]; then
-  gencode=(-DDIFFATTN_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a)
+build=build/device
+if [ -n "$prebuilt" ]; then
+  build="$prebuilt"
+else
+  # Compile for this GPU only: a third of the nvcc work of the portable build.
+  gencode=()
+  if [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1)" = "9.0" ]; then
+    gencode=(-DDIFFATTN_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a)
+  fi
+  echo "== configure and build ($(nproc) cores)"
+  cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DDIFFATTN_CUDNN_LIB="$cudnn_lib" "${gencode[@]}" \
+    >"$work/configure.log" 2>&1 || { tail -n 30 "$work/configure.log"; exit 1; }
+  targets=(gpu_attention_bench)
+  [ "$run_tests" = 1 ] && targets+=(diffattn_tests)
+  cmake --build build/device -j "$(nproc)" --target "${targets[@]}" >"$work/build.log" 2>&1 ||
+    { grep -E -A3 "error|FAILED" "$work/build.log" | head -n 60; [ -n "${OUT:-}" ] && cp "$work/build.log" "$OUT/"; exit 1; }
 fi
-echo "== configure and build ($(nproc) cores)"
-cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DDIFFATTN_CUDNN_LIB="$cudnn_lib" "${gencode[@]}" \
-  >"$work/configure.log" 2>&1 || { tail -n 30 "$work/configure.log"; exit 1; }
-targets=(gpu_attention_bench)
-[ "$run_tests" = 1 ] && targets+=(diffattn_tests)
-cmake --build build/device -j "$(nproc)" --target "${targets[@]}" >"$work/build.log" 2>&1 ||
-  { grep -E -A3 "error|FAILED" "$work/build.log" | head -n 60; [ -n "${OUT:-}" ] && cp "$work/build.log" "$OUT/"; exit 1; }
 
 if [ "$run_tests" = 1 ]; then
   echo "== GPU tests"
-  build/device/tests/diffattn_tests --gtest_filter='Gpu*:SdpaTileConfig*:SdpaPlan*:CudnnAttnChecks*' \
+  "$build/tests/diffattn_tests" --gtest_filter='Gpu*:SdpaTileConfig*:SdpaPlan*:CudnnAttnChecks*' \
     >"$work/gpu_tests.log" 2>&1 || true
   grep -E "^\[  (FAILED|PASSED|SKIPPED|NOTE) |^\[==========\]|Failure|Expected|Which is|error" "$work/gpu_tests.log" | head -n 60
 fi
@@ -71,9 +79,9 @@ echo "== benchmark: each backend in its own process"
 driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1)"
 date_tag="$(date -u +%Y-%m-%d)"
 jsons=()
-for backend in $(build/device/bin/gpu_attention_bench --list); do
+for backend in $("$build/bin/gpu_attention_bench" --list); do
   if [ -n "$only" ]; then case ",$only," in *",$backend,"*) ;; *) continue ;; esac; fi
-  if build/device/bin/gpu_attention_bench --backends "$backend" --json "$work/ours-$backend.json" "${bench_args[@]}" \
+  if "$build/bin/gpu_attention_bench" --backends "$backend" --json "$work/ours-$backend.json" "${bench_args[@]}" \
       >"$work/bench-$backend.log" 2>&1; then
     jsons+=("$work/ours-$backend.json")
   else
