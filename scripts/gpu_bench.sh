@@ -47,7 +47,7 @@ work=build/device/out
 mkdir -p "$work"
 [ -d .devdeps ] && { cp -r --update=none .devdeps/usr/. /usr/ 2>/dev/null || cp -rn .devdeps/usr/. /usr/; }
 cudnn_dir="$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])')"
-export LD_LIBRARY_PATH="$cudnn_dir/lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$cudnn_dir/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 cudnn_lib="$(ls "$cudnn_dir"/lib/libcudnn.so* | head -n1)"
 
 build=build/device
