@@ -1,0 +1,275 @@
+// `diffattn run`: the main job. Runs a DiT model's attention workload through the configured
+// backends (or several, with --compare) and reports time and quality against TORCH_SDPA.
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "diffattn/registry.h"
+#include "runner/configurations.h"
+#include "runner/progress_bar.h"
+#include "runner/report_html.h"
+#include "runner/report_json.h"
+#include "runner/report_text.h"
+#include "runner/workload_runner.h"
+
+namespace diffattn::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kRunFlags =
+    "--model, --height, --width, --num-frames, --num-inference-steps, --seed, --layers, --sample-steps, --batch, "
+    "--dtype, --compare, --quality-bound, --out-dir, --activations, --warmup, --repeats, --cpu-budget-tflop and the "
+    "common flags";
+
+constexpr std::string_view kRunHelp =
+    "usage: diffattn run [--model NAME] [--height H --width W --num-frames F] [--num-inference-steps N]\n"
+    "                    [--seed S] [--layers all|N|0,15,29] [--compare A,B,C] [--quality-bound X] [--out-dir DIR]\n"
+    "\n"
+    "Runs every attention role of a model (its heads, head size and sequence lengths at the given resolution)\n"
+    "over a sample of its layers and denoising steps, on activations generated from the seed with DiT-like\n"
+    "statistics (or real dumps), through the configured backend, and TORCH_SDPA on the same inputs as the\n"
+    "baseline. Reports per role: backend, time per call, share of the step, TFLOP/s and quality against the\n"
+    "baseline (relL2, cosine, max abs error, PSNR); writes report.json and report.html to --out-dir.\n"
+    "Without --model: tiny-dit on a CPU, Wan2.2-TI2V-5B 704x1280x49 on a GPU.\n"
+    "\n"
+    "  --model NAME               a model zoo name (diffattn resolve --model lists roles); default above\n"
+    "  --height H --width W       resolution in pixels (default: the model's)\n"
+    "  --num-frames F             video frames (default: the model's; 1 for image models)\n"
+    "  --num-inference-steps N    denoising steps of a generation (per-generation totals use it)\n"
+    "  --seed S                   activation generator seed (default 0)\n"
+    "  --layers all|N|LIST        layers run per role: all, N evenly spaced, or indices 0,15,29 / 0-3\n"
+    "                             (default: 3 on a GPU, 2 on a CPU)\n"
+    "  --sample-steps N           denoising steps with their own activations (default 1)\n"
+    "  --batch N                  batch size (2 = classifier-free guidance in one batch; default 1)\n"
+    "  --dtype bfloat16|float16|float32   activation dtype (default bfloat16)\n"
+    "  --compare A,B,C            run the workload once per backend (auto = platform default, all = every\n"
+    "                             backend that can run here) and give a verdict per role\n"
+    "  --quality-bound X          relL2 against the baseline a backend must stay within (default 1e-2)\n"
+    "  --out-dir DIR              where report.json and report.html go (default diffattn-runs/MODEL-TIME)\n"
+    "  --activations DIR          real Q/K/V dumps: DIR/<role>/{q,k,v}.npy or DIR/<role>/<sample>/{q,k,v}.npy\n"
+    "  --warmup N --repeats N     untimed and timed calls per sample (default 2/5 on a GPU, 1/3 on a CPU)\n"
+    "  --cpu-budget-tflop X       a CPU run larger than this is sampled down, then refused (default 1)\n"
+    "\n"
+    "Common flags:\n";
+
+struct RunFlags {
+  runner::RunRequest request;
+  std::string out_dir;
+};
+
+Result<std::optional<int>> take_int(ArgReader& reader, std::string_view flag, std::int64_t min, std::int64_t max) {
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> text, reader.take_value(flag));
+  if (!text) return std::optional<int>();
+  DIFFATTN_ASSIGN_OR_RETURN(std::int64_t v, parse_integer(*text, flag, min, max));
+  return std::optional<int>(static_cast<int>(v));
+}
+
+Result<double> parse_positive_double(const std::string& text, std::string_view flag) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(v > 0))
+    return UsageError(std::string(flag) + " '" + text + "' is not a positive number; write e.g. " + std::string(flag) + " 0.01");
+  return v;
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+Result<RunFlags> take_run_flags(std::vector<std::string>& args) {
+  ArgReader reader(args);
+  RunFlags flags;
+  runner::RunRequest& r = flags.request;
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> model, reader.take_value("--model"));
+  r.model = model.value_or("");
+  DIFFATTN_ASSIGN_OR_RETURN(r.height, take_int(reader, "--height", 1, 1 << 16));
+  DIFFATTN_ASSIGN_OR_RETURN(r.width, take_int(reader, "--width", 1, 1 << 16));
+  DIFFATTN_ASSIGN_OR_RETURN(r.frames, take_int(reader, "--num-frames", 1, 1 << 14));
+  DIFFATTN_ASSIGN_OR_RETURN(r.steps, take_int(reader, "--num-inference-steps", 1, 10000));
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> seed, reader.take_value("--seed"));
+  if (seed) {
+    DIFFATTN_ASSIGN_OR_RETURN(std::int64_t s, parse_integer(*seed, "--seed", 0, INT64_MAX));
+    r.seed = static_cast<std::uint64_t>(s);
+  }
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> layers, reader.take_value("--layers"));
+  r.layers = layers.value_or("");
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<int> sample_steps, take_int(reader, "--sample-steps", 1, 1000));
+  r.sample_steps = sample_steps.value_or(1);
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<int> batch, take_int(reader, "--batch", 1, 64));
+  r.batch = batch.value_or(1);
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> dtype, reader.take_value("--dtype"));
+  if (dtype) {
+    const auto parsed = parse_dtype(*dtype);
+    if (!parsed || !runner::is_activation_dtype(*parsed))
+      return UsageError("--dtype '" + *dtype + "' is not an activation dtype; use bfloat16, float16 or float32");
+    r.dtype = *parsed;
+  }
+  DIFFATTN_ASSIGN_OR_RETURN(std::vector<std::string> compare, reader.take_all("--compare"));
+  for (const std::string& c : compare)
+    for (std::string& item : split_commas(c)) r.compare.push_back(std::move(item));
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> bound, reader.take_value("--quality-bound"));
+  if (bound) {
+    DIFFATTN_ASSIGN_OR_RETURN(r.quality_bound, parse_positive_double(*bound, "--quality-bound"));
+  }
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> out_dir, reader.take_value("--out-dir"));
+  flags.out_dir = out_dir.value_or("");
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> activations, reader.take_value("--activations"));
+  r.activations_dir = activations.value_or("");
+  DIFFATTN_ASSIGN_OR_RETURN(r.warmup, take_int(reader, "--warmup", 0, 1000));
+  DIFFATTN_ASSIGN_OR_RETURN(r.repeats, take_int(reader, "--repeats", 1, 1000));
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> budget, reader.take_value("--cpu-budget-tflop"));
+  if (budget) {
+    DIFFATTN_ASSIGN_OR_RETURN(r.cpu_budget_tflop, parse_positive_double(*budget, "--cpu-budget-tflop"));
+  }
+  DIFFATTN_RETURN_IF_ERROR(reader.expect_empty("run", kRunFlags));
+  return flags;
+}
+
+// The embedded default: a workload that finishes in seconds on a CPU, the reference video shape on a GPU.
+void apply_embedded_default(runner::RunRequest& r, bool on_device) {
+  if (!r.model.empty()) return;
+  if (!on_device) {
+    r.model = "tiny-dit";
+    return;
+  }
+  r.model = "wan2.2-ti2v-5b";
+  if (!r.height && !r.width && !r.frames) {
+    r.height = 704;
+    r.width = 1280;
+    r.frames = 49;
+  }
+}
+
+std::string default_out_dir(const std::string& model) {
+  const std::time_t t = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&t));
+  return (fs::path("diffattn-runs") / (model + "-" + stamp)).string();
+}
+
+Status write_file(const fs::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f) return InvalidInput("could not write " + path.string() + "; check that --out-dir is writable");
+  return Status::Ok();
+}
+
+Status write_reports(const runner::RunReport& report, const std::string& out_dir, bool quiet) {
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) return InvalidInput("could not create --out-dir " + out_dir + ": " + ec.message());
+  DIFFATTN_RETURN_IF_ERROR(write_file(fs::path(out_dir) / "report.json", runner::report_to_json(report).dump(2) + "\n"));
+  DIFFATTN_RETURN_IF_ERROR(write_file(fs::path(out_dir) / "report.html", runner::report_to_html(report)));
+  if (!quiet) std::cout << "\nreports: " << (fs::path(out_dir) / "report.json").string() << ", "
+                        << (fs::path(out_dir) / "report.html").string() << "\n";
+  return Status::Ok();
+}
+
+// The startup record: every role under every configuration, as the selector resolves it.
+void print_resolutions(const runner::WorkloadPlan& plan, const std::vector<runner::Configuration>& configs,
+                       Selector& selector) {
+  Table table({"configuration", "role", "category", "head size", "backend", "source"});
+  for (const runner::Configuration& c : configs) {
+    for (const runner::RolePlan& r : plan.roles) {
+      std::optional<std::string_view> category;
+      if (r.role.category) category = *r.role.category;
+      auto res = selector.resolve(r.role.role, r.role.head_size, c.config, category, plan.model->attention_mask_free);
+      table.add_row({c.label, r.role.role, r.role.category.value_or("-"), std::to_string(r.role.head_size),
+                     res.ok() ? res->backend : "cannot run: " + res.status().message(),
+                     res.ok() ? std::string(source_name(res->source)) : "-"});
+    }
+  }
+  std::cout << table.render() << "\n";
+}
+
+// A single configuration whose explicit backend cannot run is an error before any work starts.
+Status check_single_configuration(const runner::WorkloadPlan& plan, const runner::Configuration& config, Selector& selector) {
+  for (const runner::RolePlan& r : plan.roles) {
+    std::optional<std::string_view> category;
+    if (r.role.category) category = *r.role.category;
+    auto res = selector.resolve(r.role.role, r.role.head_size, config.config, category, plan.model->attention_mask_free);
+    if (!res.ok()) return res.status();
+  }
+  return Status::Ok();
+}
+
+int run_with_options(std::vector<std::string>& args, const CommonOptions& options) {
+  auto flags = take_run_flags(args);
+  if (!flags.ok()) return report_error(flags.status(), options.json);
+  auto config = config_from_options(options);
+  if (!config.ok()) return report_error(config.status(), options.json);
+  auto info = platform_from_options(options);
+  if (!info.ok()) return report_error(info.status(), options.json);
+  if (info->origin != "probe")
+    return report_error(Unsupported("diffattn run executes attention, so it needs this machine's platform (--platform "
+                                    "cpu or cuda), not the description " + info->origin + "; use diffattn resolve to plan for it"),
+                        options.json);
+  const bool on_device = info->kind == PlatformKind::kCuda;
+  runner::RunRequest& request = flags->request;
+  apply_embedded_default(request, on_device);
+  auto configs = runner::make_configurations(*config, request.compare, *info, global_registry());
+  if (!configs.ok()) return report_error(configs.status(), options.json);
+  auto plan = runner::plan_workload(request, on_device, static_cast<int>(configs->size()));
+  if (!plan.ok()) return report_error(plan.status(), options.json);
+  auto platform = make_platform(*info, global_registry());
+  Selector selector(platform);
+  if (request.compare.empty()) {
+    Status s = check_single_configuration(*plan, configs->front(), selector);
+    if (!s.ok()) return report_error(s, options.json);
+  }
+  if (!options.json) {
+    std::cout << runner::workload_header_text(*plan, info->describe(), request) << "\n";
+    print_resolutions(*plan, *configs, selector);
+  }
+  runner::ProgressBar bar(true);
+  auto report = runner::execute_workload(request, *plan, platform, *configs,
+                                         [&](std::int64_t done, std::int64_t total, const std::string& label) {
+                                           bar.update(done, total, label);
+                                         });
+  bar.finish();
+  if (!report.ok()) return report_error(report.status(), options.json);
+  const std::string out_dir = flags->out_dir.empty() ? default_out_dir(plan->model->name) : flags->out_dir;
+  if (options.json) print_json(runner::report_to_json(*report));
+  else std::cout << runner::report_to_text(*report);
+  Status written = write_reports(*report, out_dir, options.json);
+  if (!written.ok()) return report_error(written, options.json);
+  // A compared backend that cannot run here is a finding; a run that broke is a failure.
+  for (const runner::RoleReport& role : report->roles) {
+    if (!role.baseline.ok()) return 1;
+    for (const runner::BackendRun& run : role.runs)
+      if (!run.ok() && run.resolution.is_object()) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_workload(std::vector<std::string> args) {
+  if (wants_help(args)) {
+    std::cout << kRunHelp << kCommonFlagsHelp;
+    return 0;
+  }
+  const bool json = wants_json(args);
+  auto options = take_common_options(args);
+  if (!options.ok()) return report_error(options.status(), json);
+  return run_with_options(args, *options);
+}
+
+}  // namespace diffattn::cli

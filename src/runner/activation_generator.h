@@ -1,0 +1,35 @@
+#pragma once
+// Deterministic Q/K/V activations with the statistics DiT attention inputs have (docs/validation.md
+// describes the generator): per-head scale, channel-wise K bias, a few outlier channels, and a
+// positional component that makes nearby tokens attend to each other.
+
+#include <cstdint>
+#include <string>
+
+#include "runner/host_tensor.h"
+
+namespace diffattn::runner {
+
+struct ActivationKey {
+  std::uint64_t seed = 0;
+  std::string model;
+  std::string role;
+  int layer = 0;
+  int step = 0;
+  int num_steps = 1;  // the step's progress (step / num_steps) sharpens attention, as denoising does
+};
+
+struct ActivationStats {
+  double head_scale_sigma = 0.3;     // log-normal spread of per-head magnitudes
+  double k_bias_sigma = 1.0;         // channel-wise K bias, shared by every token of a head
+  int outlier_channels = 2;          // per head, shared by Q and K
+  double outlier_gain = 6.0;         // magnitude of the outlier channels relative to the rest
+  double positional_weight = 0.5;    // share of the positional (smooth in token index) component
+};
+
+// Fills q, k, v (already shaped [B, Sq, H, D] and [B, Skv, Hkv, D]) from `key`. The same key gives
+// the same bytes on every machine and thread count; any change of the key changes them.
+void generate_activations(const ActivationKey& key, const ActivationStats& stats, HostTensor& q,
+                          HostTensor& k, HostTensor& v);
+
+}  // namespace diffattn::runner

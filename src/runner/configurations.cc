@@ -1,0 +1,59 @@
+#include "runner/configurations.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace diffattn::runner {
+namespace {
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return s;
+}
+
+std::vector<std::string> available_backends(const PlatformInfo& platform, const Registry& registry) {
+  std::vector<std::string> names;
+  for (const std::string& name : registry.names()) {
+    auto d = registry.find(name);
+    if (d.ok() && (!(*d)->unavailable_reason || !(*d)->unavailable_reason(platform))) names.push_back(name);
+  }
+  return names;
+}
+
+Result<Configuration> compare_entry(const AttentionConfig& user, const std::string& entry) {
+  Configuration c;
+  c.config = user;
+  c.config.default_origin = DefaultOrigin::kConfig;
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<AttentionSpec> spec, spec_from_json(nlohmann::json(entry), "--compare"));
+  c.config.default_spec = spec;
+  c.label = spec ? upper(entry) : "auto";
+  return c;
+}
+
+}  // namespace
+
+Result<std::vector<Configuration>> make_configurations(const AttentionConfig& user, const std::vector<std::string>& compare,
+                                                       const PlatformInfo& platform, const Registry& registry) {
+  if (compare.empty()) return std::vector<Configuration>{{user.empty() ? "platform default" : "configured", user}};
+  if (user.default_spec && user.default_origin != DefaultOrigin::kEnv)
+    return InvalidConfig("--compare sets the default backend of each configuration it runs; drop "
+                         "--diffusion-attention-backend / default.backend (per_role entries may stay)");
+  std::vector<std::string> entries;
+  for (const std::string& e : compare) {
+    if (upper(e) == "ALL") {
+      for (const std::string& n : available_backends(platform, registry)) entries.push_back(n);
+    } else {
+      entries.push_back(e);
+    }
+  }
+  std::vector<Configuration> configs;
+  for (const std::string& e : entries) {
+    DIFFATTN_ASSIGN_OR_RETURN(Configuration c, compare_entry(user, e));
+    const bool duplicate = std::any_of(configs.begin(), configs.end(), [&](const Configuration& x) { return x.label == c.label; });
+    if (!duplicate) configs.push_back(std::move(c));
+  }
+  if (configs.empty()) return InvalidConfig("--compare named no configuration; give backend names such as TORCH_SDPA,FLASH_ATTN");
+  return configs;
+}
+
+}  // namespace diffattn::runner

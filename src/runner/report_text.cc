@@ -1,0 +1,72 @@
+#include "runner/report_text.h"
+
+#include <sstream>
+
+#include "cli/output.h"
+#include "runner/report_format.h"
+
+namespace diffattn::runner {
+namespace {
+
+std::vector<std::string> run_row(const RunReport& report, const RoleReport& role, const BackendRun& run, bool baseline) {
+  std::vector<std::string> row = {role.plan.role.role, run.configuration,
+                                  run.backend.empty() ? "-" : run.backend + " (" + run.source + ")"};
+  if (!run.ok()) {
+    row.push_back("failed: " + run.error);
+    return row;
+  }
+  const double base = role.baseline.ok() ? role.baseline.median_ms() : 0;
+  row.push_back(fmt_ms(run.median_ms()));
+  row.push_back(fmt_share(share_of_step(report, role, run)));
+  row.push_back(fmt("%.3g", tflops(role.plan.flops_per_call, run.median_ms())));
+  row.push_back(base > 0 ? fmt("%.2fx", base / run.median_ms()) : "-");
+  if (baseline) {
+    row.insert(row.end(), {"(reference)", "", "", ""});
+    return row;
+  }
+  const QualityMetrics& q = run.quality;
+  row.insert(row.end(), {fmt("%.2e", q.rel_l2), fmt("%.6f", q.cosine), fmt("%.2e", q.max_abs), fmt_psnr(q)});
+  return row;
+}
+
+}  // namespace
+
+std::string workload_header_text(const WorkloadPlan& plan, const std::string& platform, const RunRequest& request) {
+  std::ostringstream o;
+  o << "diffattn run: " << plan.model->display_name << " (" << plan.model->name << ") " << plan.height << "x"
+    << plan.width << "x" << plan.frames << ", " << plan.video_tokens << " video tokens";
+  if (plan.audio_tokens > 0) o << ", " << plan.audio_tokens << " audio tokens";
+  o << ", " << plan.steps << " steps, seed " << request.seed << ", " << dtype_name(plan.dtype) << "\n";
+  o << "platform: " << platform << "\n";
+  for (const std::string& n : plan.notes) o << "note: " << n << "\n";
+  return o.str();
+}
+
+std::string report_to_text(const RunReport& report) {
+  std::ostringstream o;
+  cli::Table table({"role", "configuration", "backend (source)", "time/call", "share", "TFLOP/s", "vs base", "relL2",
+                    "cosine", "max abs", "PSNR"});
+  for (const RoleReport& role : report.roles) {
+    table.add_row(run_row(report, role, role.baseline, true));
+    for (const BackendRun& run : role.runs) table.add_row(run_row(report, role, run, false));
+  }
+  o << table.render() << "\n";
+  if (!report.request.compare.empty()) {
+    cli::Table verdicts({"role", "verdict", "why"});
+    for (const RoleReport& role : report.roles)
+      verdicts.add_row({role.plan.role.role,
+                        role.verdict.configuration ? role.verdict.backend : "TORCH_SDPA (baseline)", role.verdict.reason});
+    o << verdicts.render() << "\n";
+  }
+  cli::Table steps({"configuration", "attention/step", "attention/generation"});
+  std::vector<std::string> labels = {"baseline"};
+  for (const Configuration& c : report.configurations) labels.push_back(c.label);
+  for (const std::string& label : labels) {
+    const auto step = report.step_ms(label);
+    steps.add_row({label, step ? fmt_ms(*step) : "-", step ? fmt("%.2f s", *step * report.plan.steps / 1000.0) : "-"});
+  }
+  o << steps.render();
+  return o.str();
+}
+
+}  // namespace diffattn::runner

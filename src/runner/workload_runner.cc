@@ -1,0 +1,253 @@
+#include "runner/workload_runner.h"
+
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <optional>
+
+#include "diffattn/attention.h"
+#include "runner/activation_source.h"
+#include "runner/device_buffers.h"
+
+namespace diffattn::runner {
+namespace {
+
+// One resolved layer per configuration of a role, or why it could not be built.
+struct Candidate {
+  BackendRun run;
+  std::optional<Attention> layer;
+};
+
+AttentionLayerDesc layer_desc(const WorkloadPlan& plan, const ModelRole& role) {
+  AttentionLayerDesc d;
+  d.num_heads = role.num_heads;
+  d.num_kv_heads = role.num_kv_heads;
+  d.head_size = role.head_size;
+  d.causal = role.causal;
+  d.role = role.role;
+  d.category = role.category;
+  d.allow_trtllm_default = plan.model->attention_mask_free;
+  return d;
+}
+
+Candidate resolve_candidate(const std::string& label, const AttentionConfig& config, const AttentionLayerDesc& desc,
+                            Selector& selector) {
+  Candidate c;
+  c.run.configuration = label;
+  auto layer = Attention::Create(desc, config, selector);
+  if (!layer.ok()) {
+    c.run.error = layer.status().message();
+    c.run.error_code = std::string(error_code_name(layer.status().code()));
+    c.run.resolution = nullptr;
+    return c;
+  }
+  const Resolution& res = layer->resolution();
+  c.run.backend = res.backend;
+  c.run.source = std::string(source_name(res.source));
+  c.run.resolution = resolution_to_json(res);
+  c.layer.emplace(std::move(layer).value());
+  return c;
+}
+
+// The memory one sample's tensors live in while a backend runs: the host arrays themselves on a
+// CPU, device copies on a GPU.
+class SampleBuffers {
+ public:
+  static Result<SampleBuffers> prepare(QkvTensors& qkv, bool on_device, const ModelRole& role) {
+    SampleBuffers b;
+    b.on_device_ = on_device;
+    const auto& qs = qkv.q.shape();
+    b.out_host_ = HostTensor(qkv.q.dtype(), {qs[0], qs[1], qs[2], role.head_size});
+    if (!on_device) {
+      b.q_ = qkv.q.view();
+      b.k_ = qkv.k.view();
+      b.v_ = qkv.v.view();
+      b.out_ = b.out_host_.view();
+      return b;
+    }
+    DIFFATTN_ASSIGN_OR_RETURN(b.dq_, upload(qkv.q));
+    DIFFATTN_ASSIGN_OR_RETURN(b.dk_, upload(qkv.k));
+    DIFFATTN_ASSIGN_OR_RETURN(b.dv_, upload(qkv.v));
+    DIFFATTN_ASSIGN_OR_RETURN(b.dout_, DeviceBuffer::allocate(b.out_host_.bytes()));
+    b.q_ = device_view(b.dq_, qkv.q);
+    b.k_ = device_view(b.dk_, qkv.k);
+    b.v_ = device_view(b.dv_, qkv.v);
+    b.out_ = device_view(b.dout_, b.out_host_);
+    return b;
+  }
+
+  AttentionProblem problem() const {
+    AttentionProblem p;
+    p.q = q_;
+    p.k = k_;
+    p.v = v_;
+    p.out = out_;
+    return p;
+  }
+
+  // Poisons the output so elements a backend leaves unwritten show up as NaN in the comparison.
+  Status poison() {
+    if (on_device_) return dout_.poison();
+    std::memset(out_host_.data(), 0xff, out_host_.bytes());
+    return Status::Ok();
+  }
+
+  Result<HostTensor> fetch_output() {
+    if (on_device_) DIFFATTN_RETURN_IF_ERROR(dout_.download(out_host_.data(), out_host_.bytes()));
+    return out_host_;
+  }
+
+ private:
+  static Result<DeviceBuffer> upload(const HostTensor& t) {
+    DIFFATTN_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::allocate(t.bytes()));
+    DIFFATTN_RETURN_IF_ERROR(d.upload(t.data(), t.bytes()));
+    return d;
+  }
+  static TensorView device_view(const DeviceBuffer& d, const HostTensor& t) {
+    const auto& s = t.shape();
+    return TensorView::Contiguous(d.data(), t.dtype(), {s[0], s[1], s[2], s[3]}, Device{DeviceKind::kCuda, 0});
+  }
+
+  bool on_device_ = false;
+  HostTensor out_host_;
+  DeviceBuffer dq_, dk_, dv_, dout_;
+  TensorView q_, k_, v_, out_;
+};
+
+class RoleExecutor {
+ public:
+  RoleExecutor(const WorkloadPlan& plan, const ProgressFn& progress, std::int64_t& done, std::int64_t total)
+      : plan_(plan), progress_(progress), done_(done), total_(total) {}
+
+  // Warm-up calls, then timed ones; a failure ends this backend's run for the role.
+  Status time_calls(const Attention& layer, SampleBuffers& buffers, BackendRun& run, const std::string& label) {
+    const AttentionProblem problem = buffers.problem();
+    for (int i = 0; i < plan_.warmup + plan_.repeats; ++i) {
+      DIFFATTN_RETURN_IF_ERROR(buffers.poison());
+      auto ms = time_call_ms(plan_.on_device, [&] { return layer.forward(problem, nullptr); });
+      tick(label);
+      if (!ms.ok()) return ms.status();
+      if (i >= plan_.warmup) run.times_ms.push_back(*ms);
+    }
+    return Status::Ok();
+  }
+
+  void skip_calls(const std::string& label) {
+    for (int i = 0; i < plan_.warmup + plan_.repeats; ++i) tick(label);
+  }
+
+ private:
+  void tick(const std::string& label) {
+    ++done_;
+    if (progress_) progress_(done_, total_, label);
+  }
+
+  const WorkloadPlan& plan_;
+  const ProgressFn& progress_;
+  std::int64_t& done_;
+  std::int64_t total_;
+};
+
+void record_failure(BackendRun& run, const Status& status) {
+  run.error = status.message();
+  run.error_code = std::string(error_code_name(status.code()));
+}
+
+Status run_role(const RunRequest& request, const WorkloadPlan& plan, Selector& selector,
+                const std::vector<Configuration>& configurations, RoleReport& report, RoleExecutor& exec,
+                const std::vector<ActivationSample>& samples) {
+  const AttentionLayerDesc desc = layer_desc(plan, report.plan.role);
+  Candidate baseline = resolve_candidate("baseline", baseline_config(), desc, selector);
+  std::vector<Candidate> candidates;
+  for (const Configuration& c : configurations)
+    candidates.push_back(resolve_candidate(c.label, c.config, desc, selector));
+  for (const ActivationSample& sample : samples) {
+    const std::string where = report.plan.role.role + " " + sample.label;
+    auto qkv = materialize(plan, report.plan, sample, request.seed);
+    if (!qkv.ok()) return qkv.status();
+    report.plan.seqlen_q = qkv->q.shape()[1];
+    report.plan.seqlen_kv = qkv->k.shape()[1];
+    report.plan.flops_per_call = 4.0 * static_cast<double>(qkv->q.shape()[0]) * report.plan.role.num_heads *
+                                 static_cast<double>(report.plan.seqlen_q) * static_cast<double>(report.plan.seqlen_kv) *
+                                 report.plan.role.head_size;
+    DIFFATTN_ASSIGN_OR_RETURN(SampleBuffers buffers, SampleBuffers::prepare(*qkv, plan.on_device, report.plan.role));
+    std::optional<HostTensor> reference;
+    if (baseline.run.ok()) {
+      Status s = exec.time_calls(*baseline.layer, buffers, baseline.run, where + " baseline");
+      auto out = s.ok() ? buffers.fetch_output() : Result<HostTensor>(s);
+      if (out.ok()) reference = std::move(out).value();
+      else record_failure(baseline.run, out.status());
+    } else {
+      exec.skip_calls(where + " baseline");
+    }
+    for (Candidate& c : candidates) {
+      if (!c.run.ok() || !reference) {
+        exec.skip_calls(where + " " + c.run.configuration);
+        continue;
+      }
+      Status s = exec.time_calls(*c.layer, buffers, c.run, where + " " + c.run.configuration);
+      auto out = s.ok() ? buffers.fetch_output() : Result<HostTensor>(s);
+      if (!out.ok()) {
+        record_failure(c.run, out.status());
+        continue;
+      }
+      merge_worst(c.run.quality, compare_outputs(*out, *reference));
+    }
+  }
+  report.baseline = std::move(baseline.run);
+  for (Candidate& c : candidates) report.runs.push_back(std::move(c.run));
+  report.verdict = choose_verdict(report, request.quality_bound);
+  return Status::Ok();
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+AttentionConfig baseline_config() {
+  AttentionConfig config;
+  AttentionSpec spec;
+  spec.backend = "TORCH_SDPA";
+  config.default_spec = spec;
+  return config;
+}
+
+Result<RunReport> execute_workload(const RunRequest& request, WorkloadPlan plan,
+                                   std::shared_ptr<const Platform> platform,
+                                   std::vector<Configuration> configurations, const ProgressFn& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  RunReport report;
+  report.request = request;
+  report.platform = platform->info();
+  report.created_utc = utc_now();
+  Selector selector(platform);
+  std::vector<std::vector<ActivationSample>> samples;
+  std::int64_t total = 0;
+  for (const RolePlan& role : plan.roles) {
+    DIFFATTN_ASSIGN_OR_RETURN(std::vector<ActivationSample> s, role_samples(plan, role, request.activations_dir));
+    total += static_cast<std::int64_t>(s.size()) * (plan.warmup + plan.repeats) *
+             static_cast<std::int64_t>(1 + configurations.size());
+    samples.push_back(std::move(s));
+  }
+  std::int64_t done = 0;
+  RoleExecutor exec(plan, progress, done, total);
+  for (std::size_t i = 0; i < plan.roles.size(); ++i) {
+    RoleReport role;
+    role.plan = plan.roles[i];
+    if (!samples[i].empty() && !samples[i].front().dump_dir.empty()) role.activations = request.activations_dir;
+    DIFFATTN_RETURN_IF_ERROR(run_role(request, plan, selector, configurations, role, exec, samples[i]));
+    plan.roles[i] = role.plan;
+    report.roles.push_back(std::move(role));
+  }
+  report.plan = std::move(plan);
+  report.configurations = std::move(configurations);
+  report.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace diffattn::runner

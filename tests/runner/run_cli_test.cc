@@ -1,0 +1,104 @@
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Output {
+  int exit_code = -1;
+  std::string text;  // stdout and stderr
+};
+
+Output run_cli(const std::string& args) {
+  const std::string command = std::string(DIFFATTN_CLI_PATH) + " " + args + " 2>&1";
+  Output out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return out;
+  std::array<char, 4096> buf;
+  while (std::fgets(buf.data(), buf.size(), pipe)) out.text += buf.data();
+  const int status = pclose(pipe);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("diffattn_run_" + name + "_" +
+                                                  std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  fs::remove_all(d);
+  return d;
+}
+
+TEST(RunCli, TinyDefaultRunsEndToEndOnCpu) {
+  const fs::path out = fresh_dir("tiny");
+  const auto start = std::chrono::steady_clock::now();
+  const Output r = run_cli("run --platform cpu --out-dir " + out.string());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_LT(seconds, 60.0);
+  EXPECT_NE(r.text.find("tiny-dit"), std::string::npos);
+  EXPECT_NE(r.text.find("Resolved diffusion attention backend"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("relL2"), std::string::npos);
+  const auto doc = nlohmann::json::parse(read(out / "report.json"));
+  EXPECT_EQ(doc.at("roles").size(), 2u);
+  EXPECT_GT(doc.at("roles").at(0).at("baseline").at("time_ms").at("median").get<double>(), 0.0);
+  const std::string html = read(out / "report.html");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  fs::remove_all(out);
+}
+
+TEST(RunCli, CompareWithJsonOutput) {
+  const fs::path out = fresh_dir("compare");
+  const Output r = run_cli("run --platform cpu --model tiny-dit --height 64 --width 64 --num-frames 5 --layers 1 "
+                           "--repeats 1 --warmup 0 --compare TORCH_SDPA,auto --json --out-dir " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  const auto json_start = r.text.find("{\n");
+  ASSERT_NE(json_start, std::string::npos) << r.text;
+  EXPECT_TRUE(fs::exists(out / "report.json"));
+  const auto doc = nlohmann::json::parse(read(out / "report.json"));
+  EXPECT_EQ(doc.at("configurations").size(), 2u);
+  EXPECT_TRUE(doc.at("roles").at(1).at("verdict").at("configuration").is_string());
+  fs::remove_all(out);
+}
+
+TEST(RunCli, UnknownModelListsTheZoo) {
+  const Output r = run_cli("run --platform cpu --model wan9");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.text.find("wan2.2-ti2v-5b"), std::string::npos) << r.text;
+}
+
+TEST(RunCli, BigModelOnCpuIsRefusedWithAdvice) {
+  const Output r = run_cli("run --platform cpu --model wan2.1-14b");
+  EXPECT_EQ(r.exit_code, 3) << r.text;
+  EXPECT_NE(r.text.find("--cpu-budget-tflop"), std::string::npos) << r.text;
+}
+
+TEST(RunCli, ExplicitBackendThatCannotRunExitsThree) {
+  const Output r = run_cli("run --platform cpu --diffusion-attention-backend CUDNN_ATTN");
+  EXPECT_EQ(r.exit_code, 3) << r.text;
+}
+
+TEST(RunCli, UnknownFlagIsAUsageError) {
+  const Output r = run_cli("run --platform cpu --frames 5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.text.find("--frames"), std::string::npos) << r.text;
+}
+
+}  // namespace
