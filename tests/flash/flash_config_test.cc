@@ -26,6 +26,18 @@ TEST(FlashConfig, EveryTileFitsSharedMemoryAndWgmmaShapes) {
   }
 }
 
+TEST(FlashConfig, StagedEpilogueExactlyWhereItsBufferFits) {
+  EXPECT_TRUE(hopper_tile(64, false).staged_epilogue);
+  EXPECT_TRUE(hopper_tile(128, false).staged_epilogue);
+  EXPECT_TRUE(hopper_tile(96, false).staged_epilogue);
+  EXPECT_FALSE(hopper_tile(128, true).staged_epilogue);  // 176-key tiles leave no room
+  EXPECT_FALSE(hopper_tile(256, false).staged_epilogue);
+  EXPECT_FALSE(hopper_tile(192, false).staged_epilogue);
+  HopperTile staged = hopper_base_tile(128, false), direct = staged;
+  staged.staged_epilogue = true;
+  EXPECT_EQ(hopper_smem_bytes(staged, 128) - hopper_smem_bytes(direct, 128), 128 * 128 * 2);
+}
+
 TEST(FlashConfig, UnknownHeadSizeHasNoTile) {
   const HopperTile t = hopper_tile(80, false);
   EXPECT_EQ(t.block_m, 0);
@@ -43,7 +55,7 @@ TEST(FlashConfig, LongKeySetsSwitchHd128ToWiderTiles) {
 
 TEST(FlashConfig, SharedMemoryCountsPaddedChunks) {
   // hd96 pads to two 64-column chunks: Q 128x128, two stages of K and V 128x128, bf16.
-  const HopperTile t{128, 128, 2, 2};
+  const HopperTile t{128, 128, 2, 2, false};
   EXPECT_EQ(hopper_smem_bytes(t, 96), 128 * 128 * 2 + 4 * 128 * 128 * 2 + (2 + 8) * 8 + 1024);
   EXPECT_EQ(hopper_smem_bytes(t, 96), hopper_smem_bytes(t, 128));
 }

@@ -27,6 +27,7 @@ struct HopperTile {
   int block_n;              // key rows per pipeline stage
   int stages;               // depth of the K/V shared-memory ring
   int consumer_warpgroups;
+  bool staged_epilogue = false;  // output through its own shared-memory buffer, 16-byte stores
 };
 
 inline constexpr int kHopperSmemLimit = 227 * 1024;  // opt-in dynamic shared memory per block on sm_90
@@ -41,7 +42,7 @@ constexpr bool is_long_kv(std::int64_t seqlen_k) { return seqlen_k > kLongKvThre
 // stages of K and V still fit next to the Q tile. hd64 is bound by the exponentials as much as by
 // the tensor cores, so it runs three consumer warpgroups (192 query rows) to keep more softmax work
 // in flight: 392 vs 334 TFLOP/s on SD3's 4429-token joint attention (H200, bench/results/).
-constexpr HopperTile hopper_tile(int head_size, bool long_kv) {
+constexpr HopperTile hopper_base_tile(int head_size, bool long_kv) {
   switch (head_size) {
     case 64: return {192, 128, 2, 3};
     case 96:
@@ -52,15 +53,28 @@ constexpr HopperTile hopper_tile(int head_size, bool long_kv) {
   }
 }
 
-// Shared memory a tile needs: Q plus `stages` K and V buffers, each padded to 64-column chunks of
-// 128 bytes (the TMA/wgmma swizzle width), the mbarriers, and 1024 bytes of alignment slack.
+// Shared memory a tile needs: Q plus `stages` K and V buffers (and the O buffer of a staged
+// epilogue, Q-sized), each padded to 64-column chunks of 128 bytes (the TMA/wgmma swizzle width),
+// the mbarriers, and 1024 bytes of alignment slack.
 constexpr int hopper_smem_bytes(const HopperTile& tile, int head_size, int elem_bytes = 2) {
   const int chunk_cols = 128 / elem_bytes;
   const int padded = (head_size + chunk_cols - 1) / chunk_cols * chunk_cols;
   const int q = tile.block_m * padded * elem_bytes;
   const int kv = 2 * tile.stages * tile.block_n * padded * elem_bytes;
+  const int o = tile.staged_epilogue ? q : 0;
   const int barriers = (2 + 4 * tile.stages) * 8;
-  return q + kv + barriers + 1024;
+  return q + kv + o + barriers + 1024;
+}
+
+// The staged epilogue wherever its buffer fits: 16-byte coalesced stores beat 4-byte stores from
+// the accumulators on short rows (H200: Flux 577 vs 567, 512-token cross 467 vs 450, SD3 hd64 392
+// vs 370 TFLOP/s); 176-key hd128 tiles and hd192/hd256 have no room and store from registers.
+constexpr HopperTile hopper_tile(int head_size, bool long_kv) {
+  HopperTile tile = hopper_base_tile(head_size, long_kv);
+  HopperTile staged = tile;
+  staged.staged_epilogue = true;
+  if (tile.block_m > 0 && hopper_smem_bytes(staged, head_size) <= kHopperSmemLimit) return staged;
+  return tile;
 }
 
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
