@@ -56,8 +56,10 @@ inline void drain(int fd, std::string& into, bool& open) {
   into.append(buffer.data(), static_cast<std::size_t>(n));
 }
 
+// Runs the tool with `args`; `cwd`, when given, is the child's working directory.
 inline CliResult run_cli(const std::vector<std::string>& args,
-                         const std::map<std::string, std::optional<std::string>>& env_overrides = {}) {
+                         const std::map<std::string, std::optional<std::string>>& env_overrides = {},
+                         const std::string& cwd = "") {
   CliResult result;
   int out_pipe[2], err_pipe[2];
   if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return result;
@@ -68,6 +70,7 @@ inline CliResult run_cli(const std::vector<std::string>& args,
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
   posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
   posix_spawn_file_actions_addclose(&actions, err_pipe[0]);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
 
   std::vector<std::string> argv_storage = {DIFFATTN_CLI_PATH};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());

@@ -1,5 +1,6 @@
 // The `diffattn` entry point: help, subcommand dispatch and usage errors.
 
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -47,6 +48,27 @@ TEST(UsageCli, LeadingFlagWithoutSubcommandIsAUsageError) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("diffattn run --model"), std::string::npos) << run.err;
   EXPECT_EQ(run_cli({"help", "frobnicate"}).exit_code, 2);
+}
+
+TEST(UsageCli, NoArgumentsRunsTheMainJobOnItsEmbeddedDefault) {
+  const CliResult probe = run_cli({"backends", "--json"});
+  ASSERT_EQ(probe.exit_code, 0) << probe.err;
+  if (probe.json()["platform"]["kind"] != "cpu") {
+    GTEST_SKIP() << "a GPU is present: the embedded default is the large GPU workload, run by scripts/run.sh";
+  }
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "diffattn_no_args";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const CliResult run = run_cli({}, {}, dir.string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("tiny-dit"), std::string::npos) << run.out;
+  bool report_written = false;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    report_written = report_written || entry.path().filename() == "report.json";
+  }
+  EXPECT_TRUE(report_written) << "the main job writes its report under the working directory";
+  fs::remove_all(dir);
 }
 
 }  // namespace
