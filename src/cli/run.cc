@@ -186,17 +186,20 @@ Status write_reports(const runner::RunReport& report, const std::string& out_dir
 void print_resolutions(const runner::WorkloadPlan& plan, const std::vector<runner::Configuration>& configs,
                        Selector& selector) {
   Table table({"configuration", "role", "category", "head size", "backend", "source"});
+  std::vector<std::string> refusals;
   for (const runner::Configuration& c : configs) {
     for (const runner::RolePlan& r : plan.roles) {
       std::optional<std::string_view> category;
       if (r.role.category) category = *r.role.category;
       auto res = selector.resolve(r.role.role, r.role.head_size, c.config, category, plan.model->attention_mask_free);
       table.add_row({c.label, r.role.role, r.role.category.value_or("-"), std::to_string(r.role.head_size),
-                     res.ok() ? res->backend : "cannot run: " + res.status().message(),
-                     res.ok() ? std::string(source_name(res->source)) : "-"});
+                     res.ok() ? res->backend : "cannot run here", res.ok() ? std::string(source_name(res->source)) : "-"});
+      if (!res.ok()) refusals.push_back(c.label + " / " + r.role.role + ": " + res.status().message());
     }
   }
-  std::cout << table.render() << "\n";
+  std::cout << table.render();
+  for (const std::string& r : refusals) std::cout << "cannot run: " << r << "\n";
+  std::cout << "\n";
 }
 
 // A single configuration whose explicit backend cannot run is an error before any work starts.

@@ -11,12 +11,12 @@ std::string upper(std::string s) {
   return s;
 }
 
+// The platform owns compatibility policy: a backend is "available" when it accepts the backend by name.
 std::vector<std::string> available_backends(const PlatformInfo& platform, const Registry& registry) {
+  const auto policy = make_platform(platform, registry);
   std::vector<std::string> names;
-  for (const std::string& name : registry.names()) {
-    auto d = registry.find(name);
-    if (d.ok() && (!(*d)->unavailable_reason || !(*d)->unavailable_reason(platform))) names.push_back(name);
-  }
+  for (const std::string& name : registry.names())
+    if (policy->select_backend(name, 0, /*allow_trtllm_default=*/true).ok()) names.push_back(name);
   return names;
 }
 

@@ -12,7 +12,7 @@ std::vector<std::string> run_row(const RunReport& report, const RoleReport& role
   std::vector<std::string> row = {role.plan.role.role, run.configuration,
                                   run.backend.empty() ? "-" : run.backend + " (" + run.source + ")"};
   if (!run.ok()) {
-    row.push_back("failed: " + run.error);
+    row.push_back("did not run (below)");
     return row;
   }
   const double base = role.baseline.ok() ? role.baseline.median_ms() : 0;
@@ -51,6 +51,15 @@ std::string report_to_text(const RunReport& report) {
     for (const BackendRun& run : role.runs) table.add_row(run_row(report, role, run, false));
   }
   o << table.render() << "\n";
+  std::vector<std::string> failures;
+  for (const RoleReport& role : report.roles) {
+    std::vector<const BackendRun*> runs = {&role.baseline};
+    for (const BackendRun& run : role.runs) runs.push_back(&run);
+    for (const BackendRun* run : runs)
+      if (!run->ok()) failures.push_back(role.plan.role.role + " / " + run->configuration + ": " + run->error);
+  }
+  for (const std::string& f : failures) o << "did not run: " << f << "\n";
+  if (!failures.empty()) o << "\n";
   if (!report.request.compare.empty()) {
     cli::Table verdicts({"role", "verdict", "why"});
     for (const RoleReport& role : report.roles)
