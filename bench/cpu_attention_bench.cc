@@ -65,6 +65,14 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
+// Other work on the machine slows every row; the report says how busy it was.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
 std::int64_t status_kib(const char* key) {
   std::ifstream in("/proc/self/status");
   for (std::string line; std::getline(in, line);)
@@ -230,6 +238,7 @@ int main(int argc, char** argv) {
   std::printf("- machine: %s, %d threads (OpenMP), kernel: %s\n", cpu_model().c_str(), threads(),
               std::string(diffattn::cpu_isa_name(diffattn::default_cpu_isa())).c_str());
   std::printf("- date: %s\n- commit: %s\n", date, commit.c_str());
+  std::printf("- load average at start (1, 5, 15 min): %s\n", load_average().c_str());
   std::printf("- FLOPs counted as 4*B*H*Sq*Skv*D (no mask, not causal); best of the timed calls after one warm-up\n");
   std::printf("- naive oracle: a float64 implementation of the tests' oracle (every score of a row materialised, "
               "two-pass softmax), timed on one thread on 16 query rows of one head (best of 3) and reported per FLOP, "
@@ -291,5 +300,6 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
   }
+  std::printf("\nLoad average at the end (1, 5, 15 min): %s\n", load_average().c_str());
   return 0;
 }
