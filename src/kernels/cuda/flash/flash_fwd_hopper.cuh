@@ -5,7 +5,8 @@
 // owning 64 query rows of the tile. A consumer computes S = Q K^T with wgmma from shared
 // memory and O += P V with P kept in registers; it issues the next tile's Q K^T and the current
 // P V before running softmax, so the exponentials overlap the tensor cores. Q is handed back after
-// the tile's last Q K^T so the next tile's Q loads under the tail; output is stored from registers.
+// the tile's last Q K^T so the next tile's Q loads under the tail; output is stored from registers
+// or, where shared memory has room, through an O buffer with 16-byte stores.
 
 #include <cstdint>
 
@@ -175,7 +176,7 @@ struct Consumer {
 
   const FlashParams& p;
   const SmemLayout<T>& sm;
-  int wg;      // 0 or 1: which 64 query rows of the tile
+  int wg;      // which 64 query rows of the tile (0 .. kConsumers - 1)
   int tid;     // 0..127 within the warpgroup
   int lane, warp;
 

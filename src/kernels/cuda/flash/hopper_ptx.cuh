@@ -87,14 +87,6 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// Orders this thread's generic-proxy shared-memory accesses before later async-proxy (TMA) ones.
-__device__ __forceinline__ void fence_proxy_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;
