@@ -132,6 +132,13 @@ TEST(GpuParity, EveryBackendThatRunsOnThisGpuMatchesTheOracle) {
       if (host.lse) testing::poison(*host.lse);
       ASSERT_TRUE(device.upload());
       const Status status = (*backend)->forward(device.problem(), nullptr);
+      // Some refusals depend on the data, not the shape (CUDNN_ATTN needs masks that keep a prefix
+      // of the keys): they are reported like the shape-level ones.
+      if (status.code() == ErrorCode::kUnsupported) {
+        std::printf("[ UNSUPPORTED ] %s %s: %s\n", d->name.c_str(), c.name().c_str(), status.message().c_str());
+        ++unsupported[d->name];
+        continue;
+      }
       ASSERT_TRUE(status.ok()) << d->name << " " << c.name() << ": " << status.message();
       ASSERT_TRUE(device.download()) << d->name << " " << c.name() << ": CUDA error after the run";
       const std::string diff = testing::compare(host, expected);
