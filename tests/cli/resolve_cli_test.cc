@@ -132,6 +132,37 @@ TEST(ResolveCli, ShorthandWithExplicitDefaultIsAConfigError) {
   EXPECT_EQ(run.json()["error"]["code"], "invalid_config");
 }
 
+TEST(ResolveCli, TypedOptionFlagsAreValidatedBeforeThePlatformIsAsked) {
+  const std::vector<std::string> base = {"resolve", "--platform", "cpu", "--role", "self", "--head-size", "64", "--json"};
+  // A valid block_sparse block on a backend this build has no kernel for: the configuration is
+  // fine (exit 3, cannot run here), an out-of-range value is not (exit 2).
+  const CliResult valid = run_cli(with(base, {"--diffusion-attention-config.default.backend", "RAINFUSION_ATTN",
+                                              "--diffusion-attention-config.default.block_sparse.sparsity", "0.7"}));
+  EXPECT_EQ(valid.exit_code, 3) << valid.out;
+  const CliResult out_of_range = run_cli(with(base, {"--diffusion-attention-config.default.backend=RAINFUSION_ATTN",
+                                                     "--diffusion-attention-config.default.block_sparse.sparsity=1.5"}));
+  EXPECT_EQ(out_of_range.exit_code, 2) << out_of_range.out;
+  EXPECT_NE(out_of_range.json()["error"]["message"].get<std::string>().find("sparsity"), std::string::npos)
+      << out_of_range.out;
+  // A block on a backend that does not own it names the block.
+  const CliResult misplaced = run_cli(with(base, {"--diffusion-attention-config.default.backend", "TORCH_SDPA",
+                                                  "--diffusion-attention-config.default.quant.dtype_qk", "int8"}));
+  EXPECT_EQ(misplaced.exit_code, 2) << misplaced.out;
+  EXPECT_NE(misplaced.json()["error"]["message"].get<std::string>().find("quant"), std::string::npos);
+}
+
+TEST(ResolveCli, FastvideoTopkFlagNeedsTheFastvideoBackend) {
+  const std::vector<std::string> base = {"resolve", "--platform", "cpu", "--role", "self", "--head-size", "64", "--json"};
+  const CliResult alone = run_cli(with(base, {"--fastvideo-vsa-topk", "8"}));
+  EXPECT_EQ(alone.exit_code, 2) << alone.out;
+  EXPECT_NE(alone.json()["error"]["message"].get<std::string>().find("FASTVIDEO_VSA"), std::string::npos);
+  EXPECT_EQ(run_cli(with(base, {"--fastvideo-vsa-topk=abc"})).exit_code, 2);
+  EXPECT_EQ(run_cli(with(base, {"--fastvideo-vsa-topk", "0"})).exit_code, 2);
+  // With the backend it is a valid configuration that this build cannot run.
+  const CliResult paired = run_cli(with(base, {"--diffusion-attention-backend", "FASTVIDEO_VSA", "--fastvideo-vsa-topk", "8"}));
+  EXPECT_EQ(paired.exit_code, 3) << paired.out;
+}
+
 TEST(ResolveCli, BadJsonConfigExitsTwoWithJsonError) {
   const CliResult run = run_cli(with(kHopperThreeRoles, {"--diffusion-attention-config", "{\"default\": ", "--json"}));
   EXPECT_EQ(run.exit_code, 2);
