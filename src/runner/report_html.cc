@@ -69,7 +69,7 @@ BarChart time_chart(const RunReport& report) {
 
 BarChart error_chart(const RunReport& report) {
   BarChart c;
-  c.title = "Output error against the TORCH_SDPA baseline (worst sampled call)";
+  c.title = "Error against the TORCH_SDPA baseline (worst call)";
   c.y_label = "relative L2 error";
   c.log_scale = true;
   c.reference = report.request.quality_bound;

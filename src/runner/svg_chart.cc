@@ -87,7 +87,7 @@ std::string render_bar_chart(const BarChart& c) {
   const Scale scale = make_scale(c);
   const double group_width = kBarWidth * std::max<std::size_t>(1, c.series.size()) + kGroupGap;
   // Wide enough for the title and a legend row of two entries at least.
-  const double plot_width = std::max({340.0, group_width * c.groups.size(), 7.0 * c.title.size() - kLeft});
+  const double plot_width = std::max({340.0, group_width * c.groups.size(), 8.5 * c.title.size()});
   const std::size_t legend_columns = std::max<std::size_t>(1, static_cast<std::size_t>(plot_width / kLegendEntry));
   const double legend_height = 18.0 * ((c.series.size() + legend_columns - 1) / legend_columns);
   const double width = kLeft + plot_width + kRight;
@@ -107,7 +107,7 @@ std::string render_bar_chart(const BarChart& c) {
   o << "<text transform=\"translate(14," << px(kTop + kPlotHeight / 2) << ") rotate(-90)\" text-anchor=\"middle\">"
     << html_escape(c.y_label) << (scale.log ? " (log scale)" : "") << "</text>\n";
   for (std::size_t g = 0; g < c.groups.size(); ++g) {
-    const double gx = kLeft + g * group_width + kGroupGap / 2;
+    const double gx = kLeft + (plot_width - group_width * c.groups.size()) / 2 + g * group_width + kGroupGap / 2;
     for (std::size_t s = 0; s < c.series.size(); ++s) {
       const auto& v = c.values[s][g];
       const double x = gx + s * kBarWidth;
