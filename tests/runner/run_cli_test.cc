@@ -11,6 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
+#include <random>
+
+#include "common/npy.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -75,6 +80,45 @@ TEST(RunCli, CompareWithJsonOutput) {
   const auto doc = nlohmann::json::parse(read(out / "report.json"));
   EXPECT_EQ(doc.at("configurations").size(), 2u);
   EXPECT_TRUE(doc.at("roles").at(1).at("verdict").at("configuration").is_string());
+  fs::remove_all(out);
+}
+
+// Writes a float32 [1, tokens, heads, 64] array of fresh normal values.
+void write_dump(const fs::path& path, std::int64_t tokens, std::int64_t heads) {
+  diffattn::npy::Array a;
+  a.type = diffattn::npy::ElementType::kFloat32;
+  a.shape = {1, tokens, heads, 64};
+  std::vector<float> values(static_cast<std::size_t>(a.numel()));
+  std::mt19937 rng{std::random_device{}()};
+  std::normal_distribution<float> normal;
+  for (float& v : values) v = normal(rng);
+  a.data.resize(values.size() * 4);
+  std::memcpy(a.data.data(), values.data(), a.data.size());
+  fs::create_directories(path.parent_path());
+  ASSERT_TRUE(diffattn::npy::write_file(path.string(), a).ok());
+}
+
+TEST(RunCli, RealDumpsReplaceGeneratedInputsForTheirRole) {
+  const fs::path dumps = fresh_dir("dumps");
+  const fs::path out = fresh_dir("dumps_out");
+  write_dump(dumps / "self" / "q.npy", 50, 4);
+  write_dump(dumps / "self" / "k.npy", 50, 4);
+  write_dump(dumps / "self" / "v.npy", 50, 4);
+  const Output r = run_cli("run --platform cpu --activations " + dumps.string() +
+                           " --repeats 1 --warmup 0 --out-dir " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  const auto doc = nlohmann::json::parse(read(out / "report.json"));
+  const auto& self = doc.at("roles").at(0);
+  EXPECT_EQ(self.at("activations"), dumps.string());
+  EXPECT_EQ(self.at("seqlen_q"), 50);
+  EXPECT_EQ(doc.at("roles").at(1).at("activations"), "generated");
+  write_dump(dumps / "cross" / "q.npy", 50, 3);  // tiny-dit has 4 heads: refused, naming the role
+  write_dump(dumps / "cross" / "k.npy", 8, 3);
+  write_dump(dumps / "cross" / "v.npy", 8, 3);
+  const Output bad = run_cli("run --platform cpu --activations " + dumps.string() + " --out-dir " + out.string());
+  EXPECT_EQ(bad.exit_code, 2) << bad.text;
+  EXPECT_NE(bad.text.find("cross"), std::string::npos) << bad.text;
+  fs::remove_all(dumps);
   fs::remove_all(out);
 }
 
