@@ -3,7 +3,7 @@
 // Build on the GPU machine:
 //   nvcc -std=c++20 -O3 -Isrc -gencode=arch=compute_90a,code=sm_90a \
 //        bench/flash_dev/flash_dev.cu src/kernels/cuda/flash/flash_hopper.cu -o flash_dev
-// Usage: flash_dev [check] [time] [quick] [variants] [--csv FILE]
+// Usage: flash_dev [check] [time] [quick] [variants] [--csv FILE]; run_device.sh runs the recorded set.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
