@@ -74,6 +74,7 @@ BarChart error_chart(const RunReport& report) {
   c.log_scale = true;
   c.reference = report.request.quality_bound;
   c.reference_label = "quality bound " + fmt("%.1e", report.request.quality_bound);
+  c.first_color = 1;  // the time chart's first colour is the baseline's
   for (const Configuration& cfg : report.configurations) c.series.push_back(cfg.label);
   c.values.resize(c.series.size());
   for (const RoleReport& role : report.roles) {

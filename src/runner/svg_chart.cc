@@ -121,7 +121,7 @@ std::string render_bar_chart(const BarChart& c) {
       }
       const double h = std::max(1.0, std::clamp(scale.at(*v), 0.0, 1.0) * kPlotHeight);
       o << "<rect x=\"" << px(x + 1) << "\" y=\"" << px(y0 - h) << "\" width=\"" << px(kBarWidth - 2) << "\" height=\""
-        << px(h) << "\" fill=\"" << kPalette[s % 8] << "\"><title>" << html_escape(c.series[s] + " / " + c.groups[g])
+        << px(h) << "\" fill=\"" << kPalette[(s + c.first_color) % 8] << "\"><title>" << html_escape(c.series[s] + " / " + c.groups[g])
         << ": " << num(*v) << "</title></rect>\n";
     }
     o << "<text x=\"" << px(gx + kBarWidth * c.series.size() / 2) << "\" y=\"" << px(y0 + 16)
@@ -138,7 +138,7 @@ std::string render_bar_chart(const BarChart& c) {
   for (std::size_t s = 0; s < c.series.size(); ++s) {
     const double lx = kLeft + static_cast<double>(s % legend_columns) * kLegendEntry;
     const double ly = y0 + 36 + static_cast<double>(s / legend_columns) * 18.0;
-    o << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly - 9) << "\" width=\"10\" height=\"10\" fill=\"" << kPalette[s % 8]
+    o << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly - 9) << "\" width=\"10\" height=\"10\" fill=\"" << kPalette[(s + c.first_color) % 8]
       << "\"/><text x=\"" << px(lx + 14) << "\" y=\"" << px(ly) << "\">" << html_escape(c.series[s]) << "</text>\n";
   }
   o << "</svg>\n";

@@ -16,6 +16,7 @@ struct BarChart {
   bool log_scale = false;
   std::optional<double> reference;  // a dashed horizontal line, e.g. the quality bound
   std::string reference_label;
+  int first_color = 0;  // palette index of the first series, so a configuration keeps its colour across charts
 };
 
 std::string render_bar_chart(const BarChart& chart);
