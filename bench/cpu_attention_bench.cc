@@ -5,6 +5,7 @@
 //   cpu_attention_bench [--seqs 1024,4096,16384] [--dims 64,128] [--dtypes float32,bfloat16]
 //                       [--memory-seq 32768] [--commit HASH]
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -42,6 +43,36 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double cpu_seconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Wall-clock seconds, and the CPU seconds the process spent divided by its threads: on a busy
+// machine the second is what the call would take with the cores to itself.
+struct Timing {
+  double wall = 1e30;
+  double cpu = 1e30;
+  void keep_best(const Timing& t) {
+    wall = std::min(wall, t.wall);
+    cpu = std::min(cpu, t.cpu);
+  }
+};
+
+int threads();
+
+template <class Fn>
+Timing measure(Fn&& fn, clockid_t clock = CLOCK_PROCESS_CPUTIME_ID, int workers = 0) {
+  const double cpu0 = cpu_seconds(clock);
+  const auto start = Clock::now();
+  fn();
+  Timing t;
+  t.wall = seconds_since(start);
+  t.cpu = (cpu_seconds(clock) - cpu0) / (workers > 0 ? workers : threads());
+  return t;
 }
 
 std::vector<std::int64_t> parse_list(const std::string& text) {
@@ -114,7 +145,7 @@ struct Tensors {
   }
 };
 
-double sdpa_seconds(const AttentionProblem& problem, int reps) {
+Timing sdpa_timing(const AttentionProblem& problem, int reps) {
   diffattn::BackendInit init;
   auto backend = diffattn::create_torch_sdpa_backend(init);
   if (!backend.ok()) {
@@ -128,26 +159,21 @@ double sdpa_seconds(const AttentionProblem& problem, int reps) {
       std::exit(1);
     }
   };
-  const auto warm_start = Clock::now();
-  run();  // warm-up: page faults and thread start-up stay out of the timing
-  if (reps == 0) return seconds_since(warm_start);
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = Clock::now();
-    run();
-    best = std::min(best, seconds_since(start));
-  }
+  const Timing warm = measure(run);  // warm-up: page faults and thread start-up stay out of the timing
+  if (reps == 0) return warm;
+  Timing best;
+  for (int r = 0; r < reps; ++r) best.keep_best(measure(run));
   return best;
 }
 
 // The naive float64 oracle (all scores of a row materialised, two-pass softmax) on `rows` query
 // rows of one head; its rate on the full problem is the same per FLOP.
-double oracle_gflops(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+Timing oracle_timing(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                      std::int64_t seq, std::int64_t heads, std::int64_t dim, std::int64_t rows) {
   std::vector<double> scores(static_cast<std::size_t>(seq)), out(static_cast<std::size_t>(dim));
   const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
   volatile double sink = 0.0;
-  const auto start = Clock::now();
+  return measure([&] {
   for (std::int64_t i = 0; i < rows; ++i) {
     const float* qi = &q[static_cast<std::size_t>(i * heads * dim)];
     double mx = -INFINITY;
@@ -167,12 +193,11 @@ double oracle_gflops(const std::vector<float>& q, const std::vector<float>& k, c
     }
     sink = sink + out[0] / sum;
   }
-  const double t = seconds_since(start);
-  return 4.0 * static_cast<double>(rows) * static_cast<double>(seq) * static_cast<double>(dim) / t * 1e-9;
+  }, CLOCK_THREAD_CPUTIME_ID, 1);
 }
 
 #if DIFFATTN_HAVE_BLAS
-double sgemm_gflops(int n, int reps) {
+Timing sgemm_timing(int n, int reps) {
   std::vector<float> a(static_cast<std::size_t>(n) * n, 1.0f), b(a), c(a);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -183,13 +208,9 @@ double sgemm_gflops(int n, int reps) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
   };
   run();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = Clock::now();
-    run();
-    best = std::min(best, seconds_since(start));
-  }
-  return 2.0 * n * static_cast<double>(n) * n / best * 1e-9;
+  Timing best;
+  for (int r = 0; r < reps; ++r) best.keep_best(measure(run));
+  return best;
 }
 #endif
 
@@ -199,7 +220,7 @@ void report_memory(std::int64_t seq, std::int64_t heads, std::int64_t dim) {
   Tensors t(DType::kFloat32, seq, heads, dim, rng);
   const double io_mib = 4.0 * seq * heads * dim * 4 / (1024.0 * 1024.0);
   const std::int64_t loaded_kib = status_kib("VmRSS:");
-  const double secs = sdpa_seconds(t.problem, 0);
+  const double secs = sdpa_timing(t.problem, 0).wall;
   const std::int64_t peak_kib = status_kib("VmHWM:");
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -252,11 +273,12 @@ int main(int argc, char** argv) {
   // The ceiling is measured next to every row, so that both see the same machine load.
   auto ceiling = [] {
 #if DIFFATTN_HAVE_BLAS
-    return sgemm_gflops(2048, 3);
+    return sgemm_timing(2048, 3);
 #else
-    return 0.0;
+    return Timing{};
 #endif
   };
+  const double gemm_flops = 2.0 * 2048.0 * 2048.0 * 2048.0;
   std::printf("## TORCH_SDPA on the CPU\n\n");
 #if DIFFATTN_HAVE_BLAS
   std::printf("SGEMM: OpenBLAS cblas_sgemm 2048x2048x2048 (C = A B^T) on %d threads, best of 3, measured right before "
@@ -264,8 +286,12 @@ int main(int argc, char** argv) {
 #else
   std::printf("OpenBLAS was not found at build time: no SGEMM ceiling in this run.\n\n");
 #endif
-  std::printf("| dtype | S | D | B x H | TORCH_SDPA GFLOP/s | SGEMM GFLOP/s | SDPA / SGEMM | naive oracle GFLOP/s | SDPA / oracle | time per call |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("Each rate is given twice: by wall-clock time, and by CPU time (process CPU seconds divided by the %d "
+              "threads; the oracle: its one thread's CPU seconds), which is what the rate would be with the cores to "
+              "itself. On an idle machine the two agree; when other work shares the cores only the CPU-time figures "
+              "compare like with like.\n\n", threads());
+  std::printf("| dtype | S | D | B x H | SDPA GFLOP/s wall | SDPA GFLOP/s CPU | SGEMM wall | SGEMM CPU | SDPA/SGEMM wall | SDPA/SGEMM CPU | oracle GFLOP/s CPU | SDPA/oracle CPU | time per call |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   std::mt19937 rng(3);
   for (const std::string& name : dtypes) {
@@ -276,10 +302,9 @@ int main(int argc, char** argv) {
         const std::int64_t heads = seq >= 16384 ? 1 : seq >= 4096 ? 4 : 8;
         Tensors t(dtype, seq, heads, dim, rng);
         const int reps = seq >= 16384 ? 1 : 3;
-        const double sgemm = ceiling();
-        const double secs = sdpa_seconds(t.problem, reps);
+        const Timing gemm = ceiling();
+        const Timing sdpa = sdpa_timing(t.problem, reps);
         const double flops = 4.0 * heads * static_cast<double>(seq) * seq * dim;
-        const double gflops = flops / secs * 1e-9;
         std::vector<float> q32, k32, v32;
         const std::vector<float>* qkv[3];
         if (dtype == DType::kFloat32) {
@@ -291,12 +316,16 @@ int main(int argc, char** argv) {
             qkv[i] = dst[i];
           }
         }
-        double oracle = 0.0;
-        for (int r = 0; r < 3; ++r) oracle = std::max(oracle, oracle_gflops(*qkv[0], *qkv[1], *qkv[2], seq, heads, dim, 16));
-        std::printf("| %s | %lld | %lld | 1 x %lld | %.1f | %.1f | %s | %.2f | %.0fx | %.3f s |\n", name.c_str(),
-                    static_cast<long long>(seq), static_cast<long long>(dim), static_cast<long long>(heads), gflops,
-                    sgemm, sgemm > 0 ? (std::to_string(gflops / sgemm).substr(0, 4) + "x").c_str() : "n/a", oracle,
-                    gflops / oracle, secs);
+        const std::int64_t oracle_rows = 16;
+        Timing oracle;
+        for (int r = 0; r < 3; ++r) oracle.keep_best(oracle_timing(*qkv[0], *qkv[1], *qkv[2], seq, heads, dim, oracle_rows));
+        const double oracle_rate = 4.0 * oracle_rows * static_cast<double>(seq) * dim / oracle.cpu * 1e-9;
+        const double wall_rate = flops / sdpa.wall * 1e-9, cpu_rate = flops / sdpa.cpu * 1e-9;
+        const double gemm_wall = gemm_flops / gemm.wall * 1e-9, gemm_cpu = gemm_flops / gemm.cpu * 1e-9;
+        std::printf("| %s | %lld | %lld | 1 x %lld | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.2f | %.0fx | %.3f s |\n",
+                    name.c_str(), static_cast<long long>(seq), static_cast<long long>(dim),
+                    static_cast<long long>(heads), wall_rate, cpu_rate, gemm_wall, gemm_cpu, wall_rate / gemm_wall,
+                    cpu_rate / gemm_cpu, oracle_rate, cpu_rate / oracle_rate, sdpa.wall);
         std::fflush(stdout);
       }
   }
