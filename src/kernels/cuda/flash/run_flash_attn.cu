@@ -5,9 +5,10 @@
 
 #include <cuda_runtime.h>
 
-#include <cmath>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
