@@ -11,6 +11,9 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "kernels/cpu/flash_params.h"
 #include "kernels/cpu/tiles.h"
@@ -19,13 +22,22 @@ namespace diffattn {
 
 namespace {
 
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID leaf 1, ECX bit 29; not every compiler's __builtin_cpu_supports knows "f16c".
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+}
+#endif
+
 bool cpu_has(CpuIsa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   switch (isa) {
     case CpuIsa::kPortable: return true;
     case CpuIsa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    case CpuIsa::kAvx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+    case CpuIsa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && has_f16c();
   }
   return false;
 #else
