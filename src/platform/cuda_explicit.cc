@@ -27,8 +27,8 @@ Status check_sage_attn_3_arch(const CudaFacts& f) {
 Status check_trtllm_arch(const CudaFacts& f) {
   if (f.datacenter_blackwell) return Status::Ok();
   return Unsupported("TRTLLM_ATTN was explicitly selected but requires a datacenter Blackwell GPU (SM100 / SM103, "
-                     "compute capability 10.x); this is " + f.sm + " (" + f.device +
-                     "). Select a different --diffusion-attention-backend, such as " + cuda_suggestion(f) + ".");
+                     "compute capability 10.x); this is " + f.device +
+                     ". Select a different --diffusion-attention-backend, such as " + cuda_suggestion(f) + ".");
 }
 
 Status check_flash_attn_supported(const CudaFacts& f) {

@@ -146,7 +146,7 @@ TEST_F(CudaExplicitSelectionTest, HopperDescriptionRejectsTrtllmNamingSm100) {
   auto h200 = load_platform(testing::platform_file("h200.json"));
   ASSERT_TRUE(h200.ok());
   expect_error(*h200, "TRTLLM_ATTN", 128, ErrorCode::kUnsupported, "SM100 / SM103");
-  expect_error(*h200, "TRTLLM_ATTN", 128, ErrorCode::kUnsupported, "this is sm_90 (NVIDIA H200");
+  expect_error(*h200, "TRTLLM_ATTN", 128, ErrorCode::kUnsupported, "this is NVIDIA H200 (sm_90");
   EXPECT_EQ(exit_code_for(ErrorCode::kUnsupported), 3);
 }
 
