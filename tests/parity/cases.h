@@ -36,6 +36,7 @@ struct ParityCase {
   bool varlen = false;
   std::optional<float> scale;
   bool fully_masked_rows = false;  // the mask hides every key of some rows
+  bool prefix_padding = false;     // key-padding masks keep a prefix of the keys (sequence lengths)
 
   std::string name() const {
     static const char* layouts[] = {"contig", "headmajor", "packedqkv", "paddedrows"};
@@ -50,6 +51,7 @@ struct ParityCase {
     if (varlen) n += "_varlen";
     if (scale) n += "_scale";
     if (fully_masked_rows) n += "_fullymasked";
+    if (prefix_padding) n += "_prefix";
     return n;
   }
 };
@@ -77,6 +79,7 @@ inline std::vector<ParityCase> parity_cases() {
       if (c.layout == Layout::kPackedQkv && (c.heads_q != c.heads_kv || c.seq_q != c.seq_kv))
         c.layout = Layout::kHeadMajor;
       c.causal = idx % 5 == 1 || idx % 5 == 3;
+      c.prefix_padding = (idx / 4) % 2 == 1;
       c.lse = idx % 2 == 0;
       c.batch = 1 + idx % 2;
       cases.push_back(c);
@@ -120,6 +123,17 @@ inline std::vector<ParityCase> parity_cases() {
     scaled.lse = true;
     cases.push_back(scaled);
   }
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (std::int64_t d : {64, 128}) {
+      ParityCase lengths;  // padding as fused kernels take it: per-batch key lengths
+      lengths.dtype = dtype;
+      lengths.batch = 2, lengths.seq_q = 100, lengths.seq_kv = 77, lengths.heads_q = 4, lengths.heads_kv = 2;
+      lengths.head_size = lengths.head_size_v = d;
+      lengths.mask = MaskShape::kKeyPadding;
+      lengths.prefix_padding = true;
+      lengths.lse = d == 128;
+      cases.push_back(lengths);
+    }
   ParityCase no_keys;
   no_keys.seq_kv = 0;
   no_keys.lse = true;
@@ -219,7 +233,15 @@ inline std::unique_ptr<CaseData> make_case_data(const ParityCase& c, std::mt1993
   if (c.mask == MaskShape::kKeyPadding) {
     HostBuffer& buf = data->add(DType::kBool, c.batch * c.seq_kv);
     p.mask = TensorView::Contiguous(buf.data(), DType::kBool, {c.batch, c.seq_kv});
-    for_each_offset(*p.mask, [&](std::int64_t off) { write_element(*p.mask, off, keep(rng)); });
+    if (c.prefix_padding) {
+      std::uniform_int_distribution<std::int64_t> length(c.seq_kv > 1 ? 1 : 0, c.seq_kv);
+      for (std::int64_t b = 0; b < c.batch; ++b) {
+        const std::int64_t kept = length(rng);
+        for (std::int64_t j = 0; j < c.seq_kv; ++j) write_element(*p.mask, b * c.seq_kv + j, j < kept ? 1.0 : 0.0);
+      }
+    } else {
+      for_each_offset(*p.mask, [&](std::int64_t off) { write_element(*p.mask, off, keep(rng)); });
+    }
     if (c.fully_masked_rows)  // the last batch keeps no key at all
       for (std::int64_t j = 0; j < c.seq_kv; ++j) write_element(*p.mask, (c.batch - 1) * c.seq_kv + j, 0.0);
   } else if (c.mask == MaskShape::kDense || c.mask == MaskShape::kDenseBroadcast) {
