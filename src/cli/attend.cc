@@ -278,8 +278,11 @@ Result<Selected> select_backend(const AttendFlags& flags, const CommonOptions& o
   init.spec = selected.resolution.spec;
   init.platform = info;
   DIFFATTN_ASSIGN_OR_RETURN(selected.backend, global_registry().create(selected.resolution.backend, init));
+  // The arrays are staged onto the GPU when the platform is CUDA: judge the call where it will run.
+  ProblemShape shape = p.shape();
+  shape.device = info.kind == PlatformKind::kCuda ? DeviceKind::kCuda : DeviceKind::kCpu;
   const std::vector<std::string> reasons =
-      global_registry().find(selected.resolution.backend).value()->unsupported_reasons(p.shape());
+      global_registry().find(selected.resolution.backend).value()->unsupported_reasons(shape);
   if (!reasons.empty()) {
     std::string joined;
     for (const auto& r : reasons) joined += (joined.empty() ? "" : "; ") + r;
