@@ -87,12 +87,14 @@ TEST(SdpaCpu, UnavailableIsaIsRefusedWithAReason) {
   EXPECT_TRUE(cpu_isa_available(default_cpu_isa()));
 }
 
-TEST(CpuTiles, ShrinkQueryBlocksUntilEveryThreadHasWork) {
-  EXPECT_EQ(cpu::choose_cpu_tiles(64, 4096, 2).block_q, 128);
-  const cpu::CpuTiles few = cpu::choose_cpu_tiles(1, 256, 8);
+TEST(CpuTiles, LargeQueryBlocksShrinkUntilEveryThreadHasWork) {
+  EXPECT_EQ(cpu::choose_cpu_tiles(64, 4096, 2, 128, 128).block_q, 512);
+  EXPECT_EQ(cpu::choose_cpu_tiles(64, 4096, 2, 256, 256).block_q, 256);
+  EXPECT_EQ(cpu::choose_cpu_tiles(64, 4096, 2, 512, 512).block_q, 128);
+  const cpu::CpuTiles few = cpu::choose_cpu_tiles(1, 256, 8, 64, 64);
   EXPECT_LT(few.block_q, 128);
   EXPECT_GE(few.block_q, 16);
-  EXPECT_GT(cpu::choose_cpu_tiles(1, 1, 2).block_q, 0);
+  EXPECT_GT(cpu::choose_cpu_tiles(1, 1, 2, 8, 8).block_q, 0);
 }
 
 }  // namespace

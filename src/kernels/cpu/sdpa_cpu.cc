@@ -218,7 +218,8 @@ Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa) {
   for (const Sequence& s : seqs) longest_q = s.q_len > longest_q ? s.q_len : longest_q;
   const int threads = thread_count();
   const cpu::CpuTiles tiles =
-      cpu::choose_cpu_tiles(static_cast<std::int64_t>(seqs.size()) * heads, longest_q, threads);
+      cpu::choose_cpu_tiles(static_cast<std::int64_t>(seqs.size()) * heads, longest_q, threads, problem.q.size(3),
+                            problem.v.size(3));
   const cpu::FlashParams params = make_params(problem, tiles);
   const std::vector<cpu::WorkItem> items = work_items(seqs, heads, tiles.block_q);
   if (items.empty()) return Status::Ok();
