@@ -22,7 +22,13 @@ for target in build/fuzz/fuzz/fuzz_*; do
   corpus="fuzz/corpus/$(basename "$target")"
   work="build/fuzz/corpus-$(basename "$target")"
   mkdir -p "$work"
-  "$target" -max_total_time="$fuzz_seconds" -timeout=5 -rss_limit_mb=2048 -print_final_stats=1 \
-    "$work" "$corpus" 2>&1 | tail -n 3
+  log="build/fuzz/$(basename "$target").log"
+  if ! "$target" -max_total_time="$fuzz_seconds" -timeout=5 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix=build/fuzz/ "$work" "$corpus" >"$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "== $(basename "$target") found an input that crashes or hangs (saved under build/fuzz/)" >&2
+    exit 1
+  fi
+  tail -n 3 "$log"
 done
 echo "== all tests passed"

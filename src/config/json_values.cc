@@ -24,8 +24,11 @@ std::string_view json_type_name(const json& value) {
 std::string brief_json(const json& value) {
   constexpr std::size_t kMaxChars = 60;
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() > kMaxChars) text = text.substr(0, kMaxChars) + "...";
-  return text;
+  if (text.size() <= kMaxChars) return text;
+  // Cut on a character boundary: half a UTF-8 sequence would make the message unprintable as JSON.
+  std::size_t cut = kMaxChars;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+  return text.substr(0, cut) + "...";
 }
 
 std::string repr(std::string_view text) {

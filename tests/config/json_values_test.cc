@@ -26,6 +26,19 @@ TEST(JsonValuesTest, Utf8Validation) {
   EXPECT_EQ(sanitize_utf8("\xf0\x9f\x98"), "???");
 }
 
+TEST(JsonValuesTest, BriefJsonCutsOnACharacterBoundary) {
+  // 2-byte characters at every offset around the cut: the shortened text must stay valid UTF-8.
+  for (int pad = 0; pad < 4; ++pad) {
+    const std::string value = std::string(static_cast<std::size_t>(pad), 'x') + std::string(80, 'a') + "\xc8\xbf\xc8\xbf";
+    std::string text;
+    for (int i = 0; i < 40; ++i) text += "\xc8\xbf";
+    const std::string brief = brief_json(json(std::string(static_cast<std::size_t>(pad), 'x') + text));
+    EXPECT_TRUE(is_valid_utf8(brief)) << "pad " << pad;
+    EXPECT_EQ(brief.substr(brief.size() - 3), "...");
+    EXPECT_TRUE(is_valid_utf8(brief_json(json(value))));
+  }
+}
+
 TEST(JsonValuesTest, ReprQuotesLikeTheMessagesShowNames) {
   EXPECT_EQ(repr("FLASH_ATTN"), "'FLASH_ATTN'");
   EXPECT_EQ(repr("it's"), "\"it's\"");
