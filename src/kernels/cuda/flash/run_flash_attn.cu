@@ -155,4 +155,18 @@ Status run_flash_attn_cuda(const AttentionProblem& problem, void* stream) {
   return status_from(launch_flash_hopper(args, stream));
 }
 
+Status run_flash_attn_ampere_cuda(const AttentionProblem& problem, void* stream) {
+  if (problem.q.device.kind != DeviceKind::kCuda)
+    return InvalidInput("FLASH_ATTN runs on CUDA tensors, but q lives on the CPU; move q/k/v/out to a GPU or "
+                        "select TORCH_SDPA");
+  if (auto reasons = flash_shape_reasons(problem.shape()); !reasons.empty()) return Unsupported(join(reasons));
+  cuda::ScopedDevice device;
+  DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
+  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, device_facts(problem.q.device.index));
+  if (facts.cc_major < 8)
+    return Unsupported("FLASH_ATTN's Ampere/Ada kernel needs sm_80 or newer, but this device is sm_" +
+                       std::to_string(facts.cc_major * 10 + facts.cc_minor) + "; select TORCH_SDPA");
+  return run_ampere(problem, stream);
+}
+
 }  // namespace diffattn::flash

@@ -11,4 +11,8 @@ namespace diffattn::flash {
 // so on error `out` and `lse` are untouched. In a build without CUDA this returns kUnavailable.
 Status run_flash_attn_cuda(const AttentionProblem& problem, void* stream);
 
+// The sm_80..sm_89 (mma.sync) kernel on any device from sm_80 on, with the same checks. FLASH_ATTN
+// dispatches to it on Ampere and Ada; calling it directly lets that kernel be checked on a newer GPU.
+Status run_flash_attn_ampere_cuda(const AttentionProblem& problem, void* stream);
+
 }  // namespace diffattn::flash

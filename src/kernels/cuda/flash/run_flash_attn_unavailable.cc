@@ -8,5 +8,9 @@ Status run_flash_attn_cuda(const AttentionProblem&, void*) {
                      "was built); rebuild with the CUDA toolkit installed or select TORCH_SDPA");
 }
 
+Status run_flash_attn_ampere_cuda(const AttentionProblem& problem, void* stream) {
+  return run_flash_attn_cuda(problem, stream);
+}
+
 }  // namespace diffattn::flash
 #endif
