@@ -34,3 +34,5 @@ grep -E "^\[  (FAILED|PASSED|SKIPPED|  OK) |^\[       OK|^\[==========\]|Failure
 
 echo "== workload comparison"
 DIFFATTN_BIN=build/check/bin/diffattn OUT="$out/compare" tests/runner/gpu_compare.sh "$@"
+# Few files come back from the GPU machine: everything travels as one archive next to this log.
+tar -C "$out" -czf /tmp/check-head.tgz . && rm -rf "${out:?}"/* && mv /tmp/check-head.tgz "$out/"
