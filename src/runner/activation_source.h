@@ -23,7 +23,8 @@ struct QkvTensors {
 };
 
 // The samples of one role: the plan's layers x steps, or every dump found for the role under
-// `activations_dir` (DIR/<role>/{q,k,v}.npy, or DIR/<role>/<sample>/{q,k,v}.npy for several).
+// `activations_dir` (DIR/<role>/{q,k,v}.npy or DIR/<role>/qkv.safetensors, or the same in
+// DIR/<role>/<sample>/ for several).
 Result<std::vector<ActivationSample>> role_samples(const WorkloadPlan& plan, const RolePlan& role,
                                                    const std::string& activations_dir);
 

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "common/npy.h"
+#include "runner/safetensors_writer.h"
 
 namespace {
 
@@ -118,6 +119,37 @@ TEST(RunCli, RealDumpsReplaceGeneratedInputsForTheirRole) {
   const Output bad = run_cli("run --platform cpu --activations " + dumps.string() + " --out-dir " + out.string());
   EXPECT_EQ(bad.exit_code, 2) << bad.text;
   EXPECT_NE(bad.text.find("cross"), std::string::npos) << bad.text;
+  fs::remove_all(dumps);
+  fs::remove_all(out);
+}
+
+TEST(RunCli, SafetensorsDumpsReplaceGeneratedInputsForTheirRole) {
+  namespace tf = diffattn::test_files;
+  const fs::path dumps = fresh_dir("st_dumps");
+  const fs::path out = fresh_dir("st_dumps_out");
+  std::mt19937 rng{std::random_device{}()};
+  for (const char* sample : {"step_00", "step_40"}) {
+    tf::write_bytes(dumps / "self" / sample / "qkv.safetensors",
+                    tf::safetensors_image({tf::random_tensor("q", diffattn::DType::kBFloat16, {1, 40, 4, 64}, rng),
+                                           tf::random_tensor("k", diffattn::DType::kBFloat16, {1, 40, 4, 64}, rng),
+                                           tf::random_tensor("v", diffattn::DType::kBFloat16, {1, 40, 4, 64}, rng)}));
+  }
+  const Output r = run_cli("run --platform cpu --model tiny-dit --activations " + dumps.string() +
+                           " --repeats 1 --warmup 0 --out-dir " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  const auto doc = nlohmann::json::parse(read(out / "report.json"));
+  const auto& self = doc.at("roles").at(0);
+  EXPECT_EQ(self.at("activations"), dumps.string());
+  EXPECT_EQ(self.at("seqlen_q"), 40);
+  EXPECT_EQ(doc.at("roles").at(1).at("activations"), "generated");
+  EXPECT_NE(r.text.find("step_40"), std::string::npos) << r.text;
+  // A dump without v is refused before anything runs, naming the file and what it lacks.
+  tf::write_bytes(dumps / "cross" / "qkv.safetensors",
+                  tf::safetensors_image({tf::random_tensor("q", diffattn::DType::kFloat32, {1, 40, 4, 64}, rng),
+                                         tf::random_tensor("k", diffattn::DType::kFloat32, {1, 8, 4, 64}, rng)}));
+  const Output bad = run_cli("run --platform cpu --model tiny-dit --activations " + dumps.string() + " --out-dir " + out.string());
+  EXPECT_EQ(bad.exit_code, 2) << bad.text;
+  EXPECT_NE(bad.text.find("qkv.safetensors has no tensor named \"v\""), std::string::npos) << bad.text;
   fs::remove_all(dumps);
   fs::remove_all(out);
 }
