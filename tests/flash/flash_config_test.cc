@@ -33,6 +33,15 @@ TEST(FlashConfig, StagedEpilogueExactlyWhereItsBufferFits) {
   EXPECT_FALSE(hopper_tile(128, true).staged_epilogue);  // 176-key tiles leave no room
   EXPECT_FALSE(hopper_tile(256, false).staged_epilogue);
   EXPECT_FALSE(hopper_tile(192, false).staged_epilogue);
+}
+
+// Turn-taking only where it was measured to help: the 176-key tiles of long hd96/hd128 rows.
+TEST(FlashConfig, WarpgroupsTakeTurnsOnlyOnLongRowTiles) {
+  EXPECT_TRUE(hopper_tile(128, true).issue_in_turn);
+  EXPECT_TRUE(hopper_tile(96, true).issue_in_turn);
+  EXPECT_FALSE(hopper_tile(128, false).issue_in_turn);
+  EXPECT_FALSE(hopper_tile(64, true).issue_in_turn);
+  EXPECT_FALSE(hopper_tile(256, true).issue_in_turn);
   HopperTile staged = hopper_base_tile(128, false), direct = staged;
   staged.staged_epilogue = true;
   EXPECT_EQ(hopper_smem_bytes(staged, 128) - hopper_smem_bytes(direct, 128), 128 * 128 * 2);

@@ -28,6 +28,7 @@ struct HopperTile {
   int stages;               // depth of the K/V shared-memory ring
   int consumer_warpgroups;
   bool staged_epilogue = false;  // output through its own shared-memory buffer, 16-byte stores
+  bool issue_in_turn = false;    // consumer warpgroups take turns issuing their GEMMs
 };
 
 inline constexpr int kHopperSmemLimit = 227 * 1024;  // opt-in dynamic shared memory per block on sm_90
@@ -69,8 +70,14 @@ constexpr int hopper_smem_bytes(const HopperTile& tile, int head_size, int elem_
 // The staged epilogue wherever its buffer fits: 16-byte coalesced stores beat 4-byte stores from
 // the accumulators on short rows (H200: Flux 577 vs 567, 512-token cross 467 vs 450, SD3 hd64 392
 // vs 370 TFLOP/s); 176-key hd128 tiles and hd192/hd256 have no room and store from registers.
+//
+// Consumers take turns issuing their GEMMs on the 176-key tiles of long rows, so one group's
+// softmax overlaps the other's products: +0.4 to +4 % on all five long-row workloads (H200, timed
+// interleaved with the free-running kernel, bench/results/flash-h200-run9-*); on 128-key tiles and
+// at hd64/hd256 it made no difference or lost up to 1.4 %.
 constexpr HopperTile hopper_tile(int head_size, bool long_kv) {
   HopperTile tile = hopper_base_tile(head_size, long_kv);
+  tile.issue_in_turn = tile.consumer_warpgroups == 2 && tile.block_n == 176;
   HopperTile staged = tile;
   staged.staged_epilogue = true;
   if (tile.block_m > 0 && hopper_smem_bytes(staged, head_size) <= kHopperSmemLimit) return staged;

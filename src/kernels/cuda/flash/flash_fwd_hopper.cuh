@@ -24,8 +24,12 @@ struct FlashTmaMaps {
   CUtensorMap q, k, v;  // 4-D maps over (D, S, H, B) with 64-column boxes and 128-byte swizzle
 };
 
-template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false>
+template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false,
+          bool kIssueInTurn_ = false>
 struct HopperTraits {
+  // Consumer warpgroups issue their GEMMs in turn (named barriers 4..6), so that one group's
+  // softmax runs while another's products occupy the tensor cores.
+  static constexpr bool kIssueInTurn = kIssueInTurn_;
   // The output block goes through its own shared-memory buffer to 16-byte coalesced stores
   // (where shared memory has room for it) instead of 4-byte stores from the accumulators.
   static constexpr bool kStagedEpilogue = kStagedEpilogue_;
@@ -207,6 +211,25 @@ struct Consumer {
     }
   }
 
+  // Turn-taking of GEMM issue between consumer warpgroups: wait for this group's turn, then hand
+  // the turn to the next group once the products are issued. Group 0 starts; the last group's
+  // final hand-over is taken by group 0 after its loop (finish_turns).
+  static constexpr int kTurnBarrier = 4;
+  __device__ void take_turn() const {
+    if constexpr (T::kIssueInTurn) ptx::named_barrier_sync(kTurnBarrier + wg, 256);
+  }
+  __device__ void pass_turn() const {
+    if constexpr (T::kIssueInTurn) ptx::named_barrier_arrive(kTurnBarrier + (wg + 1) % T::kConsumers, 256);
+  }
+  __device__ void start_turns() const {
+    if constexpr (T::kIssueInTurn)
+      if (wg == T::kConsumers - 1) ptx::named_barrier_arrive(kTurnBarrier, 256);
+  }
+  __device__ void finish_turns() const {
+    if constexpr (T::kIssueInTurn)
+      if (wg == 0) ptx::named_barrier_sync(kTurnBarrier, 256);
+  }
+
   __device__ void release(uint64_t* bar) const {
     __syncwarp();
     if (lane == 0) ptx::mbar_arrive(bar);
@@ -292,13 +315,12 @@ struct Consumer {
     }
   }
 
-  // Normalises, writes LSE and stores the 64 x D output block, from the accumulators with 4-byte
-  // stores or through the O buffer (the Q buffer was already handed back for the next tile).
-  __device__ void epilogue(float (&o)[kOAcc], const RowState& st, const TileCoord& c) const {
-    using Elem = uint16_t;
-    Elem* out = static_cast<Elem*>(p.out);
+  // Normalises the output rows into packed half pairs (packed[2 j + r] holds columns j*8 + (lane%4)*2
+  // and +1 of row r) and writes the LSE. Reading the accumulators happens here, before the next
+  // tile's first product may be issued into other registers.
+  __device__ void finish_rows(const float (&o)[kOAcc], const RowState& st, const TileCoord& c,
+                              uint32_t (&packed)[kOAcc / 2]) const {
     const int64_t b_idx = p.cu_seqlens_q != nullptr ? 0 : c.b;
-    float inv_rows[2] = {0.f, 0.f};
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float l = st.l[r];
@@ -306,29 +328,40 @@ struct Consumer {
       l += __shfl_xor_sync(0xffffffff, l, 2);
       const float inv = l > 0.f ? 1.f / l : 0.f;
       const int row = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4 + 8 * r;
-      if (row >= c.seqlen_q) continue;
-      if (p.lse != nullptr && lane % 4 == 0) {
+      if (p.lse != nullptr && lane % 4 == 0 && row < c.seqlen_q) {
         const float lse = l > 0.f ? (st.m[r] * p.scale_log2 + __log2f(l)) * 0.69314718055994531f : -INFINITY;
         const int64_t s_idx = (p.cu_seqlens_q != nullptr ? p.cu_seqlens_q[c.b] : 0) + row;
         p.lse[b_idx * p.lse_stride_b + c.h * p.lse_stride_h + s_idx * p.lse_stride_s] = lse;
       }
-      if constexpr (!T::kStagedEpilogue) {
-        Elem* dst = out + b_idx * p.out_stride_b + int64_t(c.q_row0 - c.m_block * T::kBlockM + row) * p.out_stride_s +
-                    c.h * p.out_stride_h + (lane % 4) * 2;
 #pragma unroll
-        for (int j = 0; j < T::kD / 8; ++j)
-          *reinterpret_cast<uint32_t*>(dst + j * 8) =
-              pack2<T::kBf16>(o[j * 4 + 2 * r] * inv, o[j * 4 + 2 * r + 1] * inv);
-      } else {
-        inv_rows[r] = inv;
+      for (int j = 0; j < T::kD / 8; ++j)
+        packed[2 * j + r] = pack2<T::kBf16>(o[j * 4 + 2 * r] * inv, o[j * 4 + 2 * r + 1] * inv);
+    }
+  }
+
+  // Stores the 64 x D output block of this warpgroup: 4-byte stores from registers, or through the
+  // O buffer with 16-byte stores (the Q buffer was already handed back for the next tile).
+  __device__ void store_rows(const uint32_t (&packed)[kOAcc / 2], const TileCoord& c) const {
+    if constexpr (T::kStagedEpilogue) {
+      store_staged(packed, c);
+    } else {
+      uint16_t* out = static_cast<uint16_t*>(p.out);
+      const int64_t b_idx = p.cu_seqlens_q != nullptr ? 0 : c.b;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4 + 8 * r;
+        if (row >= c.seqlen_q) continue;
+        uint16_t* dst = out + b_idx * p.out_stride_b + int64_t(c.q_row0 - c.m_block * T::kBlockM + row) * p.out_stride_s +
+                        c.h * p.out_stride_h + (lane % 4) * 2;
+#pragma unroll
+        for (int j = 0; j < T::kD / 8; ++j) *reinterpret_cast<uint32_t*>(dst + j * 8) = packed[2 * j + r];
       }
     }
-    if constexpr (T::kStagedEpilogue) store_staged(o, inv_rows, c);
   }
 
   // Writes this warpgroup's 64 rows into the O buffer (128-byte swizzle, conflict-free) and stores
   // them with 16-byte accesses, a row's bytes contiguous across neighbouring threads.
-  __device__ void store_staged(const float (&o)[kOAcc], const float (&inv)[2], const TileCoord& c) const {
+  __device__ void store_staged(const uint32_t (&packed)[kOAcc / 2], const TileCoord& c) const {
     uint8_t* buf = sm.o();
     ptx::named_barrier_sync(1 + wg, 128);  // the previous tile's reads of this buffer are done
     const int r_local = wg * 64 + warp * 16 + lane / 4;
@@ -339,8 +372,7 @@ struct Consumer {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int rr = r_local + 8 * r;
-        *reinterpret_cast<uint32_t*>(buf + ch * T::kQChunkBytes + rr * 128 + (byte ^ ((rr & 7) << 4))) =
-            pack2<T::kBf16>(o[j * 4 + 2 * r] * inv[r], o[j * 4 + 2 * r + 1] * inv[r]);
+        *reinterpret_cast<uint32_t*>(buf + ch * T::kQChunkBytes + rr * 128 + (byte ^ ((rr & 7) << 4))) = packed[2 * j + r];
       }
     }
     ptx::named_barrier_sync(1 + wg, 128);
@@ -366,12 +398,19 @@ struct Consumer {
     }
   }
 
+  // The next tile this CTA works on (tiles past a sequence's end are skipped), or p.num_tiles.
+  __device__ int next_tile(int tile) const {
+    for (; tile < p.num_tiles; tile += gridDim.x)
+      if (!decode_tile<T>(p, tile).skip) return tile;
+    return p.num_tiles;
+  }
+
   __device__ void run() const {
     int stage = 0;
     uint32_t phase = 0, q_phase = 0;
-    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+    start_turns();
+    for (int tile = next_tile(blockIdx.x); tile < p.num_tiles;) {
       const TileCoord c = decode_tile<T>(p, tile);
-      if (c.skip) continue;
       float o[kOAcc];
 #pragma unroll
       for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
@@ -386,6 +425,7 @@ struct Consumer {
       for (int n = 0; n < c.n_blocks; ++n) {
         if (n > 0) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
         ptx::mbar_wait(sm.k_full(stage), phase);
+        take_turn();
         ptx::fence_operands(o);
         ptx::fence_operands(pr);
         ptx::wgmma_fence();
@@ -400,6 +440,7 @@ struct Consumer {
         } else {
           ptx::wgmma_wait<0>();
         }
+        pass_turn();
         ptx::fence_operands(s);
         release(sm.k_empty(stage));
         if (n == c.n_blocks - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
@@ -422,17 +463,23 @@ struct Consumer {
       if (c.n_blocks == 0) release(sm.q_empty());
       if (c.n_blocks > 0) {
         ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
+        take_turn();
         ptx::fence_operands(o);
         ptx::fence_operands(pr);
         ptx::wgmma_fence();
         issue_pv(o, pr, prev_stage);
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
+        pass_turn();
         ptx::fence_operands(o);
         release(sm.v_empty(prev_stage));
       }
-      epilogue(o, st, c);
+      uint32_t packed[kOAcc / 2];
+      finish_rows(o, st, c, packed);
+      store_rows(packed, c);
+      tile = next_tile(tile + gridDim.x);
     }
+    finish_turns();
   }
 };
 
