@@ -12,8 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-// The reader is private to the library; fuzz targets are given only include/.
-#include "../src/runner/safetensors.h"
+#include "runner/safetensors.h"
 
 namespace st = diffattn::safetensors;
 
