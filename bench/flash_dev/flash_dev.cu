@@ -43,10 +43,10 @@ static const Variant kVariants[] = {
     {"config", 0, launch_default},
     {"bn128-staged", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true>>},
     {"bn128-staged-turns", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true, true>>},
+    {"bn128-staged-tma", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true, false, true>>},
     {"bn176-turns", 128, launch_variant<HopperTraits<128, 176, 2, true, 2, false, true>>},
     {"3wg-staged", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true>>},
-    {"3wg-staged-turns", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, true>>},
-    {"bn80-turns", 256, launch_variant<HopperTraits<256, 80, 2, true, 2, false, true>>},
+    {"3wg-staged-tma", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true>>},
 };
 static LaunchFn g_launch = launch_default;
 

@@ -26,6 +26,14 @@ TEST(FlashConfig, EveryTileFitsSharedMemoryAndWgmmaShapes) {
   }
 }
 
+TEST(FlashConfig, StagedOutputLeavesThroughTma) {
+  for (int d : kHeadSizes)
+    for (bool long_kv : {false, true}) {
+      const HopperTile t = hopper_tile(d, long_kv);
+      EXPECT_EQ(t.tma_store, t.staged_epilogue) << "head size " << d << (long_kv ? " long rows" : "");
+    }
+}
+
 TEST(FlashConfig, StagedEpilogueExactlyWhereItsBufferFits) {
   EXPECT_TRUE(hopper_tile(64, false).staged_epilogue);
   EXPECT_TRUE(hopper_tile(128, false).staged_epilogue);

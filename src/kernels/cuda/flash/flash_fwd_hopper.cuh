@@ -22,11 +22,15 @@ namespace diffattn::flash {
 
 struct FlashTmaMaps {
   CUtensorMap q, k, v;  // 4-D maps over (D, S, H, B) with 64-column boxes and 128-byte swizzle
+  CUtensorMap o;        // the output, 64 x 64 boxes, for the TMA-store epilogue (when p.out_tma)
 };
 
 template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false,
-          bool kIssueInTurn_ = false>
+          bool kIssueInTurn_ = false, bool kTmaStore_ = false>
 struct HopperTraits {
+  // The staged epilogue hands the output block to TMA stores (one thread issues them; the
+  // warpgroup moves on while they drain) instead of storing it with its own 16-byte stores.
+  static constexpr bool kTmaStore = kTmaStore_ && kStagedEpilogue_;
   // Consumer warpgroups issue their GEMMs in turn (named barriers 4..6), so that one group's
   // softmax runs while another's products occupy the tensor cores.
   static constexpr bool kIssueInTurn = kIssueInTurn_;
@@ -179,6 +183,7 @@ struct Consumer {
   static constexpr int kPVSteps = T::kBlockN / 16;  // P V reduction steps
 
   const FlashParams& p;
+  const FlashTmaMaps& maps;
   const SmemLayout<T>& sm;
   int wg;      // which 64 query rows of the tile (0 .. kConsumers - 1)
   int tid;     // 0..127 within the warpgroup
@@ -363,6 +368,8 @@ struct Consumer {
   // them with 16-byte accesses, a row's bytes contiguous across neighbouring threads.
   __device__ void store_staged(const uint32_t (&packed)[kOAcc / 2], const TileCoord& c) const {
     uint8_t* buf = sm.o();
+    const bool tma = T::kTmaStore && p.out_tma;
+    if (tma && tid == 0) ptx::bulk_wait_group_read0();  // the previous tile's TMA store has read the buffer
     ptx::named_barrier_sync(1 + wg, 128);  // the previous tile's reads of this buffer are done
     const int r_local = wg * 64 + warp * 16 + lane / 4;
 #pragma unroll
@@ -375,7 +382,19 @@ struct Consumer {
         *reinterpret_cast<uint32_t*>(buf + ch * T::kQChunkBytes + rr * 128 + (byte ^ ((rr & 7) << 4))) = packed[2 * j + r];
       }
     }
+    if (tma) ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(1 + wg, 128);
+    if (tma) {
+      // Rows past the sequence's end are clipped by the map (only unpacked batches use it).
+      if (tid == 0) {
+#pragma unroll
+        for (int ch = 0; ch < T::kChunks; ++ch)
+          ptx::tma_store_4d(&maps.o, buf + ch * T::kQChunkBytes + wg * 64 * 128, ch * 64, c.q_row0 + wg * 64, c.h,
+                            c.b);
+        ptx::bulk_commit_group();
+      }
+      return;
+    }
     constexpr int kVecPerRow = T::kD / 8;
     uint16_t* out = static_cast<uint16_t*>(p.out);
     const int64_t b_idx = p.cu_seqlens_q != nullptr ? 0 : c.b;
@@ -480,6 +499,7 @@ struct Consumer {
       tile = next_tile(tile + gridDim.x);
     }
     finish_turns();
+    if (T::kTmaStore && p.out_tma && tid == 0) ptx::bulk_wait_group0();  // stores done before the CTA exits
   }
 };
 
@@ -511,7 +531,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   } else {
     ptx::setmaxnreg_inc<T::kConsumerRegs>();
     const int tid = threadIdx.x % 128;
-    Consumer<T> consumer{p, sm, warpgroup - 1, tid, tid % 32, tid / 32};
+    Consumer<T> consumer{p, maps, sm, warpgroup - 1, tid, tid % 32, tid / 32};
     consumer.run();
   }
 #else

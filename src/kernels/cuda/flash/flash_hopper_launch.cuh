@@ -97,6 +97,17 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
   if (!s.ok()) return s;
   s = make_map(&maps.v, "v", args.v, kBf16, kD, args.kv_rows, p.heads_kv, args.tma_batch, args.v_stride, T::kBlockN);
   if (!s.ok()) return s;
+  // TMA stores need unpacked batches (a packed tile's rows may run into the next sequence, which
+  // the map cannot clip) and 16-byte rows; otherwise the kernel stores with its own instructions.
+  p.out_tma = false;
+  if constexpr (T::kTmaStore) {
+    if (p.out_vec16 && p.cu_seqlens_q == nullptr) {
+      const std::int64_t out_stride[3] = {p.out_stride_b, p.out_stride_s, p.out_stride_h};
+      s = make_map(&maps.o, "out", p.out, kBf16, kD, p.seqlen_q, p.heads_q, p.batch, out_stride, 64);
+      if (!s.ok()) return s;
+      p.out_tma = true;
+    }
+  }
 
   auto kernel = flash_fwd_hopper_kernel<T>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);

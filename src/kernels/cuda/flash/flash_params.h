@@ -10,6 +10,7 @@ struct FlashParams {
   void* out = nullptr;                // [B, Sq, Hq, Dv], last dim contiguous, 4-byte aligned rows
   std::int64_t out_stride_b = 0, out_stride_s = 0, out_stride_h = 0;  // elements
   bool out_vec16 = false;             // every row starts on 16 bytes: the staged epilogue stores 16 B
+  bool out_tma = false;               // the staged epilogue stores through the output's TMA map
 
   float* lse = nullptr;               // optional [B, Hq, Sq] natural log
   std::int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 0;
