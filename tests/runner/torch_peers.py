@@ -5,8 +5,9 @@ so the run's figures sit next to peers measured on the same GPU in the same sess
 
     torch_peers.py REPORT.json [--warmup 2] [--iters 5]
 
-Dense kernels take the same time on any finite data, so the peers use fresh normal inputs of the
-same shapes and dtype rather than the run's generated activations.
+The peers use fresh normal inputs of the same shapes and dtype, not the run's generated
+activations. Kernel speed moves a few percent with the data, so read the peers as a reference
+point; the like-for-like comparison is between the backends of the run, which share inputs.
 """
 import argparse
 import json
