@@ -136,36 +136,38 @@ Status run_ampere(const AttentionProblem& pr, void* stream) {
   return cuda::launch_sdpa_mma(params, stream);
 }
 
-}  // namespace
-
-Status run_flash_attn_cuda(const AttentionProblem& problem, void* stream) {
+// The checks both entry points make before anything runs; `device` stays entered for the launch.
+Result<DeviceFacts> enter_device(const AttentionProblem& problem, cuda::ScopedDevice& device) {
   if (problem.q.device.kind != DeviceKind::kCuda)
     return InvalidInput("FLASH_ATTN runs on CUDA tensors, but q lives on the CPU; move q/k/v/out to a GPU or "
                         "select TORCH_SDPA");
   if (auto reasons = flash_shape_reasons(problem.shape()); !reasons.empty()) return Unsupported(join(reasons));
-  cuda::ScopedDevice device;
   DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
-  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, device_facts(problem.q.device.index));
+  return device_facts(problem.q.device.index);
+}
+
+std::string sm_name(const DeviceFacts& facts) { return "sm_" + std::to_string(facts.cc_major * 10 + facts.cc_minor); }
+
+}  // namespace
+
+Status run_flash_attn_cuda(const AttentionProblem& problem, void* stream) {
+  cuda::ScopedDevice device;
+  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device));
   const auto kernel = flash_kernel_for_capability(facts.cc_major, facts.cc_minor);
   if (!kernel)
-    return Unsupported("FLASH_ATTN has kernels for sm_80..sm_89 and sm_90, but this device is sm_" +
-                       std::to_string(facts.cc_major * 10 + facts.cc_minor) + "; select CUDNN_ATTN or TORCH_SDPA");
+    return Unsupported("FLASH_ATTN has kernels for sm_80..sm_89 and sm_90, but this device is " + sm_name(facts) +
+                       "; select CUDNN_ATTN or TORCH_SDPA");
   if (*kernel == "ampere") return run_ampere(problem, stream);
   DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(problem, facts.sm_count));
   return status_from(launch_flash_hopper(args, stream));
 }
 
 Status run_flash_attn_ampere_cuda(const AttentionProblem& problem, void* stream) {
-  if (problem.q.device.kind != DeviceKind::kCuda)
-    return InvalidInput("FLASH_ATTN runs on CUDA tensors, but q lives on the CPU; move q/k/v/out to a GPU or "
-                        "select TORCH_SDPA");
-  if (auto reasons = flash_shape_reasons(problem.shape()); !reasons.empty()) return Unsupported(join(reasons));
   cuda::ScopedDevice device;
-  DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
-  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, device_facts(problem.q.device.index));
+  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device));
   if (facts.cc_major < 8)
-    return Unsupported("FLASH_ATTN's Ampere/Ada kernel needs sm_80 or newer, but this device is sm_" +
-                       std::to_string(facts.cc_major * 10 + facts.cc_minor) + "; select TORCH_SDPA");
+    return Unsupported("FLASH_ATTN's Ampere/Ada kernel needs sm_80 or newer, but this device is " + sm_name(facts) +
+                       "; select TORCH_SDPA");
   return run_ampere(problem, stream);
 }
 
