@@ -33,6 +33,9 @@ struct ModelSpec {
   bool attention_mask_free = false;  // TRTLLM may be chosen automatically
   std::vector<ModelRole> roles;
   int text_tokens = 0;
+  // Where the text sits in a "joint" (video + text) sequence: "first" ([text; video]) or "last"
+  // ([video; text]); empty when the zoo entry does not say (needed only to mask padded text).
+  std::string joint_text;
   // Token count of a video/image latent: frames -> 1 + (F-1)/temporal_compression (or F/.. for
   // image models with num_frames 1), then divided by the spatial compression and patch sizes.
   int vae_temporal_compression = 1;

@@ -61,6 +61,9 @@ Result<ModelSpec> parse_model(const json& m) {
   spec.attention_mask_free = m.value("attention_mask_free", false);
   spec.hidden_size = m.value("hidden_size", 0);
   spec.text_tokens = m.value("text_tokens", 0);
+  spec.joint_text = m.value("joint_text", "");
+  if (!spec.joint_text.empty() && spec.joint_text != "first" && spec.joint_text != "last")
+    return field_error(spec.name, "joint_text", "must be \"first\" or \"last\", got \"" + spec.joint_text + "\"");
   spec.frame_rate = m.value("frame_rate", 0.0);
   spec.audio_tokens_per_second = m.value("audio_tokens_per_second", 0.0);
   if (!m.contains("vae") || !m.contains("patch") || !m.contains("defaults"))

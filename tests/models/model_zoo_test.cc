@@ -129,6 +129,22 @@ TEST(ModelZoo, BadResolutionSaysWhatToUse) {
   EXPECT_FALSE(video_tokens(model("flux.1-dev"), 1024, 1024, 5).ok());
 }
 
+TEST(ModelZoo, JointModelsSayWhereTheirTextSits) {
+  EXPECT_EQ(model("flux.1-dev").joint_text, "first");
+  EXPECT_EQ(model("cogvideox-5b").joint_text, "first");
+  EXPECT_EQ(model("sd3-medium").joint_text, "last");
+  EXPECT_EQ(model("sd3.5-large").joint_text, "last");
+  EXPECT_EQ(model("hunyuanvideo-1.5").joint_text, "last");
+  for (const ModelSpec& m : model_zoo())
+    for (const ModelRole& r : m.roles)
+      if (r.key_tokens == "joint") EXPECT_FALSE(m.joint_text.empty()) << m.name;
+  auto bad = parse_model_zoo(R"({"models":[{"name":"x","joint_text":"middle","vae":{"temporal":1,"spatial":8},
+      "patch":[1,2,2],"defaults":{"height":64,"width":64,"frames":1,"steps":1},
+      "roles":[{"role":"joint","heads":4,"kv_heads":4,"head_size":64,"layers":1,"query":"joint","key":"joint"}]}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("joint_text"), std::string::npos) << bad.status().message();
+}
+
 TEST(ModelZoo, MalformedZooIsRejectedWithTheField) {
   EXPECT_FALSE(parse_model_zoo("not json").ok());
   auto r = parse_model_zoo(R"({"models":[{"name":"x","vae":{"temporal":1,"spatial":8},"patch":[1,2,2],
