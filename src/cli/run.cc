@@ -1,6 +1,7 @@
 // `diffattn run`: the main job. Runs a DiT model's attention workload through the configured
 // backends (or several, with --compare) and reports time and quality against TORCH_SDPA.
 
+#include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -25,12 +26,13 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kRunFlags =
     "--model, --height, --width, --num-frames, --num-inference-steps, --seed, --layers, --sample-steps, --batch, "
-    "--dtype, --compare, --quality-bound, --out-dir, --activations, --warmup, --repeats, --cpu-budget-tflop and the "
-    "common flags";
+    "--dtype, --compare, --quality-bound, --out-dir, --activations, --warmup, --repeats, --cpu-budget-tflop, --prompt-tokens "
+    "and the common flags";
 
 constexpr std::string_view kRunHelp =
     "usage: diffattn run [--model NAME] [--height H --width W --num-frames F] [--num-inference-steps N]\n"
     "                    [--seed S] [--layers all|N|0,15,29] [--compare A,B,C] [--quality-bound X] [--out-dir DIR]\n"
+    "                    [--prompt-tokens N]\n"
     "\n"
     "Runs every attention role of a model (its heads, head size and sequence lengths at the given resolution)\n"
     "over a sample of its layers and denoising steps, on activations generated from the seed with DiT-like\n"
@@ -57,6 +59,11 @@ constexpr std::string_view kRunHelp =
     "                             (tensors q, k, v), or one such set per DIR/<role>/<sample>/\n"
     "  --warmup N --repeats N     untimed and timed calls per sample (default 2/5 on a GPU, 1/3 on a CPU)\n"
     "  --cpu-budget-tflop X       a CPU run larger than this is sampled down, then refused (default 1)\n"
+    "  --prompt-tokens N          the prompt fills N of the model's text tokens (1 to its text_tokens) and the\n"
+    "                             rest is padding: every role whose keys hold text gets the bool key-padding\n"
+    "                             mask a pipeline passes (non-text keys and the first N text keys kept), on\n"
+    "                             the baseline and every configuration alike; a backend that refuses the mask\n"
+    "                             is reported for that role. Default: no mask\n"
     "\n"
     "Common flags:\n";
 
@@ -138,6 +145,8 @@ Result<RunFlags> take_run_flags(std::vector<std::string>& args) {
   if (budget) {
     DIFFATTN_ASSIGN_OR_RETURN(r.cpu_budget_tflop, parse_positive_double(*budget, "--cpu-budget-tflop"));
   }
+  // Any integer parses here; the plan checks it against the model's text_tokens and names that range.
+  DIFFATTN_ASSIGN_OR_RETURN(r.prompt_tokens, take_int(reader, "--prompt-tokens", INT32_MIN, INT32_MAX));
   DIFFATTN_RETURN_IF_ERROR(reader.expect_empty("run", kRunFlags));
   return flags;
 }
@@ -192,7 +201,7 @@ void print_resolutions(const runner::WorkloadPlan& plan, const std::vector<runne
     for (const runner::RolePlan& r : plan.roles) {
       std::optional<std::string_view> category;
       if (r.role.category) category = *r.role.category;
-      auto res = selector.resolve(r.role.role, r.role.head_size, c.config, category, plan.model->attention_mask_free);
+      auto res = selector.resolve(r.role.role, r.role.head_size, c.config, category, runner::allows_trtllm_default(plan, r));
       table.add_row({c.label, r.role.role, r.role.category.value_or("-"), std::to_string(r.role.head_size),
                      res.ok() ? res->backend : "cannot run here", res.ok() ? std::string(source_name(res->source)) : "-"});
       if (!res.ok()) refusals.push_back(c.label + " / " + r.role.role + ": " + res.status().message());
@@ -208,7 +217,7 @@ Status check_single_configuration(const runner::WorkloadPlan& plan, const runner
   for (const runner::RolePlan& r : plan.roles) {
     std::optional<std::string_view> category;
     if (r.role.category) category = *r.role.category;
-    auto res = selector.resolve(r.role.role, r.role.head_size, config.config, category, plan.model->attention_mask_free);
+    auto res = selector.resolve(r.role.role, r.role.head_size, config.config, category, runner::allows_trtllm_default(plan, r));
     if (!res.ok()) return res.status();
   }
   return Status::Ok();
@@ -254,13 +263,19 @@ int run_with_options(std::vector<std::string>& args, const CommonOptions& option
   else std::cout << runner::report_to_text(*report);
   Status written = write_reports(*report, out_dir, options.json);
   if (!written.ok()) return report_error(written, options.json);
-  // A compared backend that cannot run here is a finding; a run that broke is a failure.
+  // A compared backend that cannot run here, or refuses a call it was given (a mask it cannot
+  // take), is a finding; a run that broke is a failure. A single configuration that refused exits 3.
+  const std::string unsupported(error_code_name(ErrorCode::kUnsupported));
+  bool refused = false;
   for (const runner::RoleReport& role : report->roles) {
     if (!role.baseline.ok()) return 1;
-    for (const runner::BackendRun& run : role.runs)
-      if (!run.ok() && run.resolution.is_object()) return 1;
+    for (const runner::BackendRun& run : role.runs) {
+      if (run.ok() || !run.resolution.is_object()) continue;
+      if (run.error_code != unsupported) return 1;
+      refused = true;
+    }
   }
-  return 0;
+  return refused && request.compare.empty() ? exit_code_for(ErrorCode::kUnsupported) : 0;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "runner/report_format.h"
 #include "runner/svg_chart.h"
+#include "runner/text_padding_mask.h"
 
 namespace diffattn::runner {
 namespace {
@@ -97,6 +98,7 @@ void write_summary(std::ostringstream& o, const RunReport& report) {
   o << ", " << p.model->text_tokens << " text tokens; " << p.steps << " steps (sampled: " << p.sampled_steps.size()
     << "); batch " << p.batch << "; " << html_escape(std::string(dtype_name(p.dtype))) << "; seed "
     << report.request.seed << "</p>\n";
+  if (p.prompt_tokens) o << "<p class=\"meta\">" << html_escape(text_mask_summary(p)) << "</p>\n";
   o << "<p class=\"meta\">Platform: " << html_escape(report.platform.describe()) << " &middot; "
     << html_escape(report.created_utc) << " &middot; " << fmt("%.1f", report.wall_seconds) << " s &middot; activations: "
     << html_escape(report.request.activations_dir.empty() ? "generated from the seed" : report.request.activations_dir)

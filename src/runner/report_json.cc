@@ -1,6 +1,9 @@
 #include "runner/report_json.h"
 
+#include <algorithm>
+
 #include "diffattn/selector.h"
+#include "runner/text_padding_mask.h"
 
 namespace diffattn::runner {
 namespace {
@@ -46,6 +49,7 @@ json role_to_json(const RunReport& report, const RoleReport& role) {
           {"layers", r.layers},
           {"layers_sampled", role.plan.layers},
           {"flops_per_call", role.plan.flops_per_call},
+          {"text_keys_masked", role.plan.text_keys_masked},
           {"activations", role.activations},
           {"baseline", run_to_json(report, role, role.baseline)},
           {"results", runs},
@@ -98,6 +102,10 @@ json report_to_json(const RunReport& report) {
             {"video_tokens", plan.video_tokens},
             {"audio_tokens", plan.audio_tokens},
             {"text_tokens", plan.model->text_tokens},
+            {"prompt_tokens", plan.prompt_tokens ? json(*plan.prompt_tokens) : json(nullptr)},
+            {"text_keys_masked", std::any_of(plan.roles.begin(), plan.roles.end(),
+                                             [](const RolePlan& r) { return r.text_keys_masked; })},
+            {"text_mask", plan.prompt_tokens ? json(text_mask_summary(plan)) : json(nullptr)},
             {"warmup_calls", plan.warmup},
             {"timed_calls", plan.repeats},
             {"on_device", plan.on_device},

@@ -4,6 +4,7 @@
 
 #include "cli/output.h"
 #include "runner/report_format.h"
+#include "runner/text_padding_mask.h"
 
 namespace diffattn::runner {
 namespace {
@@ -38,6 +39,7 @@ std::string workload_header_text(const WorkloadPlan& plan, const std::string& pl
   if (plan.audio_tokens > 0) o << ", " << plan.audio_tokens << " audio tokens";
   o << ", " << plan.steps << " steps, seed " << request.seed << ", " << dtype_name(plan.dtype) << "\n";
   o << "platform: " << platform << "\n";
+  if (plan.prompt_tokens) o << text_mask_summary(plan) << "\n";
   for (const std::string& n : plan.notes) o << "note: " << n << "\n";
   return o.str();
 }

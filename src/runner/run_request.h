@@ -23,6 +23,7 @@ struct RunRequest {
   std::string activations_dir;       // real Q/K/V dumps (.npy); empty: generated activations
   std::optional<int> warmup, repeats;  // per sampled call; unset: 2/5 on a GPU, 1/3 on a CPU
   double cpu_budget_tflop = 1.0;     // a CPU run larger than this is sampled down or refused
+  std::optional<int> prompt_tokens;  // real prompt length; text keys after it are masked. Unset: no mask
 };
 
 }  // namespace diffattn::runner

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "diffattn/config.h"
+#include "runner/text_padding_mask.h"
 
 namespace diffattn::runner {
 namespace {
@@ -55,6 +56,10 @@ Result<RolePlan> plan_role(const ModelSpec& model, const ModelRole& role, const 
   rp.seqlen_q = shape.query_tokens;
   rp.seqlen_kv = shape.key_tokens;
   DIFFATTN_ASSIGN_OR_RETURN(rp.layers, select_layers(request.layers, role.layers, plan.on_device, role.role, notes));
+  if (plan.prompt_tokens && *plan.prompt_tokens < model.text_tokens) {
+    DIFFATTN_ASSIGN_OR_RETURN(TextKeys where, text_keys_of(model, role));
+    rp.text_keys_masked = where != TextKeys::kNone;
+  }
   rp.flops_per_call = 4.0 * plan.batch * role.num_heads * static_cast<double>(rp.seqlen_q) *
                       static_cast<double>(rp.seqlen_kv) * role.head_size;
   return rp;
@@ -82,6 +87,17 @@ Status fit_cpu_budget(WorkloadPlan& plan, const RunRequest& request, int configu
                      "--cpu-budget-tflop to run it anyway");
 }
 
+// The prompt length must fit the model's text budget; the message names the range.
+Status check_prompt_tokens(const ModelSpec& model, const std::optional<int>& prompt_tokens) {
+  if (!prompt_tokens) return Status::Ok();
+  if (model.text_tokens <= 0)
+    return InvalidConfig("--prompt-tokens: model '" + model.name + "' has no text tokens to mask; run without it");
+  if (*prompt_tokens < 1 || *prompt_tokens > model.text_tokens)
+    return InvalidConfig("--prompt-tokens " + std::to_string(*prompt_tokens) + " is out of range for " + model.name +
+                         ": give 1 to " + std::to_string(model.text_tokens) + " (its text_tokens)");
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<int> evenly_spaced(int total, int count) {
@@ -103,6 +119,10 @@ double WorkloadPlan::planned_tflop(int configurations) const {
   return flops * (warmup + repeats) * (1 + configurations) / 1e12;
 }
 
+bool allows_trtllm_default(const WorkloadPlan& plan, const RolePlan& role) {
+  return plan.model->attention_mask_free && !role.text_keys_masked;
+}
+
 Result<WorkloadPlan> plan_workload(const RunRequest& request, bool on_device, int configurations) {
   DIFFATTN_ASSIGN_OR_RETURN(const ModelSpec* model, find_model(request.model));
   WorkloadPlan plan;
@@ -112,6 +132,8 @@ Result<WorkloadPlan> plan_workload(const RunRequest& request, bool on_device, in
   plan.frames = request.frames.value_or(model->default_frames);
   plan.steps = request.steps.value_or(model->default_steps);
   plan.batch = request.batch;
+  DIFFATTN_RETURN_IF_ERROR(check_prompt_tokens(*model, request.prompt_tokens));
+  plan.prompt_tokens = request.prompt_tokens;
   plan.dtype = request.dtype;
   plan.on_device = on_device;
   plan.warmup = request.warmup.value_or(on_device ? 2 : 1);

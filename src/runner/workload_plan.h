@@ -3,6 +3,7 @@
 // sampled, and the notes that explain any sampling the machine forced.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct RolePlan {
   std::int64_t seqlen_q = 0, seqlen_kv = 0;
   std::vector<int> layers;  // sampled layer indices of this role
   double flops_per_call = 0;  // 4 * B * Hq * Sq * Skv * D
+  bool text_keys_masked = false;  // its keys hold text and the prompt is shorter than the text budget
 };
 
 struct WorkloadPlan {
@@ -24,6 +26,7 @@ struct WorkloadPlan {
   int height = 0, width = 0, frames = 0, steps = 0;
   std::int64_t video_tokens = 0, audio_tokens = 0;
   int batch = 1;
+  std::optional<int> prompt_tokens;  // set: padded text keys beyond it are masked
   DType dtype = DType::kBFloat16;
   bool on_device = false;
   int warmup = 0, repeats = 1;
@@ -36,6 +39,10 @@ struct WorkloadPlan {
 
 // `configurations` counts the backends compared (the baseline comes on top).
 Result<WorkloadPlan> plan_workload(const RunRequest& request, bool on_device, int configurations);
+
+// Whether TRTLLM may be chosen for the role without being named: only for a mask-free model whose
+// role gets no text-padding mask in this run.
+bool allows_trtllm_default(const WorkloadPlan& plan, const RolePlan& role);
 
 // Evenly spaced picks of `count` out of [0, total): 0 and total-1 always among them when count > 1.
 std::vector<int> evenly_spaced(int total, int count);

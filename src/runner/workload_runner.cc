@@ -8,6 +8,7 @@
 #include "diffattn/attention.h"
 #include "runner/activation_source.h"
 #include "runner/device_buffers.h"
+#include "runner/text_padding_mask.h"
 
 namespace diffattn::runner {
 namespace {
@@ -18,7 +19,8 @@ struct Candidate {
   std::optional<Attention> layer;
 };
 
-AttentionLayerDesc layer_desc(const WorkloadPlan& plan, const ModelRole& role) {
+AttentionLayerDesc layer_desc(const WorkloadPlan& plan, const RolePlan& role_plan) {
+  const ModelRole& role = role_plan.role;
   AttentionLayerDesc d;
   d.num_heads = role.num_heads;
   d.num_kv_heads = role.num_kv_heads;
@@ -26,7 +28,7 @@ AttentionLayerDesc layer_desc(const WorkloadPlan& plan, const ModelRole& role) {
   d.causal = role.causal;
   d.role = role.role;
   d.category = role.category;
-  d.allow_trtllm_default = plan.model->attention_mask_free;
+  d.allow_trtllm_default = allows_trtllm_default(plan, role_plan);
   return d;
 }
 
@@ -49,13 +51,15 @@ Candidate resolve_candidate(const std::string& label, const AttentionConfig& con
   return c;
 }
 
-// The memory one sample's tensors live in while a backend runs: the host arrays themselves on a
-// CPU, device copies on a GPU.
+// The memory one sample's tensors (and its key-padding mask, if any) live in while a backend runs:
+// the host arrays themselves on a CPU, device copies on a GPU.
 class SampleBuffers {
  public:
-  static Result<SampleBuffers> prepare(QkvTensors& qkv, bool on_device, const ModelRole& role) {
+  static Result<SampleBuffers> prepare(QkvTensors& qkv, std::optional<KeyPaddingMask> mask, bool on_device,
+                                       const ModelRole& role) {
     SampleBuffers b;
     b.on_device_ = on_device;
+    b.mask_ = std::move(mask);
     const auto& qs = qkv.q.shape();
     b.out_host_ = HostTensor(qkv.q.dtype(), {qs[0], qs[1], qs[2], role.head_size});
     if (!on_device) {
@@ -69,6 +73,10 @@ class SampleBuffers {
     DIFFATTN_ASSIGN_OR_RETURN(b.dk_, upload(qkv.k));
     DIFFATTN_ASSIGN_OR_RETURN(b.dv_, upload(qkv.v));
     DIFFATTN_ASSIGN_OR_RETURN(b.dout_, DeviceBuffer::allocate(b.out_host_.bytes()));
+    if (b.mask_) {
+      DIFFATTN_ASSIGN_OR_RETURN(b.dmask_, DeviceBuffer::allocate(b.mask_->keep.size()));
+      DIFFATTN_RETURN_IF_ERROR(b.dmask_.upload(b.mask_->keep.data(), b.mask_->keep.size()));
+    }
     b.q_ = device_view(b.dq_, qkv.q);
     b.k_ = device_view(b.dk_, qkv.k);
     b.v_ = device_view(b.dv_, qkv.v);
@@ -82,6 +90,12 @@ class SampleBuffers {
     p.k = k_;
     p.v = v_;
     p.out = out_;
+    if (mask_) {
+      // Built here rather than stored: the view must point at this object's own (possibly moved) memory.
+      p.mask = on_device_ ? TensorView::Contiguous(dmask_.data(), DType::kBool, {mask_->batch, mask_->keys},
+                                                   Device{DeviceKind::kCuda, 0})
+                          : mask_->view();
+    }
     return p;
   }
 
@@ -110,8 +124,9 @@ class SampleBuffers {
 
   bool on_device_ = false;
   HostTensor out_host_;
-  DeviceBuffer dq_, dk_, dv_, dout_;
+  DeviceBuffer dq_, dk_, dv_, dout_, dmask_;
   TensorView q_, k_, v_, out_;
+  std::optional<KeyPaddingMask> mask_;
 };
 
 class RoleExecutor {
@@ -156,7 +171,7 @@ void record_failure(BackendRun& run, const Status& status) {
 Status run_role(const RunRequest& request, const WorkloadPlan& plan, Selector& selector,
                 const std::vector<Configuration>& configurations, RoleReport& report, RoleExecutor& exec,
                 const std::vector<ActivationSample>& samples) {
-  const AttentionLayerDesc desc = layer_desc(plan, report.plan.role);
+  const AttentionLayerDesc desc = layer_desc(plan, report.plan);
   Candidate baseline = resolve_candidate("baseline", baseline_config(), desc, selector);
   std::vector<Candidate> candidates;
   for (const Configuration& c : configurations)
@@ -170,7 +185,10 @@ Status run_role(const RunRequest& request, const WorkloadPlan& plan, Selector& s
     report.plan.flops_per_call = 4.0 * static_cast<double>(qkv->q.shape()[0]) * report.plan.role.num_heads *
                                  static_cast<double>(report.plan.seqlen_q) * static_cast<double>(report.plan.seqlen_kv) *
                                  report.plan.role.head_size;
-    DIFFATTN_ASSIGN_OR_RETURN(SampleBuffers buffers, SampleBuffers::prepare(*qkv, plan.on_device, report.plan.role));
+    DIFFATTN_ASSIGN_OR_RETURN(std::optional<KeyPaddingMask> mask,
+                              text_padding_mask(plan, report.plan, qkv->k.shape()[0], qkv->k.shape()[1]));
+    DIFFATTN_ASSIGN_OR_RETURN(SampleBuffers buffers,
+                              SampleBuffers::prepare(*qkv, std::move(mask), plan.on_device, report.plan.role));
     std::optional<HostTensor> reference;
     if (baseline.run.ok()) {
       Status s = exec.time_calls(*baseline.layer, buffers, baseline.run, where + " baseline");

@@ -154,6 +154,42 @@ TEST(RunCli, SafetensorsDumpsReplaceGeneratedInputsForTheirRole) {
   fs::remove_all(out);
 }
 
+TEST(RunCli, PromptTokensMaskTheTextKeysAndAreReported) {
+  const fs::path out = fresh_dir("prompt");
+  const Output r = run_cli("run --platform cpu --model tiny-dit --prompt-tokens 20 --compare TORCH_SDPA --repeats 1 "
+                           "--warmup 0 --out-dir " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_NE(r.text.find("prompt: 20 of 64 text tokens; padded text keys masked"), std::string::npos) << r.text;
+  const auto doc = nlohmann::json::parse(read(out / "report.json"));
+  const auto& workload = doc.at("workload");
+  EXPECT_EQ(workload.at("prompt_tokens"), 20);
+  EXPECT_EQ(workload.at("text_keys_masked"), true);
+  EXPECT_FALSE(doc.at("roles").at(0).at("text_keys_masked").get<bool>());  // self: no text keys
+  const auto& cross = doc.at("roles").at(1);
+  EXPECT_TRUE(cross.at("text_keys_masked").get<bool>());
+  // The configuration and the baseline get the same mask on the same inputs.
+  EXPECT_EQ(cross.at("results").at(0).at("status"), "ok");
+  EXPECT_EQ(cross.at("results").at(0).at("quality").at("rel_l2").get<double>(), 0.0);
+  EXPECT_NE(read(out / "report.html").find("prompt: 20 of 64 text tokens"), std::string::npos);
+  fs::remove_all(out);
+
+  const Output plain = run_cli("run --platform cpu --model tiny-dit --repeats 1 --warmup 0 --json --out-dir " + out.string());
+  ASSERT_EQ(plain.exit_code, 0) << plain.text;
+  const auto unmasked = nlohmann::json::parse(read(out / "report.json"));
+  EXPECT_TRUE(unmasked.at("workload").at("prompt_tokens").is_null());
+  EXPECT_EQ(unmasked.at("workload").at("text_keys_masked"), false);
+  fs::remove_all(out);
+}
+
+TEST(RunCli, PromptTokensOutOfRangeAreRefusedNamingTheRange) {
+  for (const char* n : {"0", "65"}) {
+    const Output r = run_cli(std::string("run --platform cpu --model tiny-dit --prompt-tokens ") + n);
+    EXPECT_EQ(r.exit_code, 2) << r.text;
+    EXPECT_NE(r.text.find("--prompt-tokens " + std::string(n) + " is out of range for tiny-dit: give 1 to 64"),
+              std::string::npos) << r.text;
+  }
+}
+
 TEST(RunCli, UnknownModelListsTheZoo) {
   const Output r = run_cli("run --platform cpu --model wan9");
   EXPECT_EQ(r.exit_code, 2);
