@@ -1,6 +1,7 @@
 #include "cli/args.h"
 
 #include <charconv>
+#include <iostream>
 #include <utility>
 
 #include "cli/commands.h"
@@ -146,6 +147,17 @@ Result<CommonOptions> take_common_options(std::vector<std::string>& args) {
     }
   }
   return options;
+}
+
+int run_subcommand(std::vector<std::string>& args, std::string_view help, SubcommandBody body) {
+  if (wants_help(args)) {
+    std::cout << help << kCommonFlagsHelp;
+    return 0;
+  }
+  const bool json = wants_json(args);
+  auto options = take_common_options(args);
+  if (!options.ok()) return report_error(options.status(), json);
+  return body(args, *options);
 }
 
 Result<AttentionConfig> config_from_options(const CommonOptions& options) {

@@ -33,6 +33,12 @@ Result<AttentionConfig> config_from_options(const CommonOptions& options);
 // The platform --platform names (cpu, cuda, FILE.json), or the probed one when it was not given.
 Result<PlatformInfo> platform_from_options(const CommonOptions& options);
 
+// The shared start of every subcommand: with --help it prints `help` and the common flags;
+// otherwise it takes the common options (reporting a bad one in the form asked for) and runs
+// `body` on the arguments that are left.
+using SubcommandBody = int (*)(std::vector<std::string>& args, const CommonOptions& options);
+int run_subcommand(std::vector<std::string>& args, std::string_view help, SubcommandBody body);
+
 // The flags every subcommand accepts, for usage messages and help texts.
 inline constexpr std::string_view kCommonFlagsHelp =
     "  --diffusion-attention-config JSON            the whole configuration as one JSON object\n"

@@ -383,15 +383,6 @@ int attend_with_options(std::vector<std::string>& args, const CommonOptions& opt
 
 }  // namespace
 
-int run_attend(std::vector<std::string> args) {
-  if (wants_help(args)) {
-    std::cout << kAttendHelp << kCommonFlagsHelp;
-    return 0;
-  }
-  const bool json = wants_json(args);
-  auto options = take_common_options(args);
-  if (!options.ok()) return report_error(options.status(), json);
-  return attend_with_options(args, *options);
-}
+int run_attend(std::vector<std::string> args) { return run_subcommand(args, kAttendHelp, attend_with_options); }
 
 }  // namespace diffattn::cli

@@ -176,15 +176,6 @@ int backends_with_options(std::vector<std::string>& args, const CommonOptions& o
 
 }  // namespace
 
-int run_backends(std::vector<std::string> args) {
-  if (wants_help(args)) {
-    std::cout << kBackendsHelp << kCommonFlagsHelp;
-    return 0;
-  }
-  const bool json = wants_json(args);
-  auto options = take_common_options(args);
-  if (!options.ok()) return report_error(options.status(), json);
-  return backends_with_options(args, *options);
-}
+int run_backends(std::vector<std::string> args) { return run_subcommand(args, kBackendsHelp, backends_with_options); }
 
 }  // namespace diffattn::cli

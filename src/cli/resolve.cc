@@ -217,15 +217,6 @@ int resolve_with_options(std::vector<std::string>& args, const CommonOptions& op
 
 }  // namespace
 
-int run_resolve(std::vector<std::string> args) {
-  if (wants_help(args)) {
-    std::cout << kResolveHelp << kCommonFlagsHelp;
-    return 0;
-  }
-  const bool json = wants_json(args);
-  auto options = take_common_options(args);
-  if (!options.ok()) return report_error(options.status(), json);
-  return resolve_with_options(args, *options);
-}
+int run_resolve(std::vector<std::string> args) { return run_subcommand(args, kResolveHelp, resolve_with_options); }
 
 }  // namespace diffattn::cli

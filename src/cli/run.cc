@@ -280,15 +280,6 @@ int run_with_options(std::vector<std::string>& args, const CommonOptions& option
 
 }  // namespace
 
-int run_workload(std::vector<std::string> args) {
-  if (wants_help(args)) {
-    std::cout << kRunHelp << kCommonFlagsHelp;
-    return 0;
-  }
-  const bool json = wants_json(args);
-  auto options = take_common_options(args);
-  if (!options.ok()) return report_error(options.status(), json);
-  return run_with_options(args, *options);
-}
+int run_workload(std::vector<std::string> args) { return run_subcommand(args, kRunHelp, run_with_options); }
 
 }  // namespace diffattn::cli
