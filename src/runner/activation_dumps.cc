@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 
 #include "common/npy.h"
-#include "kernels/cpu/half_convert.h"
+#include "runner/host_tensor.h"
 #include "runner/safetensors.h"
 
 namespace diffattn::runner {
@@ -69,31 +68,6 @@ Status check_qkv_tensors(const std::string& file, const safetensors::Header& hea
                       "; an activation dump needs tensors named q, k and v, each [batch, tokens, heads, head_size]");
 }
 
-float element(DType stored, const std::byte* data, std::int64_t i) {
-  switch (stored) {
-    case DType::kFloat16: {
-      std::uint16_t h;
-      std::memcpy(&h, data + i * 2, 2);
-      return cpu::half_to_float(h);
-    }
-    case DType::kBFloat16: {
-      std::uint16_t h;
-      std::memcpy(&h, data + i * 2, 2);
-      return cpu::bf16_to_float(h);
-    }
-    case DType::kFloat64: {
-      double d;
-      std::memcpy(&d, data + i * 8, 8);
-      return static_cast<float>(d);
-    }
-    default: {
-      float f;
-      std::memcpy(&f, data + i * 4, 4);
-      return f;
-    }
-  }
-}
-
 // `what` names the array in messages; `data` holds the C-order elements of `shape` in `stored`.
 Result<HostTensor> to_host_tensor(const std::string& what, DType stored, const std::vector<std::int64_t>& shape,
                                   const std::string& shape_text, const std::byte* data, DType dtype) {
@@ -103,7 +77,7 @@ Result<HostTensor> to_host_tensor(const std::string& what, DType stored, const s
     return InvalidInput(what + " has shape " + shape_text + ", which holds no elements; dump a step that has tokens");
   HostTensor t(dtype, {shape[0], shape[1], shape[2], shape[3]});
   for (std::int64_t i = 0; i < t.numel(); ++i) {
-    const float x = element(stored, data, i);
+    const float x = read_as_float(stored, data, i);
     if (!std::isfinite(x))
       return InvalidInput(what + " holds a non-finite value at flat index " + std::to_string(i) +
                           "; dump activations from a healthy step");

@@ -10,26 +10,32 @@ HostTensor::HostTensor(DType dtype, std::array<std::int64_t, 4> shape)
     : dtype_(dtype), shape_(shape), numel_(shape[0] * shape[1] * shape[2] * shape[3]),
       data_(static_cast<std::size_t>(numel_) * dtype_size(dtype)) {}
 
-float HostTensor::get(std::int64_t i) const {
-  const std::byte* p = data_.data();
-  switch (dtype_) {
+float read_as_float(DType dtype, const std::byte* data, std::int64_t i) {
+  switch (dtype) {
     case DType::kFloat16: {
       std::uint16_t h;
-      std::memcpy(&h, p + i * 2, 2);
+      std::memcpy(&h, data + i * 2, 2);
       return cpu::half_to_float(h);
     }
     case DType::kBFloat16: {
       std::uint16_t h;
-      std::memcpy(&h, p + i * 2, 2);
+      std::memcpy(&h, data + i * 2, 2);
       return cpu::bf16_to_float(h);
+    }
+    case DType::kFloat64: {
+      double d;
+      std::memcpy(&d, data + i * 8, 8);
+      return static_cast<float>(d);
     }
     default: {
       float f;
-      std::memcpy(&f, p + i * 4, 4);
+      std::memcpy(&f, data + i * 4, 4);
       return f;
     }
   }
 }
+
+float HostTensor::get(std::int64_t i) const { return read_as_float(dtype_, data_.data(), i); }
 
 void HostTensor::set(std::int64_t i, float value) {
   std::byte* p = data_.data();

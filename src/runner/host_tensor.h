@@ -37,6 +37,9 @@ class HostTensor {
   std::vector<std::byte> data_;
 };
 
+// Element `i` of a C-order array of `dtype` (fp64, fp32, fp16 or bf16) as a float.
+float read_as_float(DType dtype, const std::byte* data, std::int64_t i);
+
 // Whether the run can hold activations of this dtype (fp32, fp16, bf16).
 bool is_activation_dtype(DType dtype);
 
