@@ -45,10 +45,7 @@ done
 # JSON and the logs, since only a few files come back from the GPU machine.
 work=build/device/out
 mkdir -p "$work"
-[ -d .devdeps ] && { cp -r --update=none .devdeps/usr/. /usr/ 2>/dev/null || cp -rn .devdeps/usr/. /usr/; }
-cudnn_dir="$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])')"
-export LD_LIBRARY_PATH="$cudnn_dir/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-cudnn_lib="$(ls "$cudnn_dir"/lib/libcudnn.so* | head -n1)"
+source scripts/device/env.sh
 
 build=build/device
 if [ -n "$prebuilt" ]; then

@@ -8,8 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build="${BUILD:-build/device}"
 out="${OUT:-$build/out}"
 mkdir -p "$out"
-cudnn_dir="$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])')"
-export LD_LIBRARY_PATH="$cudnn_dir/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+source scripts/device/env.sh
 tests="$build/tests/diffattn_tests"
 # Small shapes that launch every tensor-core bucket (masked, causal and boundary tiles), the SIMT
 # kernel (float32 and odd head sizes of the parity cases), the key-padding length kernel and

@@ -11,10 +11,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out="${OUT:-build/check-head}"
 mkdir -p "$out"
-[ -d .devdeps ] && { cp -r --update=none .devdeps/usr/. /usr/ 2>/dev/null || cp -rn .devdeps/usr/. /usr/; }
-cudnn_dir="$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])')"
-export LD_LIBRARY_PATH="$cudnn_dir/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-cudnn_lib="$(ls "$cudnn_dir"/lib/libcudnn.so* | head -n1)"
+source scripts/device/env.sh
 build="${PREBUILT:-build/check}"
 if [ -z "${PREBUILT:-}" ]; then
   start=$(date +%s)
