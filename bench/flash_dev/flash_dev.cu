@@ -3,7 +3,7 @@
 // Build on the GPU machine:
 //   nvcc -std=c++20 -O3 -Isrc -gencode=arch=compute_90a,code=sm_90a \
 //        bench/flash_dev/flash_dev.cu src/kernels/cuda/flash/flash_hopper.cu -o flash_dev
-// Usage: flash_dev [check] [time] [quick] [variants] [--csv FILE]; run_device.sh runs the recorded set.
+// Usage: flash_dev [check] [time] [quick] [variants [--only NAME,NAME]] [--csv FILE]; run_device.sh runs the recorded set.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,6 +28,13 @@ using LaunchFn = LaunchStatus (*)(const HopperArgs&, void*);
 
 LaunchStatus launch_default(const HopperArgs& a, void* s) { return diffattn::flash::launch_flash_hopper(a, s); }
 
+// The configured kernels with whole tiles only (no split of the last partial wave).
+LaunchStatus launch_no_split(const HopperArgs& a, void* s) {
+  HopperArgs whole = a;
+  whole.tail_split = false;
+  return diffattn::flash::launch_flash_hopper(whole, s);
+}
+
 template <class T>
 LaunchStatus launch_variant(const HopperArgs& a, void* s) {
   return diffattn::flash::hopper_detail::launch_with_traits<T>(a, static_cast<cudaStream_t>(s));
@@ -41,6 +48,7 @@ struct Variant {
 };
 static const Variant kVariants[] = {
     {"config", 0, launch_default},
+    {"config-nosplit", 0, launch_no_split},
     {"bn128-staged", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true>>},
     {"bn128-staged-turns", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true, true>>},
     {"bn128-staged-tma", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true, false, true>>},
@@ -49,6 +57,13 @@ static const Variant kVariants[] = {
     {"3wg-staged-tma", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true>>},
 };
 static LaunchFn g_launch = launch_default;
+static std::string g_only;  // --only a,b: the variants to run (besides the configured kernel)
+
+static bool wanted(const Variant& v, bool variants) {
+  if (v.fn == launch_default) return true;
+  if (!variants) return false;
+  return g_only.empty() || ("," + g_only + ",").find(std::string(",") + v.name + ",") != std::string::npos;
+}
 
 #define CHECK_CUDA(x)                                                                        \
   do {                                                                                       \
@@ -250,8 +265,15 @@ static Buffers make_buffers(const Case& c, std::mt19937& rng) {
     std::vector<uint8_t> m((size_t)c.B * c.Skv);
     std::bernoulli_distribution keep(0.8);
     for (auto& x : m) x = keep(rng);
-    if (c.B > 1)
-      for (int j = 0; j < c.Skv; ++j) m[(size_t)(c.B - 1) * c.Skv + j] = 0;  // one batch masks every key
+    // With two batches the last masks every key; with more, the first masks every key and the
+    // last keeps only its first 30 % (a padded prompt), so split pieces of it see no key at all.
+    if (c.B == 2)
+      for (int j = 0; j < c.Skv; ++j) m[(size_t)(c.B - 1) * c.Skv + j] = 0;
+    if (c.B > 2)
+      for (int j = 0; j < c.Skv; ++j) {
+        m[j] = 0;
+        if (j >= c.Skv * 3 / 10) m[(size_t)(c.B - 1) * c.Skv + j] = 0;
+      }
     CHECK_CUDA(cudaMalloc(&bf.mask, m.size()));
     CHECK_CUDA(cudaMemcpy(bf.mask, m.data(), m.size(), cudaMemcpyHostToDevice));
   }
@@ -452,6 +474,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "quick")) quick = true;
     if (!std::strcmp(argv[i], "variants")) variants = true;
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+    if (!std::strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
   }
   int sm_count = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
@@ -460,6 +483,10 @@ int main(int argc, char** argv) {
   int failures = 0;
   if (do_check) {
     std::vector<Case> cases = {
+        // A last partial wave whose tiles are split along the keys (plan_tail_split).
+        {"hd128 bf16 split mask+lse 3x700x2000 h20", 3, 700, 2000, 20, 20, 128, false, false, true, true},
+        {"hd64 bf16 split mask+lse 2x500x1500 h30", 2, 500, 1500, 30, 30, 64, false, false, true, true},
+        {"hd256 fp16 split lse 1x1000x3000 h20", 1, 1000, 3000, 20, 20, 256, false, true, false, true},
         // More tiles than SMs: every CTA runs several tiles, so the hand-over between tiles is checked.
         {"hd128 bf16 many-tiles 2x1500x700 h40", 2, 1500, 700, 40, 40, 128},
         {"hd128 bf16 many causal+mask+lse 3x900", 3, 900, 900, 24, 24, 128, true, false, true, true},
@@ -467,6 +494,7 @@ int main(int argc, char** argv) {
         {"hd64 bf16 many-tiles 2x1000x777 h40", 2, 1000, 777, 40, 40, 64},
         {"hd64 bf16 many causal+lse 2x900 h32", 2, 900, 900, 32, 32, 64, true, false, false, true},
         {"hd256 bf16 many-tiles 1x1000x600 h40", 1, 1000, 600, 40, 40, 256},
+        {"hd96 bf16 split gqa 12/4 lse 1x900x1800", 1, 900, 1800, 12, 4, 96, false, false, false, true},
         {"hd128 bf16 1x512x512 h2", 1, 512, 512, 2, 2, 128},
         {"hd128 bf16 2x333x1000 h3", 2, 333, 1000, 3, 3, 128},
         {"hd128 fp16 1x700x700 h2", 1, 700, 700, 2, 2, 128, false, true},
@@ -493,7 +521,7 @@ int main(int argc, char** argv) {
     };
     if (quick) cases.resize(3);
     for (const Variant& v : kVariants) {
-      if (!variants && v.fn != launch_default) continue;
+      if (!wanted(v, variants)) continue;
       g_launch = v.fn;
       int n = 0;
       for (const Case& c : cases) {
@@ -530,7 +558,7 @@ int main(int argc, char** argv) {
     for (const Case& c : work) {
       std::vector<const Variant*> chosen;
       for (const Variant& v : kVariants)
-        if ((v.D == 0 || v.D == c.D) && (variants || v.fn == launch_default)) chosen.push_back(&v);
+        if ((v.D == 0 || v.D == c.D) && wanted(v, variants)) chosen.push_back(&v);
       std::vector<std::vector<double>> got(chosen.size());
       for (int r = 0; r < rounds; ++r)
         for (size_t i = 0; i < chosen.size(); ++i) {

@@ -93,5 +93,48 @@ TEST(FlashConfig, TmaCoordinatesAre32Bit) {
   EXPECT_FALSE(fits_tma_coordinates(std::int64_t{1} << 31));
 }
 
+TEST(FlashConfig, TailSplitCutsOnlyTheLastPartialWave) {
+  // SD3 at hd64: 576 tiles of 35 key blocks on 132 SMs leave 48 tiles in a fifth wave.
+  const TailSplit sd3 = plan_tail_split(576, 132, 35);
+  EXPECT_EQ(sd3.split_begin, 4 * 132);
+  EXPECT_GT(sd3.splits, 1);
+  EXPECT_EQ(sd3.items, 4 * 132 + 48 * sd3.splits);
+  // The chosen pieces of the 48 tail tiles fit in fewer block-times than one whole tile.
+  EXPECT_LT(ceil_div(48 * sd3.splits, 132) * ceil_div(35, sd3.splits), 35);
+  // Flux at hd128: 864 tiles, 72 in the last wave.
+  const TailSplit flux = plan_tail_split(864, 132, 36);
+  EXPECT_EQ(flux.split_begin, 6 * 132);
+  EXPECT_GT(flux.splits, 1);
+  EXPECT_LE(flux.splits, kMaxTailSplits);
+}
+
+TEST(FlashConfig, TailSplitKeepsWholeTilesWhereItCannotHelp) {
+  const TailSplit full = plan_tail_split(3 * 132, 132, 40);  // whole waves
+  EXPECT_EQ(full.splits, 1);
+  EXPECT_EQ(full.items, 3 * 132);
+  const TailSplit nearly_full = plan_tail_split(10240, 132, 4);  // 512-token cross-attention: 4 blocks
+  EXPECT_EQ(nearly_full.splits, 1);
+  const TailSplit short_rows = plan_tail_split(200, 132, 3);  // too few key blocks to cut
+  EXPECT_EQ(short_rows.splits, 1);
+  // A tail of 131 tiles on 132 SMs gains nothing from two pieces (262 pieces need two rounds).
+  EXPECT_NE(plan_tail_split(131, 132, 40).splits, 2);
+  EXPECT_EQ(plan_tail_split(0, 132, 40).items, 0);
+}
+
+TEST(FlashConfig, TailSplitOfFewTilesSpreadsThemOverTheSms) {
+  // 16 tiles of 8 blocks on 132 SMs: pieces of two blocks each finish in about a quarter of the time.
+  const TailSplit few = plan_tail_split(16, 132, 8);
+  EXPECT_EQ(few.split_begin, 0);
+  EXPECT_EQ(few.splits, 4);
+  EXPECT_EQ(few.items, 64);
+  // Every block belongs to exactly one piece.
+  for (int splits : {2, 3, 5, 7, 16}) {
+    EXPECT_EQ(split_block_begin(37, splits, 0), 0);
+    EXPECT_EQ(split_block_begin(37, splits, splits), 37);
+    for (int piece = 0; piece < splits; ++piece)
+      EXPECT_LT(split_block_begin(37, splits, piece), split_block_begin(37, splits, piece + 1));
+  }
+}
+
 }  // namespace
 }  // namespace diffattn::flash

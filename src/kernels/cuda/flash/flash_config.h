@@ -105,6 +105,46 @@ constexpr int persistent_grid(std::int64_t tiles, int sm_count) {
   return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(tiles, sm_count)));
 }
 
+// Wave quantisation: a persistent grid runs `tiles` equal tiles in ceil(tiles / sm_count) waves, so
+// a last wave of `tail` tiles leaves the other SMs idle (Flux's 864 tiles on 132 SMs: 6.5 waves
+// cost 7). The tail tiles can instead be cut into `splits` pieces along the keys, each piece
+// writing its unnormalised partial output, and the last piece of a tile to finish merges them.
+// The plan compares the tail's time in key blocks (a piece costs its blocks plus about two blocks
+// of prologue, partial write and merge, and a quarter block per extra partial it may read) for
+// every split count up to 16 that leaves pieces of at least two blocks.
+struct TailSplit {
+  std::int64_t split_begin;  // tiles before this index run whole; the rest are split
+  int splits;                // pieces per split tile (1: no split)
+  std::int64_t items;        // work items: whole tiles plus pieces
+};
+
+inline constexpr int kMaxTailSplits = 16;
+
+constexpr TailSplit plan_tail_split(std::int64_t tiles, int sm_count, std::int64_t n_blocks) {
+  const TailSplit none{tiles, 1, tiles};
+  if (tiles <= 0 || sm_count <= 0 || n_blocks < 4) return none;
+  const std::int64_t tail = tiles % sm_count;
+  if (tail == 0) return none;
+  // Costs in quarter key blocks; a whole tile carries one block of its own prologue and epilogue.
+  std::int64_t best_cost = 4 * (n_blocks + 1);
+  int best = 1;
+  for (int s = 2; s <= kMaxTailSplits; ++s) {
+    const std::int64_t piece_blocks = ceil_div(n_blocks, s);
+    if (piece_blocks < 2) break;
+    const std::int64_t waves = ceil_div(tail * s, sm_count);
+    const std::int64_t cost = waves * (4 * piece_blocks + 8 + (s - 1));
+    if (cost < best_cost) best_cost = cost, best = s;
+  }
+  if (best == 1) return none;
+  const std::int64_t split_begin = tiles - tail;
+  return {split_begin, best, split_begin + tail * best};
+}
+
+// Key blocks [begin, end) of piece `piece` when a tile of `n_blocks` blocks is cut into `splits`.
+constexpr std::int64_t split_block_begin(std::int64_t n_blocks, int splits, int piece) {
+  return n_blocks * piece / splits;
+}
+
 // The 4-D TMA maps address rows with 32-bit coordinates and at most 2^31 - 1 elements per dim.
 constexpr bool fits_tma_coordinates(std::int64_t rows) { return rows > 0 && rows < (std::int64_t{1} << 31); }
 

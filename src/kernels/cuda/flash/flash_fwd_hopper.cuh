@@ -6,7 +6,8 @@
 // memory and O += P V with P kept in registers; it issues the next tile's Q K^T and the current
 // P V before running softmax, so the exponentials overlap the tensor cores. Q is handed back after
 // the tile's last Q K^T so the next tile's Q loads under the tail; output is stored from registers
-// or, where shared memory has room, through an O buffer with 16-byte stores.
+// or, where shared memory has room, through an O buffer with 16-byte stores. The tiles of a last
+// partial wave may run as pieces along the keys whose partial outputs the last piece merges.
 
 #include <cstdint>
 
@@ -73,6 +74,10 @@ struct TileCoord {
   int seqlen_q, seqlen_k;
   int n_blocks;
   bool skip;
+  // The key blocks this work item covers: all of them, or one piece of a split tail tile.
+  int n_begin, n_end;
+  int splits, piece;  // splits == 1: a whole tile
+  int split_tile;     // index among the split tiles (their partials and arrival counters)
 };
 
 template <class T>
@@ -102,6 +107,26 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
   int kv_end = c.seqlen_k;
   if (p.causal) kv_end = min(kv_end, (m + 1) * T::kBlockM);
   c.n_blocks = kv_end > 0 ? (kv_end + T::kBlockN - 1) / T::kBlockN : 0;
+  c.n_begin = 0;
+  c.n_end = c.n_blocks;
+  c.splits = 1;
+  c.piece = 0;
+  c.split_tile = 0;
+  return c;
+}
+
+// Work item `item` of the persistent loop: whole tiles first, then the pieces of the split tail
+// tiles, consecutive pieces of one tile on neighbouring CTAs so they run at the same time.
+template <class T>
+__device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item) {
+  if (item < p.split_begin || p.splits <= 1) return decode_tile<T>(p, item);
+  const int j = item - p.split_begin;
+  TileCoord c = decode_tile<T>(p, p.split_begin + j / p.splits);
+  c.splits = p.splits;
+  c.piece = j % p.splits;
+  c.split_tile = j / p.splits;
+  c.n_begin = c.n_blocks * c.piece / c.splits;
+  c.n_end = c.n_blocks * (c.piece + 1) / c.splits;
   return c;
 }
 
@@ -126,8 +151,8 @@ __device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const Fl
   const int group = p.heads_q / p.heads_kv;
   int stage = 0;
   uint32_t phase = 0, q_phase = 0;
-  for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
-    const TileCoord c = decode_tile<T>(p, tile);
+  for (int item = blockIdx.x; item < p.num_items; item += gridDim.x) {
+    const TileCoord c = decode_item<T>(p, item);
     if (c.skip) continue;
     ptx::mbar_wait(sm.q_empty(), q_phase ^ 1);
     q_phase ^= 1;
@@ -136,7 +161,7 @@ __device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const Fl
     for (int ch = 0; ch < T::kChunks; ++ch)
       ptx::tma_load_4d(sm.q() + ch * T::kQChunkBytes, &maps.q, sm.q_full(), ch * 64, c.q_row0, c.h, c.tma_batch);
     const int hkv = c.h / group;
-    for (int n = 0; n < c.n_blocks; ++n) {
+    for (int n = c.n_begin; n < c.n_end; ++n) {
       const int row = c.kv_row0 + n * T::kBlockN;
       ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKVBytes);
@@ -310,7 +335,7 @@ struct Consumer {
     for (int i = 0; i < T::kBlockN / 4; ++i) pr[i] = pack2<T::kBf16>(s[2 * i], s[2 * i + 1]);
   }
 
-  __device__ void rescale_o(float (&o)[kOAcc], const float (&alpha)[2]) const {
+  __device__ static void rescale_o(float (&o)[kOAcc], const float (&alpha)[2]) {
 #pragma unroll
     for (int j = 0; j < T::kD / 8; ++j) {
       o[j * 4 + 0] *= alpha[0];
@@ -347,7 +372,9 @@ struct Consumer {
   // Stores the 64 x D output block of this warpgroup: 4-byte stores from registers, or through the
   // O buffer with 16-byte stores (the Q buffer was already handed back for the next tile).
   __device__ void store_rows(const uint32_t (&packed)[kOAcc / 2], const TileCoord& c) const {
-    if constexpr (T::kStagedEpilogue) {
+    // A merged split tile is finished by single warps (whichever piece came last), so it cannot
+    // use the staged path's warpgroup barriers.
+    if (T::kStagedEpilogue && c.splits == 1) {
       store_staged(packed, c);
     } else {
       uint16_t* out = static_cast<uint16_t*>(p.out);
@@ -417,19 +444,73 @@ struct Consumer {
     }
   }
 
-  // The next tile this CTA works on (tiles past a sequence's end are skipped), or p.num_tiles.
-  __device__ int next_tile(int tile) const {
-    for (; tile < p.num_tiles; tile += gridDim.x)
-      if (!decode_tile<T>(p, tile).skip) return tile;
-    return p.num_tiles;
+  // Publishes this piece's unnormalised output and row state for its warp's 16 rows, and counts
+  // the piece in. The last piece to arrive reads the others back (from L2), rescales every part to
+  // the common row maximum and returns true with the merged state; the others return false.
+  // Partials are stored per lane in accumulator order, so each float4 holds o[4 i .. 4 i + 3]:
+  // two columns of row r and two of row r + 8.
+  __device__ bool merge_split(float (&o)[kOAcc], RowState& st, const TileCoord& c) const {
+    constexpr int kF4 = kOAcc / 4 + 1;  // the output, then (m0, m1, l0, l1)
+    const int slot = (c.split_tile * T::kConsumers + wg) * 4 + warp;
+    float4* part = reinterpret_cast<float4*>(p.split_partials) + int64_t(slot) * c.splits * kF4 * 32 + lane;
+    float4* mine = part + c.piece * kF4 * 32;
+#pragma unroll
+    for (int i = 0; i < kOAcc / 4; ++i) __stcg(mine + i * 32, make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]));
+    __stcg(mine + (kF4 - 1) * 32, make_float4(st.m[0], st.m[1], st.l[0], st.l[1]));
+    __threadfence();
+    __syncwarp();
+    int arrived = 0;
+    if (lane == 0) arrived = atomicAdd(p.split_arrivals + slot, 1);
+    arrived = __shfl_sync(0xffffffff, arrived, 0);
+    if (arrived != c.splits - 1) return false;
+    __threadfence();
+    float mx[2] = {st.m[0], st.m[1]};
+    for (int j = 0; j < c.splits; ++j) {
+      if (j == c.piece) continue;
+      const float4 ml = __ldcg(part + (j * kF4 + kF4 - 1) * 32);
+      mx[0] = fmaxf(mx[0], ml.x);
+      mx[1] = fmaxf(mx[1], ml.y);
+    }
+    const float scale = p.scale_log2;
+    // A piece whose keys were all masked has max -inf and contributes nothing.
+    auto factor = [&](float m, int r) { return m == -INFINITY ? 0.f : exp2f((m - mx[r]) * scale); };
+    const float own[2] = {factor(st.m[0], 0), factor(st.m[1], 1)};
+    rescale_o(o, own);
+    st.l[0] *= own[0];
+    st.l[1] *= own[1];
+    for (int j = 0; j < c.splits; ++j) {
+      if (j == c.piece) continue;
+      const float4 ml = __ldcg(part + (j * kF4 + kF4 - 1) * 32);
+      const float f0 = factor(ml.x, 0), f1 = factor(ml.y, 1);
+      st.l[0] = fmaf(ml.z, f0, st.l[0]);
+      st.l[1] = fmaf(ml.w, f1, st.l[1]);
+#pragma unroll
+      for (int i = 0; i < kOAcc / 4; ++i) {
+        const float4 v = __ldcg(part + (j * kF4 + i) * 32);
+        o[4 * i + 0] = fmaf(v.x, f0, o[4 * i + 0]);
+        o[4 * i + 1] = fmaf(v.y, f0, o[4 * i + 1]);
+        o[4 * i + 2] = fmaf(v.z, f1, o[4 * i + 2]);
+        o[4 * i + 3] = fmaf(v.w, f1, o[4 * i + 3]);
+      }
+    }
+    st.m[0] = mx[0];
+    st.m[1] = mx[1];
+    return true;
+  }
+
+  // The next work item this CTA runs (tiles past a sequence's end are skipped), or p.num_items.
+  __device__ int next_tile(int item) const {
+    for (; item < p.num_items; item += gridDim.x)
+      if (!decode_item<T>(p, item).skip) return item;
+    return p.num_items;
   }
 
   __device__ void run() const {
     int stage = 0;
     uint32_t phase = 0, q_phase = 0;
     start_turns();
-    for (int tile = next_tile(blockIdx.x); tile < p.num_tiles;) {
-      const TileCoord c = decode_tile<T>(p, tile);
+    for (int tile = next_tile(blockIdx.x); tile < p.num_items;) {
+      const TileCoord c = decode_item<T>(p, tile);
       float o[kOAcc];
 #pragma unroll
       for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
@@ -441,8 +522,9 @@ struct Consumer {
       float alpha[2];
       int prev_stage = 0;
       uint32_t prev_phase = 0;
-      for (int n = 0; n < c.n_blocks; ++n) {
-        if (n > 0) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
+      for (int n = c.n_begin; n < c.n_end; ++n) {
+        const bool first = n == c.n_begin;
+        if (!first) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
         ptx::mbar_wait(sm.k_full(stage), phase);
         take_turn();
         ptx::fence_operands(o);
@@ -450,11 +532,11 @@ struct Consumer {
         ptx::wgmma_fence();
         issue_qk(s, stage);
         ptx::wgmma_commit();
-        if (n > 0) {
+        if (!first) {
           issue_pv(o, pr, prev_stage);
           ptx::wgmma_commit();
         }
-        if (n > 0) {
+        if (!first) {
           ptx::wgmma_wait<1>();
         } else {
           ptx::wgmma_wait<0>();
@@ -462,10 +544,10 @@ struct Consumer {
         pass_turn();
         ptx::fence_operands(s);
         release(sm.k_empty(stage));
-        if (n == c.n_blocks - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
+        if (n == c.n_end - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
         if (needs_mask(c, n)) apply_mask(s, c, n);
         softmax(s, st, alpha);
-        if (n > 0) {
+        if (!first) {
           ptx::wgmma_wait<0>();
           ptx::fence_operands(o);
           release(sm.v_empty(prev_stage));
@@ -479,8 +561,8 @@ struct Consumer {
           phase ^= 1;
         }
       }
-      if (c.n_blocks == 0) release(sm.q_empty());
-      if (c.n_blocks > 0) {
+      if (c.n_end == c.n_begin) release(sm.q_empty());
+      if (c.n_end > c.n_begin) {
         ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
         take_turn();
         ptx::fence_operands(o);
@@ -492,6 +574,10 @@ struct Consumer {
         pass_turn();
         ptx::fence_operands(o);
         release(sm.v_empty(prev_stage));
+      }
+      if (c.splits > 1 && !merge_split(o, st, c)) {
+        tile = next_tile(tile + gridDim.x);
+        continue;
       }
       uint32_t packed[kOAcc / 2];
       finish_rows(o, st, c, packed);

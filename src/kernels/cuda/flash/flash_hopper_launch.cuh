@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <mutex>
 #include <string>
 
 #include "kernels/cuda/flash/flash_config.h"
@@ -74,6 +75,68 @@ inline LaunchStatus make_map(CUtensorMap* map, const char* name, const void* bas
   return {};
 }
 
+// The split workspaces come from a pool of our own per device that keeps up to 256 MiB cached
+// across synchronisations (the default pool would hand its memory back at every sync) and leaves
+// the caller's default pool alone. nullptr when the device has no memory-pool support.
+inline cudaMemPool_t split_pool() {
+  constexpr int kMaxDevices = 64;
+  static std::mutex mu;
+  static cudaMemPool_t pools[kMaxDevices] = {};
+  static bool tried[kMaxDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!tried[device]) {
+    tried[device] = true;
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
+    if (cudaMemPoolCreate(&pool, &props) == cudaSuccess) {
+      cuuint64_t keep = 256ull << 20;
+      (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+      pools[device] = pool;
+    } else {
+      (void)cudaGetLastError();
+    }
+  }
+  return pools[device];
+}
+
+// Plans the tail split for p (uniform tiles only: no causal rows of unequal length, no packed
+// batches) and takes its workspace from the stream's memory pool: the partials of each split
+// tile's warps, then one zeroed arrival counter per warp. Without a workspace the kernel runs
+// whole tiles, which gives the same result.
+template <class T>
+LaunchStatus plan_split(FlashParams& p, int sm_count, cudaStream_t stream, void** workspace) {
+  if (p.causal || p.cu_seqlens_q != nullptr) return {};
+  const TailSplit plan = plan_tail_split(p.num_tiles, sm_count, ceil_div(p.seqlen_k, T::kBlockN));
+  if (plan.splits <= 1) return {};
+  const std::int64_t warp_slots = (p.num_tiles - plan.split_begin) * T::kConsumers * 4;
+  const std::int64_t partial_bytes = warp_slots * plan.splits * 32 * (T::kD / 2 + 4) * 4;
+  const std::int64_t counter_bytes = (warp_slots * 4 + 255) / 256 * 256;
+  cudaMemPool_t pool = split_pool();
+  void* ws = nullptr;
+  if (pool == nullptr || cudaMallocFromPoolAsync(&ws, counter_bytes + partial_bytes, pool, stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  const cudaError_t e = cudaMemsetAsync(ws, 0, counter_bytes, stream);
+  if (e != cudaSuccess) {
+    (void)cudaFreeAsync(ws, stream);
+    return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: cannot clear the split counters: ") +
+                                              cudaGetErrorString(e));
+  }
+  *workspace = ws;
+  p.split_begin = static_cast<int>(plan.split_begin);
+  p.splits = plan.splits;
+  p.num_items = static_cast<int>(plan.items);
+  p.split_arrivals = static_cast<int*>(ws);
+  p.split_partials = reinterpret_cast<float*>(static_cast<char*>(ws) + counter_bytes);
+  return {};
+}
+
 // Builds the TMA maps for `args` and launches the kernel of traits T.
 template <class T>
 LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
@@ -88,6 +151,9 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
     return fail(LaunchStatus::kInvalidInput, "FLASH_ATTN: more than 2^31 query tiles; split the batch");
   p.num_tiles = static_cast<int>(tiles);
   if (p.num_tiles == 0) return {};
+  p.split_begin = p.num_tiles;
+  p.splits = 1;
+  p.num_items = p.num_tiles;
 
   FlashTmaMaps maps;
   LaunchStatus s = make_map(&maps.q, "q", args.q, kBf16, kD, args.q_rows, p.heads_q, args.tma_batch, args.q_stride,
@@ -113,9 +179,16 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (e != cudaSuccess)
     return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: cannot reserve shared memory: ") + cudaGetErrorString(e));
-  const int grid = persistent_grid(p.num_tiles, args.sm_count);
+  void* workspace = nullptr;
+  if (args.tail_split) {
+    s = plan_split<T>(p, args.sm_count, stream, &workspace);
+    if (!s.ok()) return s;
+  }
+  const int grid = persistent_grid(p.num_items, args.sm_count);
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
   e = cudaGetLastError();
+  // The workspace is stream-ordered: it is released once the kernel is done with it.
+  if (workspace != nullptr) (void)cudaFreeAsync(workspace, stream);
   if (e != cudaSuccess)
     return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: kernel launch failed: ") + cudaGetErrorString(e));
   return {};

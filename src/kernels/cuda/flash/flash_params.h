@@ -29,6 +29,16 @@ struct FlashParams {
 
   int num_m_blocks = 0;
   int num_tiles = 0;                  // num_m_blocks * batch * heads_q
+
+  // Tail split (flash_config.h, plan_tail_split): tiles from split_begin on run as `splits` pieces
+  // along the keys; num_items counts whole tiles plus pieces. A piece publishes its partial output
+  // and row state in split_partials and counts itself in split_arrivals (zeroed before the launch);
+  // the last piece of a warp's rows merges them.
+  int split_begin = 0;
+  int splits = 1;
+  int num_items = 0;
+  float* split_partials = nullptr;
+  int* split_arrivals = nullptr;
 };
 
 }  // namespace diffattn::flash
