@@ -5,6 +5,8 @@
 namespace diffattn::flash {
 namespace {
 
+constexpr KeyTiles kAllKeyTiles[] = {KeyTiles::kShort, KeyTiles::kLong, KeyTiles::kWide};
+
 TEST(FlashConfig, HeadSizesAreTheDocumentedList) {
   for (int d : {64, 96, 128, 192, 256}) EXPECT_TRUE(is_supported_head_size(d)) << d;
   for (int d : {0, 8, 32, 80, 100, 160, 512}) EXPECT_FALSE(is_supported_head_size(d)) << d;
@@ -13,50 +15,50 @@ TEST(FlashConfig, HeadSizesAreTheDocumentedList) {
 
 TEST(FlashConfig, EveryTileFitsSharedMemoryAndWgmmaShapes) {
   for (int d : kHeadSizes) {
-    for (bool long_kv : {false, true}) {
-      const HopperTile t = hopper_tile(d, long_kv);
+    for (KeyTiles keys : kAllKeyTiles) {
+      const HopperTile t = hopper_tile(d, keys);
       EXPECT_EQ(t.block_m, 64 * t.consumer_warpgroups) << d;
       EXPECT_EQ(t.block_n % 16, 0) << d;  // P V reduces over block_n in k16 steps
       EXPECT_GE(t.block_n, 64) << d;
       EXPECT_LE(t.block_n, 256) << d;  // wgmma N limit for Q K^T
       EXPECT_GE(t.stages, 2) << d;
       EXPECT_TRUE(t.consumer_warpgroups == 2 || t.consumer_warpgroups == 3) << d;  // 128 or 192 query rows
-      EXPECT_LE(hopper_smem_bytes(t, d), kHopperSmemLimit) << "head size " << d << " long_kv " << long_kv;
+      EXPECT_LE(hopper_smem_bytes(t, d), kHopperSmemLimit) << "head size " << d << " keys " << static_cast<int>(keys);
     }
   }
 }
 
 TEST(FlashConfig, StagedOutputLeavesThroughTma) {
   for (int d : kHeadSizes)
-    for (bool long_kv : {false, true}) {
-      const HopperTile t = hopper_tile(d, long_kv);
-      EXPECT_EQ(t.tma_store, t.staged_epilogue) << "head size " << d << (long_kv ? " long rows" : "");
+    for (KeyTiles keys : kAllKeyTiles) {
+      const HopperTile t = hopper_tile(d, keys);
+      EXPECT_EQ(t.tma_store, t.staged_epilogue) << "head size " << d << " keys " << static_cast<int>(keys);
     }
 }
 
 TEST(FlashConfig, StagedEpilogueExactlyWhereItsBufferFits) {
-  EXPECT_TRUE(hopper_tile(64, false).staged_epilogue);
-  EXPECT_TRUE(hopper_tile(128, false).staged_epilogue);
-  EXPECT_TRUE(hopper_tile(96, false).staged_epilogue);
-  EXPECT_FALSE(hopper_tile(128, true).staged_epilogue);  // 176-key tiles leave no room
-  EXPECT_FALSE(hopper_tile(256, false).staged_epilogue);
-  EXPECT_FALSE(hopper_tile(192, false).staged_epilogue);
+  EXPECT_TRUE(hopper_tile(64, KeyTiles::kShort).staged_epilogue);
+  EXPECT_TRUE(hopper_tile(128, KeyTiles::kShort).staged_epilogue);
+  EXPECT_TRUE(hopper_tile(96, KeyTiles::kShort).staged_epilogue);
+  EXPECT_FALSE(hopper_tile(128, KeyTiles::kLong).staged_epilogue);  // 176-key tiles leave no room
+  EXPECT_FALSE(hopper_tile(256, KeyTiles::kShort).staged_epilogue);
+  EXPECT_FALSE(hopper_tile(192, KeyTiles::kShort).staged_epilogue);
 }
 
 // Turn-taking only where it was measured to help: the 176-key tiles of long hd96/hd128 rows.
 TEST(FlashConfig, WarpgroupsTakeTurnsOnlyOnLongRowTiles) {
-  EXPECT_TRUE(hopper_tile(128, true).issue_in_turn);
-  EXPECT_TRUE(hopper_tile(96, true).issue_in_turn);
-  EXPECT_FALSE(hopper_tile(128, false).issue_in_turn);
-  EXPECT_FALSE(hopper_tile(64, true).issue_in_turn);
-  EXPECT_FALSE(hopper_tile(256, true).issue_in_turn);
-  HopperTile staged = hopper_base_tile(128, false), direct = staged;
+  EXPECT_TRUE(hopper_tile(128, KeyTiles::kLong).issue_in_turn);
+  EXPECT_TRUE(hopper_tile(96, KeyTiles::kLong).issue_in_turn);
+  EXPECT_FALSE(hopper_tile(128, KeyTiles::kShort).issue_in_turn);
+  EXPECT_FALSE(hopper_tile(64, KeyTiles::kLong).issue_in_turn);
+  EXPECT_FALSE(hopper_tile(256, KeyTiles::kLong).issue_in_turn);
+  HopperTile staged = hopper_base_tile(128, KeyTiles::kShort), direct = staged;
   staged.staged_epilogue = true;
   EXPECT_EQ(hopper_smem_bytes(staged, 128) - hopper_smem_bytes(direct, 128), 128 * 128 * 2);
 }
 
 TEST(FlashConfig, UnknownHeadSizeHasNoTile) {
-  const HopperTile t = hopper_tile(80, false);
+  const HopperTile t = hopper_tile(80, KeyTiles::kShort);
   EXPECT_EQ(t.block_m, 0);
   EXPECT_EQ(t.block_n, 0);
 }
@@ -65,9 +67,28 @@ TEST(FlashConfig, LongKeySetsSwitchHd128ToWiderTiles) {
   EXPECT_FALSE(is_long_kv(512));
   EXPECT_FALSE(is_long_kv(kLongKvThreshold));
   EXPECT_TRUE(is_long_kv(kLongKvThreshold + 1));
-  EXPECT_GT(hopper_tile(128, true).block_n, hopper_tile(128, false).block_n);
+  EXPECT_GT(hopper_tile(128, KeyTiles::kLong).block_n, hopper_tile(128, KeyTiles::kShort).block_n);
   // A 512-token cross-attention splits into whole 128-key tiles.
-  EXPECT_EQ(512 % hopper_tile(128, is_long_kv(512)).block_n, 0);
+  EXPECT_EQ(512 % hopper_tile(128, key_tiles(128, 512)).block_n, 0);
+}
+
+TEST(FlashConfig, Hd128TakesWideTilesWhereTheKeysFillThem) {
+  EXPECT_EQ(key_tiles(128, 4608), KeyTiles::kWide);    // Flux: 24 tiles of 192 keys exactly
+  EXPECT_EQ(key_tiles(128, 32760), KeyTiles::kWide);   // Wan 480p: 72 padding keys of 32832
+  EXPECT_EQ(key_tiles(128, 75600), KeyTiles::kWide);   // Wan 720p
+  EXPECT_EQ(key_tiles(128, 4096), KeyTiles::kShort);   // 22 tiles, the last a third full
+  EXPECT_EQ(key_tiles(128, 512), KeyTiles::kShort);    // cross-attention: below the minimum
+  EXPECT_EQ(key_tiles(128, 3840), KeyTiles::kShort);   // a multiple of 192, below the minimum
+  EXPECT_EQ(key_tiles(128, 8300), KeyTiles::kLong);    // 44 tiles of 192 would pad 148 keys (1.8 %)
+  EXPECT_EQ(key_tiles(96, 4608), KeyTiles::kShort);    // hd96 has no wide tiles
+  EXPECT_EQ(key_tiles(96, 32760), KeyTiles::kLong);
+  EXPECT_EQ(key_tiles(64, 4608), KeyTiles::kShort);
+  EXPECT_EQ(hopper_tile(128, KeyTiles::kWide).block_n, 192);
+  EXPECT_FALSE(hopper_tile(128, KeyTiles::kWide).staged_epilogue);  // no room next to 192-key stages
+  EXPECT_FALSE(hopper_tile(128, KeyTiles::kWide).issue_in_turn);
+  // The padding bound: at most 1.5 % of the keys.
+  for (std::int64_t keys = kWideMinKeys; keys < 40000; keys += 37)
+    if (key_tiles(128, keys) == KeyTiles::kWide) EXPECT_LE(200 * (ceil_div(keys, 192) * 192 - keys), 3 * keys) << keys;
 }
 
 TEST(FlashConfig, SharedMemoryCountsPaddedChunks) {
@@ -81,9 +102,9 @@ TEST(FlashConfig, PersistentGridNeverExceedsTilesOrSms) {
   EXPECT_EQ(persistent_grid(10, 132), 10);
   EXPECT_EQ(persistent_grid(100000, 132), 132);
   EXPECT_EQ(persistent_grid(0, 132), 1);
-  EXPECT_EQ(num_m_blocks(4608, hopper_tile(128, false)), 36);
-  EXPECT_EQ(num_m_blocks(4429, hopper_tile(64, false)), 24);  // 192-row tiles at hd64
-  EXPECT_EQ(num_m_blocks(4609, hopper_tile(128, false)), 37);
+  EXPECT_EQ(num_m_blocks(4608, hopper_tile(128, KeyTiles::kShort)), 36);
+  EXPECT_EQ(num_m_blocks(4429, hopper_tile(64, KeyTiles::kShort)), 24);  // 192-row tiles at hd64
+  EXPECT_EQ(num_m_blocks(4609, hopper_tile(128, KeyTiles::kShort)), 37);
   EXPECT_EQ(num_tiles(2, 24, 36), 2 * 24 * 36);
 }
 

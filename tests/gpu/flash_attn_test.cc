@@ -123,6 +123,41 @@ TEST(GpuFlashAttn, MultiTileShapesMatchTheOracle) {
   check_multi_tile_shapes(nullptr);
 }
 
+// Each key-tile family of the Hopper kernel (128-key staged, 176-key with turns, 192-key wide) and
+// the split of a last partial wave (few tiles, so every tile runs as pieces whose partials merge),
+// with key padding that leaves some pieces without any key.
+TEST(GpuFlashAttn, KeyTileFamiliesAndSplitTilesMatchTheOracle) {
+  SKIP_WITHOUT_FLASH_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    std::int64_t d, seq_q, seq_kv, heads, batch;
+    DType dtype;
+    bool mask;
+  };
+  const Shape shapes[] = {
+      {128, 300, 4608, 4, 2, DType::kBFloat16, true},   // wide tiles (24 x 192 keys), split
+      {128, 200, 8300, 2, 1, DType::kFloat16, false},   // 176-key tiles, split
+      {128, 333, 520, 3, 2, DType::kBFloat16, true},    // 128-key tiles
+      {64, 500, 1500, 8, 1, DType::kBFloat16, true},    // hd64, split
+      {256, 260, 1000, 2, 1, DType::kFloat16, false},   // hd256, split
+  };
+  for (const Shape& sh : shapes) {
+    ParityCase c;
+    c.dtype = sh.dtype;
+    c.head_size = c.head_size_v = sh.d;
+    c.seq_q = sh.seq_q;
+    c.seq_kv = sh.seq_kv;
+    c.heads_q = c.heads_kv = sh.heads;
+    c.batch = sh.batch;
+    c.mask = sh.mask ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
+    c.prefix_padding = sh.mask;            // padded prompts: later pieces may see no key
+    c.fully_masked_rows = sh.batch > 1;    // and one batch with no key at all
+    c.lse = true;
+    EXPECT_EQ(run_case(c, rng), "") << c.name() << " (seed " << seed << ")";
+  }
+}
+
 // The sm_80..sm_89 kernel, called directly so that it is checked on whatever GPU runs the tests
 // (on sm_90, CUDA_FORCE_PTX_JIT=1 makes it run from the compute_80 PTX this build embeds).
 TEST(GpuFlashAttn, AmpereKernelMatchesTheOracleOrRefuses) {

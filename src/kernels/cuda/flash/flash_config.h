@@ -22,6 +22,8 @@ inline std::string supported_head_sizes_text() {
   return text;
 }
 
+constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
 struct HopperTile {
   int block_m;              // query rows per CTA tile (64 per consumer warpgroup)
   int block_n;              // key rows per pipeline stage
@@ -40,15 +42,36 @@ inline constexpr std::int64_t kLongKvThreshold = 8192;
 
 constexpr bool is_long_kv(std::int64_t seqlen_k) { return seqlen_k > kLongKvThreshold; }
 
+// The key-tile family of a problem: 128-key tiles with the staged epilogue, 176-key tiles with
+// turn-taking (long rows), or, at hd128, 192-key tiles where the keys fill them almost exactly.
+enum class KeyTiles { kShort, kLong, kWide };
+
+// 192-key tiles beat both others at hd128 when at most 1.5 % of the last tile is padding, from
+// 4096 keys on (H200, timed interleaved, run 14): Flux's 4608 keys 593 vs 570 TFLOP/s, Wan 480p
+// 639 vs 629, 16k 625 vs 614, Wan 720p 634 vs 629, HunyuanVideo-1.5 624 vs 618. A ragged last
+// tile costs more than the wider tile saves (4096 keys: 559 vs 584).
+inline constexpr std::int64_t kWideMinKeys = 4096;
+
+constexpr bool fills_wide_tiles(std::int64_t seqlen_k) {
+  const std::int64_t padding = ceil_div(seqlen_k, 192) * 192 - seqlen_k;
+  return seqlen_k >= kWideMinKeys && 200 * padding <= 3 * seqlen_k;
+}
+
+constexpr KeyTiles key_tiles(int head_size, std::int64_t seqlen_k) {
+  if (head_size == 128 && fills_wide_tiles(seqlen_k)) return KeyTiles::kWide;
+  return is_long_kv(seqlen_k) ? KeyTiles::kLong : KeyTiles::kShort;
+}
+
 // Wider key tiles amortise the softmax's row reductions; hd192/hd256 keep narrower tiles so two
 // stages of K and V still fit next to the Q tile. hd64 is bound by the exponentials as much as by
 // the tensor cores, so it runs three consumer warpgroups (192 query rows) to keep more softmax work
 // in flight: 392 vs 334 TFLOP/s on SD3's 4429-token joint attention (H200, bench/results/).
-constexpr HopperTile hopper_base_tile(int head_size, bool long_kv) {
+constexpr HopperTile hopper_base_tile(int head_size, KeyTiles keys) {
+  const bool long_kv = keys == KeyTiles::kLong;
   switch (head_size) {
     case 64: return {192, 128, 2, 3};
-    case 96:
-    case 128: return {128, long_kv ? 176 : 128, 2, 2};
+    case 96: return {128, long_kv ? 176 : 128, 2, 2};
+    case 128: return {128, keys == KeyTiles::kWide ? 192 : long_kv ? 176 : 128, 2, 2};
     case 192: return {128, 96, 2, 2};
     case 256: return {128, 80, 2, 2};
     default: return {0, 0, 0, 0};
@@ -80,8 +103,8 @@ constexpr int hopper_smem_bytes(const HopperTile& tile, int head_size, int elem_
 // A staged output block leaves through TMA stores, issued by one thread while the warpgroup goes
 // on to its next tile: cross-attention with 512 keys +7 %, 4k squares +3 %, Flux +2 %, SD3 hd64
 // +1.5 %, long rows unchanged (H200, interleaved with the 16-byte-store epilogue, run 10).
-constexpr HopperTile hopper_tile(int head_size, bool long_kv) {
-  HopperTile tile = hopper_base_tile(head_size, long_kv);
+constexpr HopperTile hopper_tile(int head_size, KeyTiles keys) {
+  HopperTile tile = hopper_base_tile(head_size, keys);
   tile.issue_in_turn = tile.consumer_warpgroups == 2 && tile.block_n == 176;
   HopperTile staged = tile;
   staged.staged_epilogue = true;
@@ -89,8 +112,6 @@ constexpr HopperTile hopper_tile(int head_size, bool long_kv) {
   if (tile.block_m > 0 && hopper_smem_bytes(staged, head_size) <= kHopperSmemLimit) return staged;
   return tile;
 }
-
-constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 constexpr std::int64_t num_m_blocks(std::int64_t seqlen_q, const HopperTile& tile) {
   return ceil_div(seqlen_q, tile.block_m);

@@ -10,20 +10,30 @@ namespace {
 
 using hopper_detail::fail;
 
-template <int kD, bool kBf16, bool kLongKv>
+template <int kD, bool kBf16, KeyTiles kKeys>
 LaunchStatus launch_typed(const HopperArgs& args, cudaStream_t stream) {
-  constexpr HopperTile tile = hopper_tile(kD, kLongKv);
+  constexpr HopperTile tile = hopper_tile(kD, kKeys);
   using T = HopperTraits<kD, tile.block_n, tile.stages, kBf16, tile.consumer_warpgroups, tile.staged_epilogue,
                            tile.issue_in_turn, tile.tma_store>;
   static_assert(T::kSmemBytes == hopper_smem_bytes(tile, kD), "flash_config.h and the kernel disagree on smem");
   return hopper_detail::launch_with_traits<T>(args, stream);
 }
 
+template <int kD, KeyTiles kKeys>
+LaunchStatus launch_keys(const HopperArgs& args, cudaStream_t stream) {
+  return args.bf16 ? launch_typed<kD, true, kKeys>(args, stream) : launch_typed<kD, false, kKeys>(args, stream);
+}
+
+// hd64/hd192/hd256 have one tile whatever the key count; hd96 has two and hd128 three.
 template <int kD>
 LaunchStatus launch_dtype(const HopperArgs& args, cudaStream_t stream) {
-  if (is_long_kv(args.params.seqlen_k))
-    return args.bf16 ? launch_typed<kD, true, true>(args, stream) : launch_typed<kD, false, true>(args, stream);
-  return args.bf16 ? launch_typed<kD, true, false>(args, stream) : launch_typed<kD, false, false>(args, stream);
+  if constexpr (kD == 96 || kD == 128) {
+    const KeyTiles keys = key_tiles(kD, args.params.seqlen_k);
+    if constexpr (kD == 128)
+      if (keys == KeyTiles::kWide) return launch_keys<kD, KeyTiles::kWide>(args, stream);
+    if (keys == KeyTiles::kLong) return launch_keys<kD, KeyTiles::kLong>(args, stream);
+  }
+  return launch_keys<kD, KeyTiles::kShort>(args, stream);
 }
 
 }  // namespace
