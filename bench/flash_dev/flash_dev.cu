@@ -78,6 +78,10 @@ struct Case {
   std::string name;
   int B, Sq, Skv, H, Hkv, D;
   bool causal = false, fp16 = false, mask = false, lse = false, varlen = false, packed_qkv = false;
+  // Key masks of padded prompts (with mask = true): 1 keeps the first `keep` of 512 text keys
+  // placed first and every key after them (FLUX.1's joint attention), 2 keeps the first `keep`
+  // keys (cross-attention to a padded prompt); 0 keeps each key with probability 0.8.
+  int text_mask = 0, keep = 0;
 };
 
 // Exact attention in fp32 for one query row per warp; two passes over the keys.
@@ -265,11 +269,15 @@ static Buffers make_buffers(const Case& c, std::mt19937& rng) {
     std::vector<uint8_t> m((size_t)c.B * c.Skv);
     std::bernoulli_distribution keep(0.8);
     for (auto& x : m) x = keep(rng);
+    if (c.text_mask != 0)
+      for (int b = 0; b < c.B; ++b)
+        for (int j = 0; j < c.Skv; ++j)
+          m[(size_t)b * c.Skv + j] = j < c.keep || (c.text_mask == 1 && j >= 512);
     // With two batches the last masks every key; with more, the first masks every key and the
     // last keeps only its first 30 % (a padded prompt), so split pieces of it see no key at all.
-    if (c.B == 2)
+    if (c.B == 2 && c.text_mask == 0)
       for (int j = 0; j < c.Skv; ++j) m[(size_t)(c.B - 1) * c.Skv + j] = 0;
-    if (c.B > 2)
+    if (c.B > 2 && c.text_mask == 0)
       for (int j = 0; j < c.Skv; ++j) {
         m[j] = 0;
         if (j >= c.Skv * 3 / 10) m[(size_t)(c.B - 1) * c.Skv + j] = 0;
@@ -496,6 +504,12 @@ int main(int argc, char** argv) {
         {"hd256 bf16 many-tiles 1x1000x600 h40", 1, 1000, 600, 40, 40, 256},
         {"hd96 bf16 split gqa 12/4 lse 1x900x1800", 1, 900, 1800, 12, 4, 96, false, false, false, true},
         {"hd128 bf16 1x512x512 h2", 1, 512, 512, 2, 2, 128},
+        // Padded prompts: whole key blocks of padding are skipped.
+        {"hd128 bf16 text-first mask+lse 2x600x1100", 2, 600, 1100, 4, 4, 128, false, false, true, true, false, false,
+         1, 150},
+        {"hd128 fp16 prompt mask+lse 2x900x512", 2, 900, 512, 6, 6, 128, false, true, true, true, false, false, 2, 77},
+        {"hd64 bf16 prompt mask causal 1x700x700", 1, 700, 700, 4, 4, 64, true, false, true, false, false, false, 2, 300},
+        {"hd128 bf16 wide text-first 1x400x4608", 1, 400, 4608, 4, 4, 128, false, false, true, true, false, false, 1, 200},
         {"hd128 bf16 2x333x1000 h3", 2, 333, 1000, 3, 3, 128},
         {"hd128 fp16 1x700x700 h2", 1, 700, 700, 2, 2, 128, false, true},
         {"hd128 bf16 causal 2x640x640", 2, 640, 640, 2, 2, 128, true},
@@ -552,6 +566,9 @@ int main(int argc, char** argv) {
         {"square4k-hd256", 1, 4096, 4096, 8, 8, 256},
         {"square16k-hd256", 1, 16384, 16384, 8, 8, 256},
         {"wan14b-720p-self", 1, 75600, 75600, 40, 40, 128},
+        // Padded prompts (key masks; PyTorch's flash and cuDNN SDPA take no such mask).
+        {"flux-1024-joint-prompt200", 1, 4608, 4608, 24, 24, 128, false, false, true, false, false, false, 1, 200},
+        {"wan14b-480p-cross512-prompt120", 1, 32760, 512, 40, 40, 128, false, false, true, false, false, false, 2, 120},
     };
     if (quick) work.resize(5);
     // Variants are timed in interleaved rounds (A B C A B C ...) and each reports the median of

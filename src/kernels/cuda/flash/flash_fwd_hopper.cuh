@@ -130,6 +130,37 @@ __device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item)
   return c;
 }
 
+// The next key block of tile c from n on that keeps at least one key (c.n_end if none), and
+// whether it keeps every key. With a packed key mask (p.kv_bits) blocks whose keys are all padding
+// are skipped by the producer and the consumers alike, so padded prompts cost only their kept
+// keys; without one every block is live, and it is full unless a byte mask must be read.
+template <class T>
+__device__ __forceinline__ int next_live_block(const FlashParams& p, const TileCoord& c, int n, bool& full) {
+  if (p.kv_bits == nullptr) {
+    full = p.kv_mask == nullptr;
+    return n;
+  }
+  const uint32_t* bits = p.kv_bits + static_cast<int64_t>(c.b) * p.kv_bits_words;
+  for (; n < c.n_end; ++n) {
+    const int lo = n * T::kBlockN, hi = min((n + 1) * T::kBlockN, c.seqlen_k);
+    bool any = false, all = hi - lo == T::kBlockN;
+    for (int w = lo >> 5; w <= (hi - 1) >> 5; ++w) {
+      uint32_t in = ~0u;  // the bits of this word that lie inside [lo, hi)
+      if (w == lo >> 5) in &= ~0u << (lo & 31);
+      if (w == (hi - 1) >> 5 && (hi & 31) != 0) in &= (1u << (hi & 31)) - 1;
+      const uint32_t word = __ldg(bits + w) & in;
+      any = any || word != 0;
+      all = all && word == in;
+    }
+    if (any) {
+      full = all;
+      return n;
+    }
+  }
+  full = false;
+  return c.n_end;
+}
+
 template <class T>
 struct SmemLayout {
   uint8_t* base;
@@ -146,7 +177,8 @@ struct SmemLayout {
   __device__ uint64_t* v_empty(int s) const { return bar() + 2 + 3 * T::kStages + s; }
 };
 
-template <class T>
+// kSkip: a packed key mask is present and blocks of padding are skipped (the consumers decide alike).
+template <class T, bool kSkip>
 __device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const FlashParams& p, const SmemLayout<T>& sm) {
   const int group = p.heads_q / p.heads_kv;
   int stage = 0;
@@ -161,7 +193,9 @@ __device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const Fl
     for (int ch = 0; ch < T::kChunks; ++ch)
       ptx::tma_load_4d(sm.q() + ch * T::kQChunkBytes, &maps.q, sm.q_full(), ch * 64, c.q_row0, c.h, c.tma_batch);
     const int hkv = c.h / group;
-    for (int n = c.n_begin; n < c.n_end; ++n) {
+    bool full;
+    for (int n = kSkip ? next_live_block<T>(p, c, c.n_begin, full) : c.n_begin; n < c.n_end;
+         n = kSkip ? next_live_block<T>(p, c, n + 1, full) : n + 1) {
       const int row = c.kv_row0 + n * T::kBlockN;
       ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKVBytes);
@@ -268,6 +302,27 @@ struct Consumer {
   // Sets out-of-range, causal and key-padding positions to -inf.
   __device__ void apply_mask(float (&s)[kSAcc], const TileCoord& c, int n) const {
     const int row_base = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
+    if (p.kv_bits != nullptr) {
+      // Eight neighbouring keys never straddle a 32-bit word, and with tiles of whole words each
+      // word covers four groups of eight: one warp-uniform load per 8 or 32 columns.
+      const uint32_t* bits = p.kv_bits + static_cast<int64_t>(c.b) * p.kv_bits_words;
+      uint32_t word = 0;
+#pragma unroll
+      for (int j = 0; j < T::kBlockN / 8; ++j) {
+        const int col0 = n * T::kBlockN + j * 8;
+        if (T::kBlockN % 32 != 0 || j % 4 == 0) word = __ldg(bits + (col0 >> 5));
+        const uint32_t kept = word >> ((col0 & 31) + (lane % 4) * 2);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = col0 + (lane % 4) * 2 + (e & 1);
+          const int row = row_base + (e >= 2 ? 8 : 0);
+          bool keep = col < c.seqlen_k && ((kept >> (e & 1)) & 1u) != 0;
+          if (p.causal) keep = keep && col <= row;
+          if (!keep) s[j * 4 + e] = -INFINITY;
+        }
+      }
+      return;
+    }
     const uint8_t* mask = p.kv_mask != nullptr ? p.kv_mask + c.b * p.mask_stride_b : nullptr;
 #pragma unroll
     for (int j = 0; j < T::kBlockN / 8; ++j) {
@@ -283,8 +338,8 @@ struct Consumer {
     }
   }
 
-  __device__ bool needs_mask(const TileCoord& c, int n) const {
-    if (p.kv_mask != nullptr) return true;
+  __device__ bool needs_mask(const TileCoord& c, int n, bool full) const {
+    if (!full) return true;
     if ((n + 1) * T::kBlockN > c.seqlen_k) return true;
     return p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM;
   }
@@ -505,6 +560,9 @@ struct Consumer {
     return p.num_items;
   }
 
+  // kSkip: as in producer_loop. Without it the loop is the plain count over the tile's blocks
+  // (measured 2-6 % faster than the skipping loop on unmasked workloads, run 15).
+  template <bool kSkip>
   __device__ void run() const {
     int stage = 0;
     uint32_t phase = 0, q_phase = 0;
@@ -522,8 +580,11 @@ struct Consumer {
       float alpha[2];
       int prev_stage = 0;
       uint32_t prev_phase = 0;
-      for (int n = c.n_begin; n < c.n_end; ++n) {
-        const bool first = n == c.n_begin;
+      bool full = p.kv_mask == nullptr;
+      int n = kSkip ? next_live_block<T>(p, c, c.n_begin, full) : c.n_begin;
+      const int n_first = n;
+      while (n < c.n_end) {
+        const bool first = n == n_first;
         if (!first) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
         ptx::mbar_wait(sm.k_full(stage), phase);
         take_turn();
@@ -544,8 +605,8 @@ struct Consumer {
         pass_turn();
         ptx::fence_operands(s);
         release(sm.k_empty(stage));
-        if (n == c.n_end - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
-        if (needs_mask(c, n)) apply_mask(s, c, n);
+        if (!kSkip && n == c.n_end - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
+        if (needs_mask(c, n, full)) apply_mask(s, c, n);
         softmax(s, st, alpha);
         if (!first) {
           ptx::wgmma_wait<0>();
@@ -560,9 +621,17 @@ struct Consumer {
           stage = 0;
           phase ^= 1;
         }
+        if constexpr (kSkip) {
+          n = next_live_block<T>(p, c, n + 1, full);
+          if (n >= c.n_end) release(sm.q_empty());  // that was the last read of Q
+        } else {
+          ++n;
+        }
       }
-      if (c.n_end == c.n_begin) release(sm.q_empty());
-      if (c.n_end > c.n_begin) {
+      // Without a live block (every key masked) the rows finish as zeros with LSE -inf.
+      const bool any_block = n_first < c.n_end;
+      if (!any_block) release(sm.q_empty());
+      if (any_block) {
         ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
         take_turn();
         ptx::fence_operands(o);
@@ -589,7 +658,9 @@ struct Consumer {
   }
 };
 
-template <class T>
+// kSkip: the launcher packed a key mask (p.kv_bits) and blocks of padding are skipped. A kernel of
+// its own: with both loops in one kernel ptxas serialises every wgmma (C7514).
+template <class T, bool kSkip>
 __global__ void __launch_bounds__(T::kThreads, 1)
     flash_fwd_hopper_kernel(const __grid_constant__ FlashTmaMaps maps, const __grid_constant__ FlashParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -613,12 +684,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   __syncthreads();
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<T::kProducerRegs>();
-    if (threadIdx.x == 0) producer_loop<T>(maps, p, sm);
+    if (threadIdx.x == 0) producer_loop<T, kSkip>(maps, p, sm);
   } else {
     ptx::setmaxnreg_inc<T::kConsumerRegs>();
     const int tid = threadIdx.x % 128;
     Consumer<T> consumer{p, maps, sm, warpgroup - 1, tid, tid % 32, tid / 32};
-    consumer.run();
+    consumer.template run<kSkip>();
   }
 #else
   __trap();  // built for an architecture without wgmma/TMA: the launcher never selects this

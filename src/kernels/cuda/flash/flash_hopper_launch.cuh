@@ -104,6 +104,48 @@ inline cudaMemPool_t split_pool() {
   return pools[device];
 }
 
+// Packs a bool key mask [B, Skv] into bits, one word per 32 keys (one warp per word), zero past
+// Skv and over the padding words the last key block may read.
+template <int kWarps>
+__global__ void pack_kv_mask_kernel(const std::uint8_t* mask, std::int64_t stride_b, std::int64_t stride_s,
+                                    int seqlen_k, int words, std::uint32_t* bits) {
+  const int w = blockIdx.x * kWarps + static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  if (w >= words) return;  // uniform per warp
+  const int key = w * 32 + lane;
+  const bool keep = key < seqlen_k && mask[blockIdx.y * stride_b + key * stride_s] != 0;
+  const std::uint32_t word = __ballot_sync(0xffffffffu, keep);
+  if (lane == 0) bits[static_cast<std::int64_t>(blockIdx.y) * words + w] = word;
+}
+
+// Packs p.kv_mask into a workspace from the split pool (see FlashParams::kv_bits). Without the
+// workspace the kernel reads the byte mask itself: slower, same result.
+template <class T>
+LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
+  if (p.kv_mask == nullptr) return {};
+  // Key blocks end at most kBlockN - 1 keys past Skv.
+  const int words = (p.seqlen_k + T::kBlockN + 31) / 32 + 1;
+  cudaMemPool_t pool = split_pool();
+  void* ws = nullptr;
+  const std::size_t bytes = static_cast<std::size_t>(p.batch) * words * 4;
+  if (pool == nullptr || cudaMallocFromPoolAsync(&ws, bytes, pool, stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  constexpr int kWarps = 8;
+  pack_kv_mask_kernel<kWarps><<<dim3((words + kWarps - 1) / kWarps, p.batch), 32 * kWarps, 0, stream>>>(
+      p.kv_mask, p.mask_stride_b, p.mask_stride_s, p.seqlen_k, words, static_cast<std::uint32_t*>(ws));
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    (void)cudaFreeAsync(ws, stream);
+    return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: cannot pack the key mask: ") + cudaGetErrorString(e));
+  }
+  *workspace = ws;
+  p.kv_bits = static_cast<const std::uint32_t*>(ws);
+  p.kv_bits_words = words;
+  return {};
+}
+
 // Plans the tail split for p (uniform tiles only: no causal rows of unequal length, no packed
 // batches) and takes its workspace from the stream's memory pool: the partials of each split
 // tile's warps, then one zeroed arrival counter per warp. Without a workspace the kernel runs
@@ -175,20 +217,30 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
     }
   }
 
-  auto kernel = flash_fwd_hopper_kernel<T>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
-  if (e != cudaSuccess)
-    return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: cannot reserve shared memory: ") + cudaGetErrorString(e));
   void* workspace = nullptr;
+  void* mask_bits = nullptr;
   if (args.tail_split) {
     s = plan_split<T>(p, args.sm_count, stream, &workspace);
     if (!s.ok()) return s;
+  }
+  s = pack_mask<T>(p, stream, &mask_bits);
+  if (!s.ok()) {
+    if (workspace != nullptr) (void)cudaFreeAsync(workspace, stream);
+    return s;
+  }
+  auto kernel = p.kv_bits != nullptr ? flash_fwd_hopper_kernel<T, true> : flash_fwd_hopper_kernel<T, false>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  if (e != cudaSuccess) {
+    if (workspace != nullptr) (void)cudaFreeAsync(workspace, stream);
+    if (mask_bits != nullptr) (void)cudaFreeAsync(mask_bits, stream);
+    return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: cannot reserve shared memory: ") + cudaGetErrorString(e));
   }
   const int grid = persistent_grid(p.num_items, args.sm_count);
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
   e = cudaGetLastError();
   // The workspace is stream-ordered: it is released once the kernel is done with it.
   if (workspace != nullptr) (void)cudaFreeAsync(workspace, stream);
+  if (mask_bits != nullptr) (void)cudaFreeAsync(mask_bits, stream);
   if (e != cudaSuccess)
     return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: kernel launch failed: ") + cudaGetErrorString(e));
   return {};

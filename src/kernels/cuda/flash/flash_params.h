@@ -17,6 +17,11 @@ struct FlashParams {
 
   const std::uint8_t* kv_mask = nullptr;  // optional bool keep-mask [B, Skv]
   std::int64_t mask_stride_b = 0, mask_stride_s = 0;
+  // kv_mask packed to bits by the launcher ([B, kv_bits_words], bit j of word w: key 32 w + j,
+  // zero past Skv), so the kernel tests a key with one shift and skips blocks of padding; null
+  // when the launcher could not take the workspace (the kernel then reads kv_mask itself).
+  const std::uint32_t* kv_bits = nullptr;
+  int kv_bits_words = 0;
 
   const int* cu_seqlens_q = nullptr;  // optional packed batches: [B + 1] offsets
   const int* cu_seqlens_k = nullptr;
