@@ -122,7 +122,8 @@ __global__ void pack_kv_mask_kernel(const std::uint8_t* mask, std::int64_t strid
 // workspace the kernel reads the byte mask itself: slower, same result.
 template <class T>
 LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
-  if (p.kv_mask == nullptr) return {};
+  // More sequences than a grid's y extent: the kernel reads the byte mask.
+  if (p.kv_mask == nullptr || p.batch > 65535) return {};
   // Key blocks end at most kBlockN - 1 keys past Skv.
   const int words = (p.seqlen_k + T::kBlockN + 31) / 32 + 1;
   cudaMemPool_t pool = split_pool();
@@ -147,7 +148,7 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
 }
 
 // Plans the tail split for p (uniform tiles only: no causal rows of unequal length, no packed
-// batches) and takes its workspace from the stream's memory pool: the partials of each split
+// batches) and takes its workspace, stream-ordered, from the split pool: the partials of each split
 // tile's warps, then one zeroed arrival counter per warp. Without a workspace the kernel runs
 // whole tiles, which gives the same result.
 template <class T>
