@@ -1,7 +1,7 @@
 // Standalone development harness for the Hopper flash kernel: a correctness suite against an
 // fp32 reference kernel (fresh random inputs, poisoned outputs) and timings of DiT workloads.
 // Build on the GPU machine:
-//   nvcc -std=c++20 -O3 -Isrc -gencode=arch=compute_90a,code=sm_90a \
+//   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -Isrc -gencode=arch=compute_90a,code=sm_90a \
 //        bench/flash_dev/flash_dev.cu src/kernels/cuda/flash/flash_hopper.cu -o flash_dev
 // Usage: flash_dev [check] [time] [quick] [variants [--only NAME,NAME]] [--csv FILE]; run_device.sh runs the recorded set.
 

@@ -15,6 +15,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_params.h"
 #include "kernels/cuda/flash/hopper_ptx.cuh"
 #include "kernels/cuda/flash/wgmma_ops.cuh"
@@ -125,8 +126,8 @@ __device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item)
   c.splits = p.splits;
   c.piece = j % p.splits;
   c.split_tile = j / p.splits;
-  c.n_begin = c.n_blocks * c.piece / c.splits;
-  c.n_end = c.n_blocks * (c.piece + 1) / c.splits;
+  c.n_begin = static_cast<int>(split_block_begin(c.n_blocks, c.splits, c.piece));
+  c.n_end = static_cast<int>(split_block_begin(c.n_blocks, c.splits, c.piece + 1));
   return c;
 }
 

@@ -75,10 +75,10 @@ inline LaunchStatus make_map(CUtensorMap* map, const char* name, const void* bas
   return {};
 }
 
-// The split workspaces come from a pool of our own per device that keeps up to 256 MiB cached
+// The launch workspaces (split partials, packed key masks) come from a pool of our own per device that keeps up to 256 MiB cached
 // across synchronisations (the default pool would hand its memory back at every sync) and leaves
 // the caller's default pool alone. nullptr when the device has no memory-pool support.
-inline cudaMemPool_t split_pool() {
+inline cudaMemPool_t workspace_pool() {
   constexpr int kMaxDevices = 64;
   static std::mutex mu;
   static cudaMemPool_t pools[kMaxDevices] = {};
@@ -118,7 +118,7 @@ __global__ void pack_kv_mask_kernel(const std::uint8_t* mask, std::int64_t strid
   if (lane == 0) bits[static_cast<std::int64_t>(blockIdx.y) * words + w] = word;
 }
 
-// Packs p.kv_mask into a workspace from the split pool (see FlashParams::kv_bits). Without the
+// Packs p.kv_mask into a workspace from the workspace pool (see FlashParams::kv_bits). Without the
 // workspace the kernel reads the byte mask itself: slower, same result.
 template <class T>
 LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
@@ -126,7 +126,7 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   if (p.kv_mask == nullptr || p.batch > 65535) return {};
   // Key blocks end at most kBlockN - 1 keys past Skv.
   const int words = (p.seqlen_k + T::kBlockN + 31) / 32 + 1;
-  cudaMemPool_t pool = split_pool();
+  cudaMemPool_t pool = workspace_pool();
   void* ws = nullptr;
   const std::size_t bytes = static_cast<std::size_t>(p.batch) * words * 4;
   if (pool == nullptr || cudaMallocFromPoolAsync(&ws, bytes, pool, stream) != cudaSuccess) {
@@ -148,7 +148,7 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
 }
 
 // Plans the tail split for p (uniform tiles only: no causal rows of unequal length, no packed
-// batches) and takes its workspace, stream-ordered, from the split pool: the partials of each split
+// batches) and takes its workspace, stream-ordered, from the workspace pool: the partials of each split
 // tile's warps, then one zeroed arrival counter per warp. Without a workspace the kernel runs
 // whole tiles, which gives the same result.
 template <class T>
@@ -159,7 +159,7 @@ LaunchStatus plan_split(FlashParams& p, int sm_count, cudaStream_t stream, void*
   const std::int64_t warp_slots = (p.num_tiles - plan.split_begin) * T::kConsumers * 4;
   const std::int64_t partial_bytes = warp_slots * plan.splits * 32 * (T::kD / 2 + 4) * 4;
   const std::int64_t counter_bytes = (warp_slots * 4 + 255) / 256 * 256;
-  cudaMemPool_t pool = split_pool();
+  cudaMemPool_t pool = workspace_pool();
   void* ws = nullptr;
   if (pool == nullptr || cudaMallocFromPoolAsync(&ws, counter_bytes + partial_bytes, pool, stream) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -179,6 +179,18 @@ LaunchStatus plan_split(FlashParams& p, int sm_count, cudaStream_t stream, void*
   p.split_partials = reinterpret_cast<float*>(static_cast<char*>(ws) + counter_bytes);
   return {};
 }
+
+// The stream-ordered workspaces of one launch, handed back on the stream when the launch returns
+// (after the kernel, when it was launched).
+struct LaunchWorkspaces {
+  cudaStream_t stream;
+  void* split = nullptr;
+  void* mask_bits = nullptr;
+  ~LaunchWorkspaces() {
+    for (void* w : {split, mask_bits})
+      if (w != nullptr) (void)cudaFreeAsync(w, stream);
+  }
+};
 
 // Builds the TMA maps for `args` and launches the kernel of traits T.
 template <class T>
@@ -218,30 +230,20 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
     }
   }
 
-  void* workspace = nullptr;
-  void* mask_bits = nullptr;
+  LaunchWorkspaces workspaces{stream};
   if (args.tail_split) {
-    s = plan_split<T>(p, args.sm_count, stream, &workspace);
+    s = plan_split<T>(p, args.sm_count, stream, &workspaces.split);
     if (!s.ok()) return s;
   }
-  s = pack_mask<T>(p, stream, &mask_bits);
-  if (!s.ok()) {
-    if (workspace != nullptr) (void)cudaFreeAsync(workspace, stream);
-    return s;
-  }
+  s = pack_mask<T>(p, stream, &workspaces.mask_bits);
+  if (!s.ok()) return s;
   auto kernel = p.kv_bits != nullptr ? flash_fwd_hopper_kernel<T, true> : flash_fwd_hopper_kernel<T, false>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
-  if (e != cudaSuccess) {
-    if (workspace != nullptr) (void)cudaFreeAsync(workspace, stream);
-    if (mask_bits != nullptr) (void)cudaFreeAsync(mask_bits, stream);
+  if (e != cudaSuccess)
     return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: cannot reserve shared memory: ") + cudaGetErrorString(e));
-  }
   const int grid = persistent_grid(p.num_items, args.sm_count);
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
   e = cudaGetLastError();
-  // The workspace is stream-ordered: it is released once the kernel is done with it.
-  if (workspace != nullptr) (void)cudaFreeAsync(workspace, stream);
-  if (mask_bits != nullptr) (void)cudaFreeAsync(mask_bits, stream);
   if (e != cudaSuccess)
     return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: kernel launch failed: ") + cudaGetErrorString(e));
   return {};
