@@ -53,6 +53,9 @@ static const Variant kVariants[] = {
     {"bn128-staged-turns", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true, true>>},
     {"bn128-staged-tma", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true, false, true>>},
     {"bn176-turns", 128, launch_variant<HopperTraits<128, 176, 2, true, 2, false, true>>},
+    {"3wg-seq-tma", 128, launch_variant<HopperTraits<128, 128, 2, true, 3, true, false, true, false>>},
+    {"wide192", 128, launch_variant<HopperTraits<128, 192, 2, true, 2>>},
+    {"hd64-3wg-seq", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, false>>},
     {"3wg-staged", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true>>},
     {"3wg-staged-tma", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true>>},
 };
@@ -496,6 +499,8 @@ int main(int argc, char** argv) {
         {"hd64 bf16 split mask+lse 2x500x1500 h30", 2, 500, 1500, 30, 30, 64, false, false, true, true},
         {"hd256 fp16 split lse 1x1000x3000 h20", 1, 1000, 3000, 20, 20, 256, false, true, false, true},
         // More tiles than SMs: every CTA runs several tiles, so the hand-over between tiles is checked.
+        {"hd128 bf16 in-order lse 1x8200x700 h3", 1, 8200, 700, 3, 3, 128, false, false, false, true},
+        {"hd128 fp16 in-order gqa 6/2 1x9000x1300", 1, 9000, 1300, 6, 2, 128, false, true},
         {"hd128 bf16 many-tiles 2x1500x700 h40", 2, 1500, 700, 40, 40, 128},
         {"hd128 bf16 many causal+mask+lse 3x900", 3, 900, 900, 24, 24, 128, true, false, true, true},
         {"hd128 bf16 many varlen+lse b4 h16", 4, 1200, 1000, 16, 16, 128, false, false, false, true, true},
@@ -566,6 +571,9 @@ int main(int argc, char** argv) {
         {"square4k-hd256", 1, 4096, 4096, 8, 8, 256},
         {"square16k-hd256", 1, 16384, 16384, 8, 8, 256},
         {"wan14b-720p-self", 1, 75600, 75600, 40, 40, 128},
+        {"square8k-hd128", 1, 8192, 8192, 24, 24, 128},
+        {"square16k-hd128-causal", 1, 16384, 16384, 24, 24, 128, true},
+        {"cross512-rows4608", 1, 4608, 512, 24, 24, 128},
         // Padded prompts (key masks; PyTorch's flash and cuDNN SDPA take no such mask).
         {"flux-1024-joint-prompt200", 1, 4608, 4608, 24, 24, 128, false, false, true, false, false, false, 1, 200},
         {"wan14b-480p-cross512-prompt120", 1, 32760, 512, 40, 40, 128, false, false, true, false, false, false, 2, 120},

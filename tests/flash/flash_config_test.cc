@@ -5,7 +5,7 @@
 namespace diffattn::flash {
 namespace {
 
-constexpr KeyTiles kAllKeyTiles[] = {KeyTiles::kShort, KeyTiles::kLong, KeyTiles::kWide};
+constexpr KeyTiles kAllKeyTiles[] = {KeyTiles::kShort, KeyTiles::kLong, KeyTiles::kWide, KeyTiles::kInOrder};
 
 TEST(FlashConfig, HeadSizesAreTheDocumentedList) {
   for (int d : {64, 96, 128, 192, 256}) EXPECT_TRUE(is_supported_head_size(d)) << d;
@@ -55,6 +55,35 @@ TEST(FlashConfig, WarpgroupsTakeTurnsOnlyOnLongRowTiles) {
   HopperTile staged = hopper_base_tile(128, KeyTiles::kShort), direct = staged;
   staged.staged_epilogue = true;
   EXPECT_EQ(hopper_smem_bytes(staged, 128) - hopper_smem_bytes(direct, 128), 128 * 128 * 2);
+}
+
+// The in-order family: three consumer warpgroups (192 rows) on 128-key tiles at hd128, each group
+// running its blocks without overlapping its own softmax, with the staged TMA-store epilogue.
+TEST(FlashConfig, InOrderTilesAreThreeGroupsOfSequentialBlocksAtHd128) {
+  const HopperTile t = hopper_tile(128, KeyTiles::kInOrder);
+  EXPECT_EQ(t.block_m, 192);
+  EXPECT_EQ(t.block_n, 128);
+  EXPECT_EQ(t.consumer_warpgroups, 3);
+  EXPECT_FALSE(t.overlap);
+  EXPECT_TRUE(t.staged_epilogue);  // 225 KiB: Q, two K/V stages and the O buffer
+  EXPECT_FALSE(t.issue_in_turn);
+  for (KeyTiles keys : {KeyTiles::kShort, KeyTiles::kLong, KeyTiles::kWide}) EXPECT_TRUE(hopper_tile(128, keys).overlap);
+  for (int d : {64, 96, 192, 256}) EXPECT_TRUE(hopper_tile(d, KeyTiles::kInOrder).overlap) << d;
+}
+
+TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {
+  // Long query sequences, short keys (cross-attention) and key masks; not Flux or 4k squares.
+  EXPECT_EQ(choose_key_tiles(128, 32760, 32760, false), KeyTiles::kInOrder);  // Wan 480p
+  EXPECT_EQ(choose_key_tiles(128, 11440, 11440, false), KeyTiles::kInOrder);  // Wan2.2-5B
+  EXPECT_EQ(choose_key_tiles(128, 32760, 512, false), KeyTiles::kInOrder);    // Wan cross
+  EXPECT_EQ(choose_key_tiles(128, 4608, 4608, true), KeyTiles::kInOrder);     // Flux, padded prompt
+  EXPECT_EQ(choose_key_tiles(128, 4608, 4608, false), KeyTiles::kWide);       // Flux
+  EXPECT_EQ(choose_key_tiles(128, 4096, 4096, false), KeyTiles::kShort);      // 4k square
+  EXPECT_EQ(choose_key_tiles(128, 8191, 8300, false), KeyTiles::kLong);
+  EXPECT_EQ(choose_key_tiles(128, 8192, 8300, false), KeyTiles::kInOrder);
+  // Other head sizes keep their key-count families.
+  for (int d : {64, 96, 192, 256})
+    for (bool mask : {false, true}) EXPECT_EQ(choose_key_tiles(d, 32760, 32760, mask), key_tiles(d, 32760)) << d;
 }
 
 TEST(FlashConfig, UnknownHeadSizeHasNoTile) {

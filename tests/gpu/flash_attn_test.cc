@@ -136,9 +136,13 @@ TEST(GpuFlashAttn, KeyTileFamiliesAndSplitTilesMatchTheOracle) {
     bool mask;
   };
   const Shape shapes[] = {
-      {128, 300, 4608, 4, 2, DType::kBFloat16, true},   // wide tiles (24 x 192 keys), split
+      {128, 300, 4608, 4, 2, DType::kBFloat16, false},  // wide tiles (24 x 192 keys), split
       {128, 200, 8300, 2, 1, DType::kFloat16, false},   // 176-key tiles, split
-      {128, 333, 520, 3, 2, DType::kBFloat16, true},    // 128-key tiles
+      {128, 333, 520, 3, 2, DType::kBFloat16, false},   // 128-key tiles
+      // In-order warpgroups (192 rows): key masks at any length, unmasked from 8192 rows.
+      {128, 300, 4608, 4, 2, DType::kBFloat16, true},   // split, padded prompts
+      {128, 333, 520, 3, 2, DType::kFloat16, true},
+      {128, 8200, 700, 4, 1, DType::kFloat16, false},   // 172 tiles: a split last wave
       {64, 500, 1500, 8, 1, DType::kBFloat16, true},    // hd64, split
       {256, 260, 1000, 2, 1, DType::kFloat16, false},   // hd256, split
   };

@@ -32,6 +32,7 @@ struct HopperTile {
   bool staged_epilogue = false;  // output through its own shared-memory buffer, 16-byte stores
   bool issue_in_turn = false;    // consumer warpgroups take turns issuing their GEMMs
   bool tma_store = false;        // the staged epilogue stores through TMA (unpacked batches)
+  bool overlap = true;           // a consumer overlaps its softmax with its own next products
 };
 
 inline constexpr int kHopperSmemLimit = 227 * 1024;  // opt-in dynamic shared memory per block on sm_90
@@ -43,8 +44,10 @@ inline constexpr std::int64_t kLongKvThreshold = 8192;
 constexpr bool is_long_kv(std::int64_t seqlen_k) { return seqlen_k > kLongKvThreshold; }
 
 // The key-tile family of a problem: 128-key tiles with the staged epilogue, 176-key tiles with
-// turn-taking (long rows), or, at hd128, 192-key tiles where the keys fill them almost exactly.
-enum class KeyTiles { kShort, kLong, kWide };
+// turn-taking (long rows), or, at hd128, 192-key tiles where the keys fill them almost exactly, or
+// 128-key tiles on three consumer warpgroups that each run a block's Q K^T, softmax and P V in
+// order (kInOrder, below).
+enum class KeyTiles { kShort, kLong, kWide, kInOrder };
 
 // 192-key tiles beat both others at hd128 when at most 1.5 % of the last tile is padding, from
 // 4096 keys on (H200, timed interleaved, run 14): Flux's 4608 keys 593 vs 570 TFLOP/s, Wan 480p
@@ -62,6 +65,26 @@ constexpr KeyTiles key_tiles(int head_size, std::int64_t seqlen_k) {
   return is_long_kv(seqlen_k) ? KeyTiles::kLong : KeyTiles::kShort;
 }
 
+// At hd128 three consumer warpgroups (192 query rows) that run each key block's products and
+// softmax in order, the other two groups keeping the tensor cores busy meanwhile, beat two
+// groups that overlap their own softmax with their next products (H200, timed interleaved,
+// bench/results/flash-notes.md run 19, TFLOP/s): Wan 480p 650 vs 631, Wan2.2-5B 626 vs 599,
+// HunyuanVideo-1.5 632 vs 605, 16k square 640 vs 614, Wan 720p 649 vs 632, 512-key
+// cross-attention 513 vs 479, 8k square 631 vs 629, causal 16k square 564 vs 475, Flux with a
+// 200-token padded prompt 592 vs 527. On shorter query sequences they are no better (4k square
+// 561-573 vs 588-599; Flux 595-620 vs 591-615 over two runs), so those keep the key-count families.
+inline constexpr std::int64_t kInOrderMinRows = 8192;
+
+constexpr bool prefers_in_order(int head_size, std::int64_t seqlen_q, bool key_mask) {
+  return head_size == 128 && (key_mask || seqlen_q >= kInOrderMinRows);
+}
+
+// The family a launch uses: the in-order groups where they win, else the key-count families.
+constexpr KeyTiles choose_key_tiles(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k, bool key_mask) {
+  if (prefers_in_order(head_size, seqlen_q, key_mask)) return KeyTiles::kInOrder;
+  return key_tiles(head_size, seqlen_k);
+}
+
 // Wider key tiles amortise the softmax's row reductions; hd192/hd256 keep narrower tiles so two
 // stages of K and V still fit next to the Q tile. hd64 is bound by the exponentials as much as by
 // the tensor cores, so it runs three consumer warpgroups (192 query rows) to keep more softmax work
@@ -71,7 +94,9 @@ constexpr HopperTile hopper_base_tile(int head_size, KeyTiles keys) {
   switch (head_size) {
     case 64: return {192, 128, 2, 3};
     case 96: return {128, long_kv ? 176 : 128, 2, 2};
-    case 128: return {128, keys == KeyTiles::kWide ? 192 : long_kv ? 176 : 128, 2, 2};
+    case 128:
+      if (keys == KeyTiles::kInOrder) return {192, 128, 2, 3, false, false, false, /*overlap=*/false};
+      return {128, keys == KeyTiles::kWide ? 192 : long_kv ? 176 : 128, 2, 2};
     case 192: return {128, 96, 2, 2};
     case 256: return {128, 80, 2, 2};
     default: return {0, 0, 0, 0};

@@ -28,8 +28,12 @@ struct FlashTmaMaps {
 };
 
 template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false,
-          bool kIssueInTurn_ = false, bool kTmaStore_ = false>
+          bool kIssueInTurn_ = false, bool kTmaStore_ = false, bool kOverlap_ = true>
 struct HopperTraits {
+  // A consumer overlaps its softmax with its own products (the next block's Q K^T and the
+  // previous block's P V in flight together). Without it each block runs Q K^T, softmax, P V in
+  // order, holding no second score tile, and the other warpgroups fill the tensor cores.
+  static constexpr bool kOverlap = kOverlap_;
   // The staged epilogue hands the output block to TMA stores (one thread issues them; the
   // warpgroup moves on while they drain) instead of storing it with its own 16-byte stores.
   static constexpr bool kTmaStore = kTmaStore_ && kStagedEpilogue_;
@@ -60,9 +64,13 @@ struct HopperTraits {
   // +1024: the dynamic shared-memory base is only 16-byte aligned; swizzled tiles need 1024.
   static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
   // The register file (64K) split between one producer and kConsumers consumer warpgroups.
+  // setmaxnreg can only hand out what the CTA got at launch: kThreads times the per-thread count
+  // the launch bounds allow (a multiple of 8).
   static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
-  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register budget exceeded");
+  static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= kThreads * ((65536 / kThreads) & ~7),
+                "register budget exceeded");
   static_assert(kBlockN % 16 == 0 && kD % 16 == 0, "wgmma needs multiples of 16");
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
@@ -279,7 +287,7 @@ struct Consumer {
   // Turn-taking of GEMM issue between consumer warpgroups: wait for this group's turn, then hand
   // the turn to the next group once the products are issued. Group 0 starts; the last group's
   // final hand-over is taken by group 0 after its loop (finish_turns).
-  static constexpr int kTurnBarrier = 4;
+  static constexpr int kTurnBarrier = 4;  // 4 .. 6; the staged epilogue uses 1 .. 3
   __device__ void take_turn() const {
     if constexpr (T::kIssueInTurn) ptx::named_barrier_sync(kTurnBarrier + wg, 256);
   }
@@ -584,6 +592,44 @@ struct Consumer {
       bool full = p.kv_mask == nullptr;
       int n = kSkip ? next_live_block<T>(p, c, c.n_begin, full) : c.n_begin;
       const int n_first = n;
+      if constexpr (!T::kOverlap) {
+        while (n < c.n_end) {
+          ptx::mbar_wait(sm.k_full(stage), phase);
+          take_turn();
+          ptx::fence_operands(o);
+          ptx::wgmma_fence();
+          issue_qk(s, stage);
+          ptx::wgmma_commit();
+          ptx::wgmma_wait<0>();
+          pass_turn();
+          ptx::fence_operands(s);
+          release(sm.k_empty(stage));
+          int next = n + 1;
+          if constexpr (kSkip) next = next_live_block<T>(p, c, n + 1, full);
+          if (next >= c.n_end) release(sm.q_empty());  // last read of Q: the next tile's may load
+          if (needs_mask(c, n, full)) apply_mask(s, c, n);
+          softmax(s, st, alpha);
+          rescale_o(o, alpha);
+          convert_p(s, pr);
+          ptx::mbar_wait(sm.v_full(stage), phase);
+          take_turn();
+          ptx::fence_operands(o);
+          ptx::fence_operands(pr);
+          ptx::wgmma_fence();
+          issue_pv(o, pr, stage);
+          ptx::wgmma_commit();
+          ptx::wgmma_wait<0>();
+          pass_turn();
+          ptx::fence_operands(o);
+          release(sm.v_empty(stage));
+          if (++stage == T::kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+          n = next;
+        }
+        if (n_first >= c.n_end) release(sm.q_empty());
+      } else {
       while (n < c.n_end) {
         const bool first = n == n_first;
         if (!first) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
@@ -644,6 +690,7 @@ struct Consumer {
         pass_turn();
         ptx::fence_operands(o);
         release(sm.v_empty(prev_stage));
+      }
       }
       if (c.splits > 1 && !merge_split(o, st, c)) {
         tile = next_tile(tile + gridDim.x);

@@ -14,7 +14,7 @@ template <int kD, bool kBf16, KeyTiles kKeys>
 LaunchStatus launch_typed(const HopperArgs& args, cudaStream_t stream) {
   constexpr HopperTile tile = hopper_tile(kD, kKeys);
   using T = HopperTraits<kD, tile.block_n, tile.stages, kBf16, tile.consumer_warpgroups, tile.staged_epilogue,
-                           tile.issue_in_turn, tile.tma_store>;
+                           tile.issue_in_turn, tile.tma_store, tile.overlap>;
   static_assert(T::kSmemBytes == hopper_smem_bytes(tile, kD), "flash_config.h and the kernel disagree on smem");
   return hopper_detail::launch_with_traits<T>(args, stream);
 }
@@ -24,13 +24,16 @@ LaunchStatus launch_keys(const HopperArgs& args, cudaStream_t stream) {
   return args.bf16 ? launch_typed<kD, true, kKeys>(args, stream) : launch_typed<kD, false, kKeys>(args, stream);
 }
 
-// hd64/hd192/hd256 have one tile whatever the key count; hd96 has two and hd128 three.
+// hd64/hd192/hd256 have one tile whatever the shape; hd96 has two and hd128 four.
 template <int kD>
 LaunchStatus launch_dtype(const HopperArgs& args, cudaStream_t stream) {
   if constexpr (kD == 96 || kD == 128) {
-    const KeyTiles keys = key_tiles(kD, args.params.seqlen_k);
-    if constexpr (kD == 128)
+    const FlashParams& p = args.params;
+    const KeyTiles keys = choose_key_tiles(kD, p.seqlen_q, p.seqlen_k, p.kv_mask != nullptr);
+    if constexpr (kD == 128) {
+      if (keys == KeyTiles::kInOrder) return launch_keys<kD, KeyTiles::kInOrder>(args, stream);
       if (keys == KeyTiles::kWide) return launch_keys<kD, KeyTiles::kWide>(args, stream);
+    }
     if (keys == KeyTiles::kLong) return launch_keys<kD, KeyTiles::kLong>(args, stream);
   }
   return launch_keys<kD, KeyTiles::kShort>(args, stream);
