@@ -85,6 +85,7 @@ struct Case {
   // placed first and every key after them (FLUX.1's joint attention), 2 keeps the first `keep`
   // keys (cross-attention to a padded prompt); 0 keeps each key with probability 0.8.
   int text_mask = 0, keep = 0;
+  int text_keys = 512;  // text keys of a text-first mask (text_mask = 1)
 };
 
 // Exact attention in fp32 for one query row per warp; two passes over the keys.
@@ -275,7 +276,7 @@ static Buffers make_buffers(const Case& c, std::mt19937& rng) {
     if (c.text_mask != 0)
       for (int b = 0; b < c.B; ++b)
         for (int j = 0; j < c.Skv; ++j)
-          m[(size_t)b * c.Skv + j] = j < c.keep || (c.text_mask == 1 && j >= 512);
+          m[(size_t)b * c.Skv + j] = j < c.keep || (c.text_mask == 1 && j >= c.text_keys);
     // With two batches the last masks every key; with more, the first masks every key and the
     // last keeps only its first 30 % (a padded prompt), so split pieces of it see no key at all.
     if (c.B == 2 && c.text_mask == 0)
@@ -515,6 +516,12 @@ int main(int argc, char** argv) {
         {"hd128 fp16 prompt mask+lse 2x900x512", 2, 900, 512, 6, 6, 128, false, true, true, true, false, false, 2, 77},
         {"hd64 bf16 prompt mask causal 1x700x700", 1, 700, 700, 4, 4, 64, true, false, true, false, false, false, 2, 300},
         {"hd128 bf16 wide text-first 1x400x4608", 1, 400, 4608, 4, 4, 128, false, false, true, true, false, false, 1, 200},
+        // A partly padded key block followed by a fully kept one: within a split piece (256 text
+        // keys), and in whole tiles (FLUX.1's 200 of 512 with 576 tiles, most of them unsplit).
+        {"hd128 bf16 text-first 200/256 1x200x1100", 1, 200, 1100, 2, 2, 128, false, false, true, true, false, false,
+         1, 200, 256},
+        {"hd128 bf16 flux prompt200 1x4608x4608 h24", 1, 4608, 4608, 24, 24, 128, false, false, true, false, false,
+         false, 1, 200},
         {"hd128 bf16 2x333x1000 h3", 2, 333, 1000, 3, 3, 128},
         {"hd128 fp16 1x700x700 h2", 1, 700, 700, 2, 2, 128, false, true},
         {"hd128 bf16 causal 2x640x640", 2, 640, 640, 2, 2, 128, true},

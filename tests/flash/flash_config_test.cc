@@ -72,11 +72,13 @@ TEST(FlashConfig, InOrderTilesAreThreeGroupsOfSequentialBlocksAtHd128) {
 }
 
 TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {
-  // Long query sequences, short keys (cross-attention) and key masks; not Flux or 4k squares.
+  // Long query sequences, including cross-attention to short keys; not Flux or 4k squares, and not
+  // (yet) calls with a key mask.
   EXPECT_EQ(choose_key_tiles(128, 32760, 32760, false), KeyTiles::kInOrder);  // Wan 480p
   EXPECT_EQ(choose_key_tiles(128, 11440, 11440, false), KeyTiles::kInOrder);  // Wan2.2-5B
   EXPECT_EQ(choose_key_tiles(128, 32760, 512, false), KeyTiles::kInOrder);    // Wan cross
-  EXPECT_EQ(choose_key_tiles(128, 4608, 4608, true), KeyTiles::kInOrder);     // Flux, padded prompt
+  EXPECT_EQ(choose_key_tiles(128, 4608, 4608, true), KeyTiles::kWide);        // Flux, padded prompt
+  EXPECT_EQ(choose_key_tiles(128, 32760, 512, true), KeyTiles::kShort);       // Wan cross, padded prompt
   EXPECT_EQ(choose_key_tiles(128, 4608, 4608, false), KeyTiles::kWide);       // Flux
   EXPECT_EQ(choose_key_tiles(128, 4096, 4096, false), KeyTiles::kShort);      // 4k square
   EXPECT_EQ(choose_key_tiles(128, 8191, 8300, false), KeyTiles::kLong);

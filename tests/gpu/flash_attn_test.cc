@@ -134,15 +134,20 @@ TEST(GpuFlashAttn, KeyTileFamiliesAndSplitTilesMatchTheOracle) {
     std::int64_t d, seq_q, seq_kv, heads, batch;
     DType dtype;
     bool mask;
+    std::int64_t text_keys = 0, prompt_keep = 0;  // a padded prompt placed first (FLUX.1)
   };
   const Shape shapes[] = {
       {128, 300, 4608, 4, 2, DType::kBFloat16, false},  // wide tiles (24 x 192 keys), split
       {128, 200, 8300, 2, 1, DType::kFloat16, false},   // 176-key tiles, split
       {128, 333, 520, 3, 2, DType::kBFloat16, false},   // 128-key tiles
-      // In-order warpgroups (192 rows): key masks at any length, unmasked from 8192 rows.
       {128, 300, 4608, 4, 2, DType::kBFloat16, true},   // split, padded prompts
       {128, 333, 520, 3, 2, DType::kFloat16, true},
-      {128, 8200, 520, 1, 1, DType::kFloat16, false},   // from 8192 rows: 43 tiles, split
+      // Prompts placed first whose padding ends inside or at a key block, so that a partly
+      // padded block is followed by a fully kept one within a tile or split piece.
+      {128, 200, 1100, 2, 1, DType::kBFloat16, true, 256, 200},
+      {64, 250, 900, 3, 1, DType::kFloat16, true, 260, 150},
+      // In-order warpgroups (192 rows), unmasked from 8192 rows.
+      {128, 8200, 520, 1, 1, DType::kFloat16, false},   // 43 tiles, split
       {64, 500, 1500, 8, 1, DType::kBFloat16, true},    // hd64, split
       {256, 260, 1000, 2, 1, DType::kFloat16, false},   // hd256, split
   };
@@ -155,7 +160,9 @@ TEST(GpuFlashAttn, KeyTileFamiliesAndSplitTilesMatchTheOracle) {
     c.heads_q = c.heads_kv = sh.heads;
     c.batch = sh.batch;
     c.mask = sh.mask ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
-    c.prefix_padding = sh.mask;            // padded prompts: later pieces may see no key
+    c.prefix_padding = sh.mask && sh.text_keys == 0;  // padded prompts: later pieces may see no key
+    c.text_keys = sh.text_keys;
+    c.prompt_keep = sh.prompt_keep;
     c.fully_masked_rows = sh.batch > 1;    // and one batch with no key at all
     c.lse = true;
     EXPECT_EQ(run_case(c, rng), "") << c.name() << " (seed " << seed << ")";

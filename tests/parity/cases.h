@@ -37,6 +37,9 @@ struct ParityCase {
   std::optional<float> scale;
   bool fully_masked_rows = false;  // the mask hides every key of some rows
   bool prefix_padding = false;     // key-padding masks keep a prefix of the keys (sequence lengths)
+  // Key-padding masks of a padded prompt placed first in a joint sequence (FLUX.1): the first
+  // text_keys keys are text, of which the first prompt_keep are kept; every key after them is kept.
+  std::int64_t text_keys = 0, prompt_keep = 0;
 
   std::string name() const {
     static const char* layouts[] = {"contig", "headmajor", "packedqkv", "paddedrows"};
@@ -52,6 +55,7 @@ struct ParityCase {
     if (scale) n += "_scale";
     if (fully_masked_rows) n += "_fullymasked";
     if (prefix_padding) n += "_prefix";
+    if (text_keys > 0) n += "_text" + std::to_string(prompt_keep) + "of" + std::to_string(text_keys);
     return n;
   }
 };
@@ -233,7 +237,11 @@ inline std::unique_ptr<CaseData> make_case_data(const ParityCase& c, std::mt1993
   if (c.mask == MaskShape::kKeyPadding) {
     HostBuffer& buf = data->add(DType::kBool, c.batch * c.seq_kv);
     p.mask = TensorView::Contiguous(buf.data(), DType::kBool, {c.batch, c.seq_kv});
-    if (c.prefix_padding) {
+    if (c.text_keys > 0) {
+      for (std::int64_t b = 0; b < c.batch; ++b)
+        for (std::int64_t j = 0; j < c.seq_kv; ++j)
+          write_element(*p.mask, b * c.seq_kv + j, j < c.prompt_keep || j >= c.text_keys ? 1.0 : 0.0);
+    } else if (c.prefix_padding) {
       std::uniform_int_distribution<std::int64_t> length(c.seq_kv > 1 ? 1 : 0, c.seq_kv);
       for (std::int64_t b = 0; b < c.batch; ++b) {
         const std::int64_t kept = length(rng);

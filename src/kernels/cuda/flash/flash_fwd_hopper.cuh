@@ -604,8 +604,11 @@ struct Consumer {
           pass_turn();
           ptx::fence_operands(s);
           release(sm.k_empty(stage));
+          // The next live block is found now, so Q can be handed back after its last read; whether
+          // that block keeps every key is kept apart from this block's `full`.
           int next = n + 1;
-          if constexpr (kSkip) next = next_live_block<T>(p, c, n + 1, full);
+          bool next_full = full;
+          if constexpr (kSkip) next = next_live_block<T>(p, c, n + 1, next_full);
           if (next >= c.n_end) release(sm.q_empty());  // last read of Q: the next tile's may load
           if (needs_mask(c, n, full)) apply_mask(s, c, n);
           softmax(s, st, alpha);
@@ -627,6 +630,7 @@ struct Consumer {
             phase ^= 1;
           }
           n = next;
+          full = next_full;
         }
         if (n_first >= c.n_end) release(sm.q_empty());
       } else {
