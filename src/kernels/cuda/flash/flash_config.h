@@ -70,12 +70,12 @@ constexpr KeyTiles key_tiles(int head_size, std::int64_t seqlen_k) {
 // groups that overlap their own softmax with their next products (H200, timed interleaved,
 // bench/results/flash-notes.md run 19, TFLOP/s): Wan 480p 650 vs 631, Wan2.2-5B 626 vs 599,
 // HunyuanVideo-1.5 632 vs 605, 16k square 640 vs 614, Wan 720p 649 vs 632, 512-key
-// cross-attention 513 vs 479, 8k square 631 vs 629, causal 16k square 564 vs 475, Flux with a
-// 200-token padded prompt 592 vs 527. On shorter query sequences they are no better (4k square
-// 561-573 vs 588-599; Flux 595-620 vs 591-615 over two runs), so those keep the key-count families.
-// Calls with a key mask keep the overlapping groups too: the in-order loop's block skipping had
-// a defect (a partly padded block followed by a full one went unmasked; fixed, with tests that
-// reproduce it) and runs again for masks once those tests have passed on a GPU.
+// cross-attention 513 vs 479, 8k square 631 vs 629, causal 16k square 564 vs 475. On shorter
+// query sequences they are no better (4k square 561-573 vs 588-599; Flux 595-620 vs 591-615 over
+// two runs), so those keep the key-count families. Calls with a key mask keep the overlapping
+// groups too: the in-order loop's block skipping had a defect (a partly padded block followed by
+// a fully kept one went unmasked, run 21; fixed, with cases that reproduce it), and masks go to
+// the in-order groups again once those cases have passed on a GPU.
 inline constexpr std::int64_t kInOrderMinRows = 8192;
 
 constexpr bool prefers_in_order(int head_size, std::int64_t seqlen_q, bool key_mask) {

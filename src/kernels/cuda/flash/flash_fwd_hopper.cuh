@@ -634,67 +634,67 @@ struct Consumer {
         }
         if (n_first >= c.n_end) release(sm.q_empty());
       } else {
-      while (n < c.n_end) {
-        const bool first = n == n_first;
-        if (!first) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
-        ptx::mbar_wait(sm.k_full(stage), phase);
-        take_turn();
-        ptx::fence_operands(o);
-        ptx::fence_operands(pr);
-        ptx::wgmma_fence();
-        issue_qk(s, stage);
-        ptx::wgmma_commit();
-        if (!first) {
+        while (n < c.n_end) {
+          const bool first = n == n_first;
+          if (!first) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
+          ptx::mbar_wait(sm.k_full(stage), phase);
+          take_turn();
+          ptx::fence_operands(o);
+          ptx::fence_operands(pr);
+          ptx::wgmma_fence();
+          issue_qk(s, stage);
+          ptx::wgmma_commit();
+          if (!first) {
+            issue_pv(o, pr, prev_stage);
+            ptx::wgmma_commit();
+          }
+          if (!first) {
+            ptx::wgmma_wait<1>();
+          } else {
+            ptx::wgmma_wait<0>();
+          }
+          pass_turn();
+          ptx::fence_operands(s);
+          release(sm.k_empty(stage));
+          if (!kSkip && n == c.n_end - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
+          if (needs_mask(c, n, full)) apply_mask(s, c, n);
+          softmax(s, st, alpha);
+          if (!first) {
+            ptx::wgmma_wait<0>();
+            ptx::fence_operands(o);
+            release(sm.v_empty(prev_stage));
+            rescale_o(o, alpha);
+          }
+          convert_p(s, pr);
+          prev_stage = stage;
+          prev_phase = phase;
+          if (++stage == T::kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+          if constexpr (kSkip) {
+            n = next_live_block<T>(p, c, n + 1, full);
+            if (n >= c.n_end) release(sm.q_empty());  // that was the last read of Q
+          } else {
+            ++n;
+          }
+        }
+        // Without a live block (every key masked) the rows finish as zeros with LSE -inf.
+        const bool any_block = n_first < c.n_end;
+        if (!any_block) release(sm.q_empty());
+        if (any_block) {
+          ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
+          take_turn();
+          ptx::fence_operands(o);
+          ptx::fence_operands(pr);
+          ptx::wgmma_fence();
           issue_pv(o, pr, prev_stage);
           ptx::wgmma_commit();
-        }
-        if (!first) {
-          ptx::wgmma_wait<1>();
-        } else {
           ptx::wgmma_wait<0>();
-        }
-        pass_turn();
-        ptx::fence_operands(s);
-        release(sm.k_empty(stage));
-        if (!kSkip && n == c.n_end - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
-        if (needs_mask(c, n, full)) apply_mask(s, c, n);
-        softmax(s, st, alpha);
-        if (!first) {
-          ptx::wgmma_wait<0>();
+          pass_turn();
           ptx::fence_operands(o);
           release(sm.v_empty(prev_stage));
-          rescale_o(o, alpha);
         }
-        convert_p(s, pr);
-        prev_stage = stage;
-        prev_phase = phase;
-        if (++stage == T::kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
-        if constexpr (kSkip) {
-          n = next_live_block<T>(p, c, n + 1, full);
-          if (n >= c.n_end) release(sm.q_empty());  // that was the last read of Q
-        } else {
-          ++n;
-        }
-      }
-      // Without a live block (every key masked) the rows finish as zeros with LSE -inf.
-      const bool any_block = n_first < c.n_end;
-      if (!any_block) release(sm.q_empty());
-      if (any_block) {
-        ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
-        take_turn();
-        ptx::fence_operands(o);
-        ptx::fence_operands(pr);
-        ptx::wgmma_fence();
-        issue_pv(o, pr, prev_stage);
-        ptx::wgmma_commit();
-        ptx::wgmma_wait<0>();
-        pass_turn();
-        ptx::fence_operands(o);
-        release(sm.v_empty(prev_stage));
-      }
       }
       if (c.splits > 1 && !merge_split(o, st, c)) {
         tile = next_tile(tile + gridDim.x);
