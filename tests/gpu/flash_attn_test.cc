@@ -123,9 +123,10 @@ TEST(GpuFlashAttn, MultiTileShapesMatchTheOracle) {
   check_multi_tile_shapes(nullptr);
 }
 
-// Each key-tile family of the Hopper kernel (128-key staged, 176-key with turns, 192-key wide) and
-// the split of a last partial wave (few tiles, so every tile runs as pieces whose partials merge),
-// with key padding that leaves some pieces without any key.
+// Each tile family of the Hopper kernel (128-key staged, 176-key with turns, 192-key wide, and the
+// 192-row in-order tiles) and the split of a last partial wave (few tiles, so every tile runs as
+// pieces whose partials merge), with key padding that leaves some pieces without any key and
+// padded prompts placed first whose padding ends inside a key block.
 TEST(GpuFlashAttn, KeyTileFamiliesAndSplitTilesMatchTheOracle) {
   SKIP_WITHOUT_FLASH_GPU();
   const auto seed = fresh_seed();
