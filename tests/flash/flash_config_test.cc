@@ -72,20 +72,17 @@ TEST(FlashConfig, InOrderTilesAreThreeGroupsOfSequentialBlocksAtHd128) {
 }
 
 TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {
-  // Long query sequences, including cross-attention to short keys; not Flux or 4k squares, and not
-  // (yet) calls with a key mask.
-  EXPECT_EQ(choose_key_tiles(128, 32760, 32760, false), KeyTiles::kInOrder);  // Wan 480p
-  EXPECT_EQ(choose_key_tiles(128, 11440, 11440, false), KeyTiles::kInOrder);  // Wan2.2-5B
-  EXPECT_EQ(choose_key_tiles(128, 32760, 512, false), KeyTiles::kInOrder);    // Wan cross
-  EXPECT_EQ(choose_key_tiles(128, 4608, 4608, true), KeyTiles::kWide);        // Flux, padded prompt
-  EXPECT_EQ(choose_key_tiles(128, 32760, 512, true), KeyTiles::kShort);       // Wan cross, padded prompt
-  EXPECT_EQ(choose_key_tiles(128, 4608, 4608, false), KeyTiles::kWide);       // Flux
-  EXPECT_EQ(choose_key_tiles(128, 4096, 4096, false), KeyTiles::kShort);      // 4k square
-  EXPECT_EQ(choose_key_tiles(128, 8191, 8300, false), KeyTiles::kLong);
-  EXPECT_EQ(choose_key_tiles(128, 8192, 8300, false), KeyTiles::kInOrder);
+  // Long query sequences, including cross-attention to short keys, with or without a key mask;
+  // not Flux or 4k squares.
+  EXPECT_EQ(choose_key_tiles(128, 32760, 32760), KeyTiles::kInOrder);  // Wan 480p
+  EXPECT_EQ(choose_key_tiles(128, 11440, 11440), KeyTiles::kInOrder);  // Wan2.2-5B
+  EXPECT_EQ(choose_key_tiles(128, 32760, 512), KeyTiles::kInOrder);    // Wan cross, padded or not
+  EXPECT_EQ(choose_key_tiles(128, 4608, 4608), KeyTiles::kWide);       // Flux, padded or not
+  EXPECT_EQ(choose_key_tiles(128, 4096, 4096), KeyTiles::kShort);      // 4k square
+  EXPECT_EQ(choose_key_tiles(128, 8191, 8300), KeyTiles::kLong);
+  EXPECT_EQ(choose_key_tiles(128, 8192, 8300), KeyTiles::kInOrder);
   // Other head sizes keep their key-count families.
-  for (int d : {64, 96, 192, 256})
-    for (bool mask : {false, true}) EXPECT_EQ(choose_key_tiles(d, 32760, 32760, mask), key_tiles(d, 32760)) << d;
+  for (int d : {64, 96, 192, 256}) EXPECT_EQ(choose_key_tiles(d, 32760, 32760), key_tiles(d, 32760)) << d;
 }
 
 TEST(FlashConfig, UnknownHeadSizeHasNoTile) {

@@ -147,8 +147,10 @@ TEST(GpuFlashAttn, KeyTileFamiliesAndSplitTilesMatchTheOracle) {
       // padded block is followed by a fully kept one within a tile or split piece.
       {128, 200, 1100, 2, 1, DType::kBFloat16, true, 256, 200},
       {64, 250, 900, 3, 1, DType::kFloat16, true, 260, 150},
-      // In-order warpgroups (192 rows), unmasked from 8192 rows.
+      // In-order warpgroups (192 rows) from 8192 rows, unmasked and with a padded prompt placed
+      // first (a partly padded key block followed by fully kept ones).
       {128, 8200, 520, 1, 1, DType::kFloat16, false},   // 43 tiles, split
+      {128, 8200, 600, 1, 1, DType::kBFloat16, true, 256, 200},
       {64, 500, 1500, 8, 1, DType::kBFloat16, true},    // hd64, split
       {256, 260, 1000, 2, 1, DType::kFloat16, false},   // hd256, split
   };

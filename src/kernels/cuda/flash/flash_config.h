@@ -72,19 +72,17 @@ constexpr KeyTiles key_tiles(int head_size, std::int64_t seqlen_k) {
 // HunyuanVideo-1.5 632 vs 605, 16k square 640 vs 614, Wan 720p 649 vs 632, 512-key
 // cross-attention 513 vs 479, 8k square 631 vs 629, causal 16k square 564 vs 475. On shorter
 // query sequences they are no better (4k square 561-573 vs 588-599; Flux 595-620 vs 591-615 over
-// two runs), so those keep the key-count families. Calls with a key mask keep the overlapping
-// groups too: the in-order loop's block skipping had a defect (a partly padded block followed by
-// a fully kept one went unmasked, run 21; fixed, with cases that reproduce it), and masks go to
-// the in-order groups again once those cases have passed on a GPU.
+// two runs), so those keep the key-count families. Calls with a key mask take the same rule
+// (Wan's padded 512-token prompt: 171 vs 239 us per layer call, bench/results/flash-notes.md).
 inline constexpr std::int64_t kInOrderMinRows = 8192;
 
-constexpr bool prefers_in_order(int head_size, std::int64_t seqlen_q, bool key_mask) {
-  return head_size == 128 && !key_mask && seqlen_q >= kInOrderMinRows;
+constexpr bool prefers_in_order(int head_size, std::int64_t seqlen_q) {
+  return head_size == 128 && seqlen_q >= kInOrderMinRows;
 }
 
 // The family a launch uses: the in-order groups where they win, else the key-count families.
-constexpr KeyTiles choose_key_tiles(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k, bool key_mask) {
-  if (prefers_in_order(head_size, seqlen_q, key_mask)) return KeyTiles::kInOrder;
+constexpr KeyTiles choose_key_tiles(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k) {
+  if (prefers_in_order(head_size, seqlen_q)) return KeyTiles::kInOrder;
   return key_tiles(head_size, seqlen_k);
 }
 
