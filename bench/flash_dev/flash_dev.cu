@@ -5,7 +5,7 @@
 // Build on the GPU machine:
 //   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -Isrc -gencode=arch=compute_90a,code=sm_90a \
 //        bench/flash_dev/flash_dev.cu src/kernels/cuda/flash/flash_hopper.cu -o flash_dev
-// Usage: flash_dev [check] [time] [quick] [variants [--only NAME,NAME]] [--csv FILE]; run_device.sh runs the recorded set.
+// Usage: flash_dev [check] [time] [quick] [variants [--only NAME,NAME]] [--work NAME,NAME] [--shape B,H,SQ,SKV[,D]]... [--rounds N] [--csv FILE]; run_device.sh runs the recorded set.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -502,6 +503,9 @@ static void report_time(const Case& c, const char* variant, double med, const Re
 int main(int argc, char** argv) {
   bool do_check = false, do_time = false, quick = false, variants = false;
   const char* csv_path = nullptr;
+  std::string work_only;  // --work a,b: time only these workloads
+  int rounds_arg = 0;     // --rounds N: interleaved rounds per workload (default 3 with variants)
+  std::vector<Case> extra;  // --shape: bf16 workloads timed besides (or, with --work, instead of) the list
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "check")) do_check = true;
     if (!std::strcmp(argv[i], "time")) do_time = true;
@@ -509,6 +513,18 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "variants")) variants = true;
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
     if (!std::strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
+    if (!std::strcmp(argv[i], "--work") && i + 1 < argc) work_only = argv[++i];
+    if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds_arg = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
+      int b = 0, h = 0, sq = 0, skv = 0, d = 128;
+      if (std::sscanf(argv[++i], "%d,%d,%d,%d,%d", &b, &h, &sq, &skv, &d) < 4 || b < 1 || h < 1 || sq < 1 || skv < 1) {
+        std::fprintf(stderr, "--shape takes B,H,SQ,SKV[,D] with positive sizes, got %s\n", argv[i]);
+        return 2;
+      }
+      extra.push_back({"shape-" + std::to_string(b) + "x" + std::to_string(h) + "x" + std::to_string(sq) + "x" +
+                           std::to_string(skv) + "-d" + std::to_string(d),
+                       b, sq, skv, h, h, d});
+    }
   }
   int sm_count = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
@@ -603,14 +619,33 @@ int main(int argc, char** argv) {
         {"square8k-hd128", 1, 8192, 8192, 24, 24, 128},
         {"square16k-hd128-causal", 1, 16384, 16384, 24, 24, 128, true},
         {"cross512-rows4608", 1, 4608, 512, 24, 24, 128},
+        // Around the in-order schedule's row threshold (only with --work).
+        {"flux-512-joint", 1, 1536, 1536, 24, 24, 128},
+        {"square4k-hd128-h24", 1, 4096, 4096, 24, 24, 128},
+        {"square6k-hd128", 1, 6144, 6144, 24, 24, 128},
+        {"flux-1024-joint-b2", 2, 4608, 4608, 24, 24, 128},
         // Padded prompts (key masks; PyTorch's flash and cuDNN SDPA take no such mask).
         {"flux-1024-joint-prompt200", 1, 4608, 4608, 24, 24, 128, false, false, true, false, false, false, 1, 200},
         {"wan14b-480p-cross512-prompt120", 1, 32760, 512, 40, 40, 128, false, false, true, false, false, false, 2, 120},
     };
     if (quick) work.resize(5);
+    const auto listed = [](const std::string& list, const std::string& name) {
+      return ("," + list + ",").find("," + name + ",") != std::string::npos;
+    };
+    static const char* const kThresholdOnly[] = {"flux-512-joint", "square4k-hd128-h24", "square6k-hd128",
+                                                 "flux-1024-joint-b2"};
+    std::vector<Case> kept;
+    for (const Case& c : work) {
+      bool threshold_only = false;
+      for (const char* n : kThresholdOnly) threshold_only |= c.name == n;
+      if (work_only.empty() ? !threshold_only : listed(work_only, c.name)) kept.push_back(c);
+    }
+    if (!extra.empty() && work_only.empty()) kept.clear();
+    work = kept;
+    work.insert(work.end(), extra.begin(), extra.end());
     // Variants are timed in interleaved rounds (A B C A B C ...) and each reports the median of
     // its rounds, so clock and power drift during a workload does not favour one of them.
-    const int rounds = variants ? 3 : 1;
+    const int rounds = rounds_arg > 0 ? rounds_arg : variants ? 3 : 1;
     for (const Case& c : work) {
       std::vector<const Variant*> chosen;
       for (const Variant& v : kVariants)

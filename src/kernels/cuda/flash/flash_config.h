@@ -68,21 +68,35 @@ constexpr KeyTiles key_tiles(int head_size, std::int64_t seqlen_k) {
 // At hd128 three consumer warpgroups (192 query rows) that run each key block's products and
 // softmax in order, the other two groups keeping the tensor cores busy meanwhile, beat two
 // groups that overlap their own softmax with their next products (H200, timed interleaved,
-// bench/results/flash-notes.md run 19, TFLOP/s): Wan 480p 650 vs 631, Wan2.2-5B 626 vs 599,
+// bench/results/flash-notes.md runs 19-22, TFLOP/s): Wan 480p 650 vs 631, Wan2.2-5B 626 vs 599,
 // HunyuanVideo-1.5 632 vs 605, 16k square 640 vs 614, Wan 720p 649 vs 632, 512-key
-// cross-attention 513 vs 479, 8k square 631 vs 629, causal 16k square 564 vs 475. On shorter
-// query sequences they are no better (4k square 561-573 vs 588-599; Flux 595-620 vs 591-615 over
-// two runs), so those keep the key-count families. Calls with a key mask take the same rule
-// (Wan's padded 512-token prompt: 171 vs 239 us per layer call, bench/results/flash-notes.md).
+// cross-attention 513 vs 479, causal 16k square 564 vs 475. From 8192 query rows they win or tie
+// on every shape measured. On shorter rows they win where the keys are long and the 192-row tiles
+// fill at least three waves of the SMs (Flux 615 vs 595, Flux with a padded prompt 615 vs 518,
+// 4k squares with 18-24 heads +0-12 %, 3k square with 32 heads +8 %, run 22); with fewer tiles or
+// short keys the 128-row tiles tie or win (4k square with 16 heads 583 vs 564, 2k square with 40
+// heads 560 vs 546, 512 keys with 4608 rows 452 vs 426).
 inline constexpr std::int64_t kInOrderMinRows = 8192;
+inline constexpr std::int64_t kInOrderShortMinRows = 3072;
+inline constexpr std::int64_t kInOrderShortMinKeys = 2048;
+inline constexpr std::int64_t kInOrderShortMinWaves = 3;
+inline constexpr std::int64_t kInOrderBlockM = 192;
 
-constexpr bool prefers_in_order(int head_size, std::int64_t seqlen_q) {
-  return head_size == 128 && seqlen_q >= kInOrderMinRows;
+// `batch_heads` is batch x query heads (packed batches: the sequence count, with the longest
+// sequence as seqlen_q).
+constexpr bool prefers_in_order(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t batch_heads,
+                                int sm_count) {
+  if (head_size != 128) return false;
+  if (seqlen_q >= kInOrderMinRows) return true;
+  const std::int64_t tiles = batch_heads * ((seqlen_q + kInOrderBlockM - 1) / kInOrderBlockM);
+  return seqlen_q >= kInOrderShortMinRows && seqlen_k >= kInOrderShortMinKeys &&
+         tiles >= kInOrderShortMinWaves * sm_count;
 }
 
 // The family a launch uses: the in-order groups where they win, else the key-count families.
-constexpr KeyTiles choose_key_tiles(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k) {
-  if (prefers_in_order(head_size, seqlen_q)) return KeyTiles::kInOrder;
+constexpr KeyTiles choose_key_tiles(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k,
+                                    std::int64_t batch_heads, int sm_count) {
+  if (prefers_in_order(head_size, seqlen_q, seqlen_k, batch_heads, sm_count)) return KeyTiles::kInOrder;
   return key_tiles(head_size, seqlen_k);
 }
 
