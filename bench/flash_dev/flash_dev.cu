@@ -61,6 +61,10 @@ static const Variant kVariants[] = {
     {"hd64-3wg-seq", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, false>>},
     {"3wg-staged", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true>>},
     {"3wg-staged-tma", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true>>},
+    {"hd64-2wg-bn192", 64, launch_variant<HopperTraits<64, 192, 2, true, 2, true, false, true>>},
+    {"hd64-2wg-bn192-turns", 64, launch_variant<HopperTraits<64, 192, 2, true, 2, true, true, true>>},
+    {"hd64-3wg-seq-bn192", 64, launch_variant<HopperTraits<64, 192, 2, true, 3, true, false, true, false>>},
+    {"hd64-3wg-seq-bn192-s3", 64, launch_variant<HopperTraits<64, 192, 3, true, 3, true, false, true, false>>},
 };
 static LaunchFn g_launch = launch_default;
 static std::string g_only;  // --only a,b: the variants to run (besides the configured kernel)
@@ -540,6 +544,9 @@ int main(int argc, char** argv) {
         // More tiles than SMs: every CTA runs several tiles, so the hand-over between tiles is checked.
         {"hd128 bf16 in-order lse 1x8200x700 h3", 1, 8200, 700, 3, 3, 128, false, false, false, true},
         {"hd128 fp16 in-order gqa 6/2 1x9000x1300", 1, 9000, 1300, 6, 2, 128, false, true},
+        {"hd64 bf16 long rows mask+lse 1x8300x900 h2", 1, 8300, 900, 2, 2, 64, false, false, true, true, false, false,
+         1, 200, 256},
+        {"hd64 bf16 long rows causal 1x8400 h2", 1, 8400, 8400, 2, 2, 64, true},
         {"hd128 bf16 many-tiles 2x1500x700 h40", 2, 1500, 700, 40, 40, 128},
         {"hd128 bf16 many causal+mask+lse 3x900", 3, 900, 900, 24, 24, 128, true, false, true, true},
         {"hd128 bf16 many varlen+lse b4 h16", 4, 1200, 1000, 16, 16, 128, false, false, false, true, true},
