@@ -5,7 +5,7 @@
 // Build on the GPU machine:
 //   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -Isrc -gencode=arch=compute_90a,code=sm_90a \
 //        bench/flash_dev/flash_dev.cu src/kernels/cuda/flash/flash_hopper.cu -o flash_dev
-// Usage: flash_dev [check] [time] [quick] [variants [--only NAME,NAME]] [--work NAME,NAME] [--shape B,H,SQ,SKV[,D]]... [--rounds N] [--csv FILE]; run_device.sh runs the recorded set.
+// Usage: flash_dev [check [--case TEXT]] [time] [quick] [variants [--only NAME,NAME]] [--work NAME,NAME] [--shape B,H,SQ,SKV[,D]]... [--rounds N] [--csv FILE]; run_device.sh runs the recorded set.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -508,6 +508,7 @@ int main(int argc, char** argv) {
   bool do_check = false, do_time = false, quick = false, variants = false;
   const char* csv_path = nullptr;
   std::string work_only;  // --work a,b: time only these workloads
+  std::string case_text;  // --case TEXT: check only the cases whose name contains TEXT
   int rounds_arg = 0;     // --rounds N: interleaved rounds per workload (default 3 with variants)
   std::vector<Case> extra;  // --shape: bf16 workloads timed besides (or, with --work, instead of) the list
   for (int i = 1; i < argc; ++i) {
@@ -518,6 +519,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
     if (!std::strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
     if (!std::strcmp(argv[i], "--work") && i + 1 < argc) work_only = argv[++i];
+    if (!std::strcmp(argv[i], "--case") && i + 1 < argc) case_text = argv[++i];
     if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds_arg = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       int b = 0, h = 0, sq = 0, skv = 0, d = 128;
@@ -593,6 +595,10 @@ int main(int argc, char** argv) {
         {"hd256 bf16 varlen b2", 2, 300, 350, 2, 2, 256, false, false, false, false, true},
     };
     if (quick) cases.resize(3);
+    if (!case_text.empty())
+      cases.erase(std::remove_if(cases.begin(), cases.end(),
+                                 [&](const Case& c) { return c.name.find(case_text) == std::string::npos; }),
+                  cases.end());
     for (const Variant& v : kVariants) {
       if (!wanted(v, variants)) continue;
       g_launch = v.fn;
