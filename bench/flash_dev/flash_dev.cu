@@ -5,7 +5,7 @@
 // Build on the GPU machine:
 //   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -Isrc -gencode=arch=compute_90a,code=sm_90a \
 //        bench/flash_dev/flash_dev.cu src/kernels/cuda/flash/flash_hopper.cu -o flash_dev
-// Usage: flash_dev [check [--case TEXT]] [time] [quick] [variants [--only NAME,NAME]] [--work NAME,NAME] [--shape B,H,SQ,SKV[,D]]... [--rounds N] [--csv FILE]; run_device.sh runs the recorded set.
+// Usage: flash_dev [check [--case TEXT]] [time] [quick] [variants [--only NAME,NAME]] [--work NAME,NAME] [--shape B,H,SQ,SKV[,D[,CAUSAL[,HKV]]]]... [--rounds N] [--csv FILE]; run_device.sh runs the recorded set.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -522,14 +522,16 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--case") && i + 1 < argc) case_text = argv[++i];
     if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds_arg = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
-      int b = 0, h = 0, sq = 0, skv = 0, d = 128;
-      if (std::sscanf(argv[++i], "%d,%d,%d,%d,%d", &b, &h, &sq, &skv, &d) < 4 || b < 1 || h < 1 || sq < 1 || skv < 1) {
-        std::fprintf(stderr, "--shape takes B,H,SQ,SKV[,D] with positive sizes, got %s\n", argv[i]);
+      int b = 0, h = 0, sq = 0, skv = 0, d = 128, causal = 0, hkv = 0;
+      if (std::sscanf(argv[++i], "%d,%d,%d,%d,%d,%d,%d", &b, &h, &sq, &skv, &d, &causal, &hkv) < 4 || b < 1 || h < 1 ||
+          sq < 1 || skv < 1 || hkv < 0 || (hkv > 0 && h % hkv != 0)) {
+        std::fprintf(stderr, "--shape takes B,H,SQ,SKV[,D[,CAUSAL[,HKV]]] with positive sizes, got %s\n", argv[i]);
         return 2;
       }
       extra.push_back({"shape-" + std::to_string(b) + "x" + std::to_string(h) + "x" + std::to_string(sq) + "x" +
-                           std::to_string(skv) + "-d" + std::to_string(d),
-                       b, sq, skv, h, h, d});
+                           std::to_string(skv) + "-d" + std::to_string(d) + (causal ? "-causal" : "") +
+                           (hkv > 0 ? "-kv" + std::to_string(hkv) : ""),
+                       b, sq, skv, h, hkv > 0 ? hkv : h, d, causal != 0});
     }
   }
   int sm_count = 0;

@@ -89,6 +89,10 @@ TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {
   EXPECT_EQ(choose_key_tiles(128, 2048, 2048, 40, kSms), KeyTiles::kShort);     // too few rows
   EXPECT_EQ(choose_key_tiles(128, 4608, 2047, 48, kSms), KeyTiles::kShort);     // too few keys
   EXPECT_EQ(choose_key_tiles(128, 4608, 512, 24, kSms), KeyTiles::kShort);      // cross-attention, 512 keys
+  // Causal calls: from 16384 rows only.
+  EXPECT_EQ(choose_key_tiles(128, 16384, 16384, 24, kSms, true), KeyTiles::kInOrder);
+  EXPECT_EQ(choose_key_tiles(128, 8192, 8192, 24, kSms, true), KeyTiles::kWide);
+  EXPECT_EQ(choose_key_tiles(128, 4096, 4096, 24, kSms, true), KeyTiles::kShort);
   // The wave count follows the GPU: on a 66-SM part the 4k square with 16 heads fills 5 waves.
   EXPECT_EQ(choose_key_tiles(128, 4096, 4096, 16, 66), KeyTiles::kInOrder);
   // Other head sizes keep their key-count families.

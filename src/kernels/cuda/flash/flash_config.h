@@ -75,8 +75,11 @@ constexpr KeyTiles key_tiles(int head_size, std::int64_t seqlen_k) {
 // fill at least three waves of the SMs (Flux 615 vs 595, Flux with a padded prompt 615 vs 518,
 // 4k squares with 18-24 heads +0-12 %, 3k square with 32 heads +8 %, run 22); with fewer tiles or
 // short keys the 128-row tiles tie or win (4k square with 16 heads 583 vs 564, 2k square with 40
-// heads 560 vs 546, 512 keys with 4608 rows 452 vs 426).
+// heads 560 vs 546, 512 keys with 4608 rows 452 vs 426). Causal calls, whose tiles differ in
+// length and are not split, win from 16k rows (564 vs 475) but lose at 8k (440 vs 458) and 4k
+// with 24 heads (328 vs 425, run 25), so they take the in-order groups from 16384 rows only.
 inline constexpr std::int64_t kInOrderMinRows = 8192;
+inline constexpr std::int64_t kInOrderCausalMinRows = 16384;
 inline constexpr std::int64_t kInOrderShortMinRows = 3072;
 inline constexpr std::int64_t kInOrderShortMinKeys = 2048;
 inline constexpr std::int64_t kInOrderShortMinWaves = 3;
@@ -85,8 +88,9 @@ inline constexpr std::int64_t kInOrderBlockM = 192;
 // `batch_heads` is batch x query heads (packed batches: the sequence count, with the longest
 // sequence as seqlen_q).
 constexpr bool prefers_in_order(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t batch_heads,
-                                int sm_count) {
+                                int sm_count, bool causal) {
   if (head_size != 128) return false;
+  if (causal) return seqlen_q >= kInOrderCausalMinRows;
   if (seqlen_q >= kInOrderMinRows) return true;
   const std::int64_t tiles = batch_heads * ((seqlen_q + kInOrderBlockM - 1) / kInOrderBlockM);
   return seqlen_q >= kInOrderShortMinRows && seqlen_k >= kInOrderShortMinKeys &&
@@ -95,8 +99,8 @@ constexpr bool prefers_in_order(int head_size, std::int64_t seqlen_q, std::int64
 
 // The family a launch uses: the in-order groups where they win, else the key-count families.
 constexpr KeyTiles choose_key_tiles(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k,
-                                    std::int64_t batch_heads, int sm_count) {
-  if (prefers_in_order(head_size, seqlen_q, seqlen_k, batch_heads, sm_count)) return KeyTiles::kInOrder;
+                                    std::int64_t batch_heads, int sm_count, bool causal = false) {
+  if (prefers_in_order(head_size, seqlen_q, seqlen_k, batch_heads, sm_count, causal)) return KeyTiles::kInOrder;
   return key_tiles(head_size, seqlen_k);
 }
 
