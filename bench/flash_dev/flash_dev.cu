@@ -62,6 +62,7 @@ static const Variant kVariants[] = {
     {"3wg-staged", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true>>},
     {"3wg-staged-tma", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true>>},
     {"hd64-2wg-bn192", 64, launch_variant<HopperTraits<64, 192, 2, true, 2, true, false, true>>},
+    {"hd64-3wg-bn192", 64, launch_variant<HopperTraits<64, 192, 2, true, 3, true, false, true>>},
     {"hd64-2wg-bn192-turns", 64, launch_variant<HopperTraits<64, 192, 2, true, 2, true, true, true>>},
     {"hd64-3wg-seq-bn192", 64, launch_variant<HopperTraits<64, 192, 2, true, 3, true, false, true, false>>},
     {"hd64-3wg-seq-bn192-s3", 64, launch_variant<HopperTraits<64, 192, 3, true, 3, true, false, true, false>>},
