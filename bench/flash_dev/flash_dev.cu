@@ -635,11 +635,6 @@ int main(int argc, char** argv) {
         {"square8k-hd128", 1, 8192, 8192, 24, 24, 128},
         {"square16k-hd128-causal", 1, 16384, 16384, 24, 24, 128, true},
         {"cross512-rows4608", 1, 4608, 512, 24, 24, 128},
-        // Around the in-order schedule's row threshold (only with --work).
-        {"flux-512-joint", 1, 1536, 1536, 24, 24, 128},
-        {"square4k-hd128-h24", 1, 4096, 4096, 24, 24, 128},
-        {"square6k-hd128", 1, 6144, 6144, 24, 24, 128},
-        {"flux-1024-joint-b2", 2, 4608, 4608, 24, 24, 128},
         // Padded prompts (key masks; PyTorch's flash and cuDNN SDPA take no such mask).
         {"flux-1024-joint-prompt200", 1, 4608, 4608, 24, 24, 128, false, false, true, false, false, false, 1, 200},
         {"wan14b-480p-cross512-prompt120", 1, 32760, 512, 40, 40, 128, false, false, true, false, false, false, 2, 120},
@@ -648,15 +643,10 @@ int main(int argc, char** argv) {
     const auto listed = [](const std::string& list, const std::string& name) {
       return ("," + list + ",").find("," + name + ",") != std::string::npos;
     };
-    static const char* const kThresholdOnly[] = {"flux-512-joint", "square4k-hd128-h24", "square6k-hd128",
-                                                 "flux-1024-joint-b2"};
+    // --work picks from the list; --shape alone replaces it.
     std::vector<Case> kept;
-    for (const Case& c : work) {
-      bool threshold_only = false;
-      for (const char* n : kThresholdOnly) threshold_only |= c.name == n;
-      if (work_only.empty() ? !threshold_only : listed(work_only, c.name)) kept.push_back(c);
-    }
-    if (!extra.empty() && work_only.empty()) kept.clear();
+    for (const Case& c : work)
+      if (work_only.empty() ? extra.empty() : listed(work_only, c.name)) kept.push_back(c);
     work = kept;
     work.insert(work.end(), extra.begin(), extra.end());
     // Variants are timed in interleaved rounds (A B C A B C ...) and each reports the median of

@@ -62,7 +62,6 @@ TEST(FlashConfig, WarpgroupsTakeTurnsOnlyOnLongRowTiles) {
 TEST(FlashConfig, InOrderTilesAreThreeGroupsOfSequentialBlocksAtHd128) {
   const HopperTile t = hopper_tile(128, KeyTiles::kInOrder);
   EXPECT_EQ(t.block_m, 192);
-  EXPECT_EQ(t.block_m, kInOrderBlockM);  // the rows prefers_in_order counts its tiles with
   EXPECT_EQ(t.block_n, 128);
   EXPECT_EQ(t.consumer_warpgroups, 3);
   EXPECT_FALSE(t.overlap);
@@ -75,28 +74,28 @@ TEST(FlashConfig, InOrderTilesAreThreeGroupsOfSequentialBlocksAtHd128) {
 TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {
   constexpr int kSms = 132;  // H200
   // From 8192 query rows, with or without a key mask, whatever the keys and the tile count.
-  EXPECT_EQ(choose_key_tiles(128, 32760, 32760, 40, kSms), KeyTiles::kInOrder);  // Wan 480p
-  EXPECT_EQ(choose_key_tiles(128, 11440, 11440, 24, kSms), KeyTiles::kInOrder);  // Wan2.2-5B
-  EXPECT_EQ(choose_key_tiles(128, 32760, 512, 40, kSms), KeyTiles::kInOrder);    // Wan cross, padded or not
-  EXPECT_EQ(choose_key_tiles(128, 8192, 8300, 1, kSms), KeyTiles::kInOrder);
-  EXPECT_EQ(choose_key_tiles(128, 8191, 8300, 1, kSms), KeyTiles::kLong);
+  EXPECT_EQ(choose_key_tiles(128, 32760, 32760, 40, kSms, false), KeyTiles::kInOrder);  // Wan 480p
+  EXPECT_EQ(choose_key_tiles(128, 11440, 11440, 24, kSms, false), KeyTiles::kInOrder);  // Wan2.2-5B
+  EXPECT_EQ(choose_key_tiles(128, 32760, 512, 40, kSms, false), KeyTiles::kInOrder);    // Wan cross, padded or not
+  EXPECT_EQ(choose_key_tiles(128, 8192, 8300, 1, kSms, false), KeyTiles::kInOrder);
+  EXPECT_EQ(choose_key_tiles(128, 8191, 8300, 1, kSms, false), KeyTiles::kLong);
   // Shorter rows: long keys and 192-row tiles that fill three waves (Flux: 24 x 24 = 576 tiles).
-  EXPECT_EQ(choose_key_tiles(128, 4608, 4608, 24, kSms), KeyTiles::kInOrder);   // Flux, padded or not
-  EXPECT_EQ(choose_key_tiles(128, 4096, 4096, 18, kSms), KeyTiles::kInOrder);   // 396 tiles: three waves
-  EXPECT_EQ(choose_key_tiles(128, 4096, 4096, 16, kSms), KeyTiles::kShort);     // 352 tiles
-  EXPECT_EQ(choose_key_tiles(128, 3072, 3072, 32, kSms), KeyTiles::kInOrder);
-  EXPECT_EQ(choose_key_tiles(128, 3071, 3072, 64, kSms), KeyTiles::kShort);     // too few rows
-  EXPECT_EQ(choose_key_tiles(128, 2048, 2048, 40, kSms), KeyTiles::kShort);     // too few rows
-  EXPECT_EQ(choose_key_tiles(128, 4608, 2047, 48, kSms), KeyTiles::kShort);     // too few keys
-  EXPECT_EQ(choose_key_tiles(128, 4608, 512, 24, kSms), KeyTiles::kShort);      // cross-attention, 512 keys
+  EXPECT_EQ(choose_key_tiles(128, 4608, 4608, 24, kSms, false), KeyTiles::kInOrder);   // Flux, padded or not
+  EXPECT_EQ(choose_key_tiles(128, 4096, 4096, 18, kSms, false), KeyTiles::kInOrder);   // 396 tiles: three waves
+  EXPECT_EQ(choose_key_tiles(128, 4096, 4096, 16, kSms, false), KeyTiles::kShort);     // 352 tiles
+  EXPECT_EQ(choose_key_tiles(128, 3072, 3072, 32, kSms, false), KeyTiles::kInOrder);
+  EXPECT_EQ(choose_key_tiles(128, 3071, 3072, 64, kSms, false), KeyTiles::kShort);     // too few rows
+  EXPECT_EQ(choose_key_tiles(128, 2048, 2048, 40, kSms, false), KeyTiles::kShort);     // too few rows
+  EXPECT_EQ(choose_key_tiles(128, 4608, 2047, 48, kSms, false), KeyTiles::kShort);     // too few keys
+  EXPECT_EQ(choose_key_tiles(128, 4608, 512, 24, kSms, false), KeyTiles::kShort);      // cross-attention, 512 keys
   // Causal calls: from 16384 rows only.
   EXPECT_EQ(choose_key_tiles(128, 16384, 16384, 24, kSms, true), KeyTiles::kInOrder);
   EXPECT_EQ(choose_key_tiles(128, 8192, 8192, 24, kSms, true), KeyTiles::kWide);
   EXPECT_EQ(choose_key_tiles(128, 4096, 4096, 24, kSms, true), KeyTiles::kShort);
   // The wave count follows the GPU: on a 66-SM part the 4k square with 16 heads fills 5 waves.
-  EXPECT_EQ(choose_key_tiles(128, 4096, 4096, 16, 66), KeyTiles::kInOrder);
+  EXPECT_EQ(choose_key_tiles(128, 4096, 4096, 16, 66, false), KeyTiles::kInOrder);
   // Other head sizes keep their key-count families.
-  for (int d : {64, 96, 192, 256}) EXPECT_EQ(choose_key_tiles(d, 32760, 32760, 40, kSms), key_tiles(d, 32760)) << d;
+  for (int d : {64, 96, 192, 256}) EXPECT_EQ(choose_key_tiles(d, 32760, 32760, 40, kSms, false), key_tiles(d, 32760)) << d;
 }
 
 TEST(FlashConfig, UnknownHeadSizeHasNoTile) {

@@ -65,45 +65,6 @@ constexpr KeyTiles key_tiles(int head_size, std::int64_t seqlen_k) {
   return is_long_kv(seqlen_k) ? KeyTiles::kLong : KeyTiles::kShort;
 }
 
-// At hd128 three consumer warpgroups (192 query rows) that run each key block's products and
-// softmax in order, the other two groups keeping the tensor cores busy meanwhile, beat two
-// groups that overlap their own softmax with their next products (H200, timed interleaved,
-// bench/results/flash-notes.md runs 19-22, TFLOP/s): Wan 480p 650 vs 631, Wan2.2-5B 626 vs 599,
-// HunyuanVideo-1.5 632 vs 605, 16k square 640 vs 614, Wan 720p 649 vs 632, 512-key
-// cross-attention 513 vs 479, causal 16k square 564 vs 475. From 8192 query rows they win or tie
-// on every shape measured. On shorter rows they win where the keys are long and the 192-row tiles
-// fill at least three waves of the SMs (Flux 615 vs 595, Flux with a padded prompt 615 vs 518,
-// 4k squares with 18-24 heads +0-12 %, 3k square with 32 heads +8 %, run 22); with fewer tiles or
-// short keys the 128-row tiles tie or win (4k square with 16 heads 583 vs 564, 2k square with 40
-// heads 560 vs 546, 512 keys with 4608 rows 452 vs 426). Causal calls, whose tiles differ in
-// length and are not split, win from 16k rows (564 vs 475) but lose at 8k (440 vs 458) and 4k
-// with 24 heads (328 vs 425, run 25), so they take the in-order groups from 16384 rows only.
-inline constexpr std::int64_t kInOrderMinRows = 8192;
-inline constexpr std::int64_t kInOrderCausalMinRows = 16384;
-inline constexpr std::int64_t kInOrderShortMinRows = 3072;
-inline constexpr std::int64_t kInOrderShortMinKeys = 2048;
-inline constexpr std::int64_t kInOrderShortMinWaves = 3;
-inline constexpr std::int64_t kInOrderBlockM = 192;
-
-// `batch_heads` is batch x query heads (packed batches: the sequence count, with the longest
-// sequence as seqlen_q).
-constexpr bool prefers_in_order(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t batch_heads,
-                                int sm_count, bool causal) {
-  if (head_size != 128) return false;
-  if (causal) return seqlen_q >= kInOrderCausalMinRows;
-  if (seqlen_q >= kInOrderMinRows) return true;
-  const std::int64_t tiles = batch_heads * ((seqlen_q + kInOrderBlockM - 1) / kInOrderBlockM);
-  return seqlen_q >= kInOrderShortMinRows && seqlen_k >= kInOrderShortMinKeys &&
-         tiles >= kInOrderShortMinWaves * sm_count;
-}
-
-// The family a launch uses: the in-order groups where they win, else the key-count families.
-constexpr KeyTiles choose_key_tiles(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k,
-                                    std::int64_t batch_heads, int sm_count, bool causal = false) {
-  if (prefers_in_order(head_size, seqlen_q, seqlen_k, batch_heads, sm_count, causal)) return KeyTiles::kInOrder;
-  return key_tiles(head_size, seqlen_k);
-}
-
 // Wider key tiles amortise the softmax's row reductions; hd192/hd256 keep narrower tiles so two
 // stages of K and V still fit next to the Q tile. hd64 is bound by the exponentials as much as by
 // the tensor cores, so it runs three consumer warpgroups (192 query rows) to keep more softmax work
@@ -163,6 +124,44 @@ constexpr std::int64_t num_m_blocks(std::int64_t seqlen_q, const HopperTile& til
 
 constexpr std::int64_t num_tiles(std::int64_t batch, std::int64_t heads_q, std::int64_t m_blocks) {
   return batch * heads_q * m_blocks;
+}
+
+// At hd128 three consumer warpgroups (192 query rows) that run each key block's products and
+// softmax in order, the other two groups keeping the tensor cores busy meanwhile, beat two
+// groups that overlap their own softmax with their next products (H200, timed interleaved,
+// bench/results/flash-notes.md runs 19-22, TFLOP/s): Wan 480p 650 vs 631, Wan2.2-5B 626 vs 599,
+// HunyuanVideo-1.5 632 vs 605, 16k square 640 vs 614, Wan 720p 649 vs 632, 512-key
+// cross-attention 513 vs 479, causal 16k square 564 vs 475. From 8192 query rows they win or tie
+// on every shape measured. On shorter rows they win where the keys are long and the 192-row tiles
+// fill at least three waves of the SMs (Flux 615 vs 595, Flux with a padded prompt 615 vs 518,
+// 4k squares with 18-24 heads +0-12 %, 3k square with 32 heads +8 %, run 22); with fewer tiles or
+// short keys the 128-row tiles tie or win (4k square with 16 heads 583 vs 564, 2k square with 40
+// heads 560 vs 546, 512 keys with 4608 rows 452 vs 426). Causal calls, whose tiles differ in
+// length and are not split, win from 16k rows (564 vs 475) but lose at 8k (440 vs 458) and 4k
+// with 24 heads (328 vs 425, run 25), so they take the in-order groups from 16384 rows only.
+inline constexpr std::int64_t kInOrderMinRows = 8192;
+inline constexpr std::int64_t kInOrderCausalMinRows = 16384;
+inline constexpr std::int64_t kInOrderShortMinRows = 3072;
+inline constexpr std::int64_t kInOrderShortMinKeys = 2048;
+inline constexpr std::int64_t kInOrderShortMinWaves = 3;
+
+// `batch_heads` is batch x query heads (packed batches: the sequence count, with the longest
+// sequence as seqlen_q).
+constexpr bool prefers_in_order(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t batch_heads,
+                                int sm_count, bool causal) {
+  if (head_size != 128) return false;
+  if (causal) return seqlen_q >= kInOrderCausalMinRows;
+  if (seqlen_q >= kInOrderMinRows) return true;
+  const std::int64_t tiles = batch_heads * num_m_blocks(seqlen_q, hopper_tile(head_size, KeyTiles::kInOrder));
+  return seqlen_q >= kInOrderShortMinRows && seqlen_k >= kInOrderShortMinKeys &&
+         tiles >= kInOrderShortMinWaves * sm_count;
+}
+
+// The family a launch uses: the in-order groups where they win, else the key-count families.
+constexpr KeyTiles choose_key_tiles(int head_size, std::int64_t seqlen_q, std::int64_t seqlen_k,
+                                    std::int64_t batch_heads, int sm_count, bool causal) {
+  if (prefers_in_order(head_size, seqlen_q, seqlen_k, batch_heads, sm_count, causal)) return KeyTiles::kInOrder;
+  return key_tiles(head_size, seqlen_k);
 }
 
 // One persistent CTA per SM, never more CTAs than tiles.
