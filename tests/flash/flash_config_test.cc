@@ -95,7 +95,8 @@ TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {
   // The wave count follows the GPU: on a 66-SM part the 4k square with 16 heads fills 5 waves.
   EXPECT_EQ(choose_key_tiles(128, 4096, 4096, 16, 66, false), KeyTiles::kInOrder);
   // Other head sizes keep their key-count families.
-  for (int d : {64, 96, 192, 256}) EXPECT_EQ(choose_key_tiles(d, 32760, 32760, 40, kSms, false), key_tiles(d, 32760)) << d;
+  for (int d : {64, 96, 192, 256})
+    EXPECT_EQ(choose_key_tiles(d, 32760, 32760, 40, kSms, false), key_tiles(d, 32760)) << d;
 }
 
 TEST(FlashConfig, UnknownHeadSizeHasNoTile) {
