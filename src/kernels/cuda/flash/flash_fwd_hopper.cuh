@@ -257,30 +257,38 @@ struct Consumer {
   int tid;     // 0..127 within the warpgroup
   int lane, warp;
 
+  // Descriptors of the Q tile (this warpgroup's rows) and of stage 0's K and V tiles; the others
+  // are offsets from these (set by init_descriptors before run).
+  uint64_t q_desc0 = 0, k_desc0 = 0, v_desc0 = 0;
+
+  __device__ void init_descriptors() {
+    q_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.q()) + wg * 64 * 128, 16, 1024);
+    k_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.k(0)), 16, 1024);
+    // V is [kv rows][D]: MN-major for the P V product; 64-column chunks are kKVChunkBytes apart.
+    v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)), T::kKVChunkBytes, 1024);
+  }
   __device__ uint64_t q_desc(int kk) const {
-    const uint32_t addr = ptx::smem_addr(sm.q()) + (kk / 4) * T::kQChunkBytes + wg * 64 * 128 + (kk % 4) * 32;
-    return ptx::make_smem_desc_sw128(addr, 16, 1024);
+    return ptx::smem_desc_advance(q_desc0, (kk / 4) * T::kQChunkBytes + (kk % 4) * 32);
   }
-  __device__ uint64_t k_desc(int stage, int kk) const {
-    const uint32_t addr = ptx::smem_addr(sm.k(stage)) + (kk / 4) * T::kKVChunkBytes + (kk % 4) * 32;
-    return ptx::make_smem_desc_sw128(addr, 16, 1024);
+  __device__ uint64_t k_desc(uint64_t stage_desc, int kk) const {
+    return ptx::smem_desc_advance(stage_desc, (kk / 4) * T::kKVChunkBytes + (kk % 4) * 32);
   }
-  // V is [kv rows][D]: MN-major for the P V product; 64-column chunks are kKVChunkBytes apart.
-  __device__ uint64_t v_desc(int stage, int kk) const {
-    const uint32_t addr = ptx::smem_addr(sm.v(stage)) + kk * 16 * 128;
-    return ptx::make_smem_desc_sw128(addr, T::kKVChunkBytes, 1024);
+  __device__ uint64_t v_desc(uint64_t stage_desc, int kk) const {
+    return ptx::smem_desc_advance(stage_desc, kk * 16 * 128);
   }
 
   __device__ void issue_qk(float (&s)[kSAcc], int stage) const {
+    const uint64_t k0 = ptx::smem_desc_advance(k_desc0, stage * T::kKVBytes);
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk)
-      Wgmma<T::kBlockN>::template ss<T::kBf16>(s, q_desc(kk), k_desc(stage, kk), kk > 0 ? 1 : 0);
+      Wgmma<T::kBlockN>::template ss<T::kBf16>(s, q_desc(kk), k_desc(k0, kk), kk > 0 ? 1 : 0);
   }
   __device__ void issue_pv(float (&o)[kOAcc], const uint32_t (&pr)[T::kBlockN / 4], int stage) const {
+    const uint64_t v0 = ptx::smem_desc_advance(v_desc0, stage * T::kKVBytes);
 #pragma unroll
     for (int kk = 0; kk < kPVSteps; ++kk) {
       const uint32_t a[4] = {pr[4 * kk + 0], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
-      Wgmma<T::kD>::template rs<T::kBf16>(o, a, v_desc(stage, kk), 1);
+      Wgmma<T::kD>::template rs<T::kBf16>(o, a, v_desc(v0, kk), 1);
     }
   }
 
@@ -353,45 +361,64 @@ struct Consumer {
     return p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM;
   }
 
-  // Online softmax on one score tile: updates the row state, turns s into exp2 values in place
-  // and returns the factor the previous output must be scaled by. Maxima and sums use kLanes
-  // independent partials so the reductions are not one long dependent chain.
-  __device__ void softmax(float (&s)[kSAcc], RowState& st, float (&alpha)[2]) const {
+  // Online softmax on one score tile: updates the row state and turns s into exp2 values in place.
+  // The running maximum only moves when a row's maximum grew by more than kRescaleLog2 (in log2
+  // units) somewhere in the warp: otherwise the old maximum stays, the exponentials are at most
+  // 2^kRescaleLog2 and the output needs no rescaling. Returns whether it does (then alpha holds the
+  // factors). Maxima and sums use kLanes independent partials so the reductions are not one long
+  // dependent chain.
+  static constexpr float kRescaleLog2 = 8.f;
+  __device__ bool softmax(float (&s)[kSAcc], RowState& st, float (&alpha)[2]) const {
     constexpr int kCols = T::kBlockN / 4;  // values per row held by this thread
     constexpr int kLanes = 8;
+    static_assert(kCols >= kLanes, "fewer values per row than reduction lanes");
     const float scale = p.scale_log2;
+    auto at = [](int i, int r) { return (i / 2) * 4 + 2 * r + (i % 2); };
+    float mx[2];
+    bool grew = false;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float part[kLanes];
 #pragma unroll
-      for (int i = 0; i < kLanes; ++i) part[i] = st.m[r];
+      for (int i = 0; i < kLanes; ++i) part[i] = s[at(i, r)];
 #pragma unroll
-      for (int i = 0; i < kCols; ++i) part[i % kLanes] = fmaxf(part[i % kLanes], s[(i / 2) * 4 + 2 * r + (i % 2)]);
+      for (int i = kLanes; i < kCols; ++i) part[i % kLanes] = fmaxf(part[i % kLanes], s[at(i, r)]);
 #pragma unroll
       for (int w = kLanes / 2; w > 0; w /= 2)
 #pragma unroll
         for (int i = 0; i < w; ++i) part[i] = fmaxf(part[i], part[i + w]);
-      float mx = part[0];
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-      const float m_scaled = mx == -INFINITY ? 0.f : mx * scale;
-      alpha[r] = ptx::exp2_approx(st.m[r] * scale - m_scaled);
-      st.m[r] = mx;
+      float m = part[0];
+      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+      mx[r] = fmaxf(m, st.m[r]);
+      // -inf - -inf is NaN and compares false: a row with no live key yet does not ask to grow.
+      grew = grew || (mx[r] - st.m[r]) * scale > kRescaleLog2;
+    }
+    const bool rescale = __any_sync(0xffffffff, grew);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (rescale) {
+        const float m_scaled = mx[r] == -INFINITY ? 0.f : mx[r] * scale;
+        alpha[r] = ptx::exp2_approx(st.m[r] * scale - m_scaled);
+        st.m[r] = mx[r];
+      }
+      const float m_scaled = st.m[r] == -INFINITY ? 0.f : st.m[r] * scale;
+      float part[kLanes];
 #pragma unroll
       for (int i = 0; i < kLanes; ++i) part[i] = 0.f;
 #pragma unroll
       for (int i = 0; i < kCols; ++i) {
-        const int idx = (i / 2) * 4 + 2 * r + (i % 2);
-        const float v = ptx::exp2_approx(fmaf(s[idx], scale, -m_scaled));
-        s[idx] = v;
+        const float v = ptx::exp2_approx(fmaf(s[at(i, r)], scale, -m_scaled));
+        s[at(i, r)] = v;
         part[i % kLanes] += v;
       }
 #pragma unroll
       for (int w = kLanes / 2; w > 0; w /= 2)
 #pragma unroll
         for (int i = 0; i < w; ++i) part[i] += part[i + w];
-      st.l[r] = st.l[r] * alpha[r] + part[0];
+      st.l[r] = rescale ? fmaf(st.l[r], alpha[r], part[0]) : st.l[r] + part[0];
     }
+    return rescale;
   }
 
   __device__ void convert_p(const float (&s)[kSAcc], uint32_t (&pr)[T::kBlockN / 4]) const {
@@ -611,8 +638,7 @@ struct Consumer {
           if constexpr (kSkip) next = next_live_block<T>(p, c, n + 1, next_full);
           if (next >= c.n_end) release(sm.q_empty());  // last read of Q: the next tile's may load
           if (needs_mask(c, n, full)) apply_mask(s, c, n);
-          softmax(s, st, alpha);
-          rescale_o(o, alpha);
+          if (softmax(s, st, alpha)) rescale_o(o, alpha);
           convert_p(s, pr);
           ptx::mbar_wait(sm.v_full(stage), phase);
           take_turn();
@@ -658,12 +684,12 @@ struct Consumer {
           release(sm.k_empty(stage));
           if (!kSkip && n == c.n_end - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
           if (needs_mask(c, n, full)) apply_mask(s, c, n);
-          softmax(s, st, alpha);
+          const bool rescale = softmax(s, st, alpha);
           if (!first) {
             ptx::wgmma_wait<0>();
             ptx::fence_operands(o);
             release(sm.v_empty(prev_stage));
-            rescale_o(o, alpha);
+            if (rescale) rescale_o(o, alpha);
           }
           convert_p(s, pr);
           prev_stage = stage;
@@ -741,6 +767,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     ptx::setmaxnreg_inc<T::kConsumerRegs>();
     const int tid = threadIdx.x % 128;
     Consumer<T> consumer{p, maps, sm, warpgroup - 1, tid, tid % 32, tid / 32};
+    consumer.init_descriptors();
     consumer.template run<kSkip>();
   }
 #else

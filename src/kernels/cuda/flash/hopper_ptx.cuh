@@ -125,4 +125,12 @@ __device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t smem_byte_addr
   return desc;
 }
 
+// The descriptor of a tile `bytes` past the one `desc` describes. The start address sits in the
+// low 14 bits in 16-byte units and shared memory ends below 256 KiB, so the sum stays in that
+// field: one 32-bit add instead of rebuilding the descriptor before every wgmma.
+__device__ __forceinline__ uint64_t smem_desc_advance(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 }  // namespace diffattn::flash::ptx
