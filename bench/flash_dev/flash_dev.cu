@@ -58,14 +58,7 @@ static const Variant kVariants[] = {
     {"bn176-turns", 128, launch_variant<HopperTraits<128, 176, 2, true, 2, false, true>>},
     {"3wg-seq-tma", 128, launch_variant<HopperTraits<128, 128, 2, true, 3, true, false, true, false>>},
     {"wide192", 128, launch_variant<HopperTraits<128, 192, 2, true, 2>>},
-    {"hd64-3wg-seq", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, false>>},
-    {"3wg-staged", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true>>},
-    {"3wg-staged-tma", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true>>},
-    {"hd64-2wg-bn192", 64, launch_variant<HopperTraits<64, 192, 2, true, 2, true, false, true>>},
-    {"hd64-3wg-bn192", 64, launch_variant<HopperTraits<64, 192, 2, true, 3, true, false, true>>},
-    {"hd64-2wg-bn192-turns", 64, launch_variant<HopperTraits<64, 192, 2, true, 2, true, true, true>>},
-    {"hd64-3wg-seq-bn192", 64, launch_variant<HopperTraits<64, 192, 2, true, 3, true, false, true, false>>},
-    {"hd64-3wg-seq-bn192-s3", 64, launch_variant<HopperTraits<64, 192, 3, true, 3, true, false, true, false>>},
+    {"hd64-rowsum", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, true>>},
 };
 static LaunchFn g_launch = launch_default;
 static std::string g_only;  // --only a,b: the variants to run (besides the configured kernel)

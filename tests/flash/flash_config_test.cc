@@ -57,6 +57,18 @@ TEST(FlashConfig, WarpgroupsTakeTurnsOnlyOnLongRowTiles) {
   EXPECT_EQ(hopper_smem_bytes(staged, 128) - hopper_smem_bytes(direct, 128), 128 * 128 * 2);
 }
 
+// Row sums through the P V product only at hd64, whose value tile is one 64-column chunk (the
+// tile of ones sits one chunk stride past it); its shared memory counts the ones tile.
+TEST(FlashConfig, RowSumsByTheProductOnlyAtHd64) {
+  for (KeyTiles keys : kAllKeyTiles) {
+    EXPECT_TRUE(hopper_tile(64, keys).row_sum_by_mma);
+    for (int d : {96, 128, 192, 256}) EXPECT_FALSE(hopper_tile(d, keys).row_sum_by_mma) << d;
+  }
+  HopperTile with = hopper_tile(64, KeyTiles::kShort), without = with;
+  without.row_sum_by_mma = false;
+  EXPECT_EQ(hopper_smem_bytes(with, 64) - hopper_smem_bytes(without, 64), with.stages * with.block_n * 128);
+}
+
 // The in-order family: three consumer warpgroups (192 rows) on 128-key tiles at hd128, each group
 // running its blocks without overlapping its own softmax, with the staged TMA-store epilogue.
 TEST(FlashConfig, InOrderTilesAreThreeGroupsOfSequentialBlocksAtHd128) {

@@ -33,6 +33,7 @@ struct HopperTile {
   bool issue_in_turn = false;    // consumer warpgroups take turns issuing their GEMMs
   bool tma_store = false;        // the staged epilogue stores through TMA (unpacked batches)
   bool overlap = true;           // a consumer overlaps its softmax with its own next products
+  bool row_sum_by_mma = false;   // P V also sums P's rows (V plus a constant tile of ones; hd64)
 };
 
 inline constexpr int kHopperSmemLimit = 227 * 1024;  // opt-in dynamic shared memory per block on sm_90
@@ -68,11 +69,13 @@ constexpr KeyTiles key_tiles(int head_size, std::int64_t seqlen_k) {
 // Wider key tiles amortise the softmax's row reductions; hd192/hd256 keep narrower tiles so two
 // stages of K and V still fit next to the Q tile. hd64 is bound by the exponentials as much as by
 // the tensor cores, so it runs three consumer warpgroups (192 query rows) to keep more softmax work
-// in flight: 392 vs 334 TFLOP/s on SD3's 4429-token joint attention (H200, bench/results/).
+// in flight: 392 vs 334 TFLOP/s on SD3's 4429-token joint attention (H200, bench/results/). Its
+// row sums come out of the P V product (eight more columns, of ones) instead of one add per score:
+// SD3 458 vs 440 TFLOP/s, 4k square 493 vs 475, 16k square 538 vs 502 (H200, run 29).
 constexpr HopperTile hopper_base_tile(int head_size, KeyTiles keys) {
   const bool long_kv = keys == KeyTiles::kLong;
   switch (head_size) {
-    case 64: return {192, 128, 2, 3};
+    case 64: return {192, 128, 2, 3, false, false, false, true, /*row_sum_by_mma=*/true};
     case 96: return {128, long_kv ? 176 : 128, 2, 2};
     case 128:
       if (keys == KeyTiles::kInOrder) return {192, 128, 2, 3, false, false, false, /*overlap=*/false};
@@ -84,16 +87,18 @@ constexpr HopperTile hopper_base_tile(int head_size, KeyTiles keys) {
 }
 
 // Shared memory a tile needs: Q plus `stages` K and V buffers (and the O buffer of a staged
-// epilogue, Q-sized), each padded to 64-column chunks of 128 bytes (the TMA/wgmma swizzle width),
-// the mbarriers, and 1024 bytes of alignment slack.
+// epilogue, Q-sized; the tile of ones of row sums by the P V product, as large as the V stages),
+// each padded to 64-column chunks of 128 bytes (the TMA/wgmma swizzle width), the mbarriers, and
+// 1024 bytes of alignment slack.
 constexpr int hopper_smem_bytes(const HopperTile& tile, int head_size, int elem_bytes = 2) {
   const int chunk_cols = 128 / elem_bytes;
   const int padded = (head_size + chunk_cols - 1) / chunk_cols * chunk_cols;
   const int q = tile.block_m * padded * elem_bytes;
   const int kv = 2 * tile.stages * tile.block_n * padded * elem_bytes;
   const int o = tile.staged_epilogue ? q : 0;
+  const int ones = tile.row_sum_by_mma ? kv / 2 : 0;
   const int barriers = (2 + 4 * tile.stages) * 8;
-  return q + kv + o + barriers + 1024;
+  return q + kv + o + ones + barriers + 1024;
 }
 
 // The staged epilogue wherever its buffer fits: 16-byte coalesced stores beat 4-byte stores from

@@ -28,7 +28,7 @@ struct FlashTmaMaps {
 };
 
 template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false,
-          bool kIssueInTurn_ = false, bool kTmaStore_ = false, bool kOverlap_ = true>
+          bool kIssueInTurn_ = false, bool kTmaStore_ = false, bool kOverlap_ = true, bool kRowSumByMma_ = false>
 struct HopperTraits {
   // A consumer overlaps its softmax with its own products (the next block's Q K^T and the
   // previous block's P V in flight together). Without it each block runs Q K^T, softmax, P V in
@@ -43,6 +43,10 @@ struct HopperTraits {
   // The output block goes through its own shared-memory buffer to 16-byte coalesced stores
   // (where shared memory has room for it) instead of 4-byte stores from the accumulators.
   static constexpr bool kStagedEpilogue = kStagedEpilogue_;
+  // The P V product also sums each row of P: V gains eight columns of ones (a constant tile that
+  // follows the V stages), so the row sums come out of the tensor cores in fp32 instead of one
+  // add per score. hd64 only (its value tile is one 64-column chunk).
+  static constexpr bool kRowSumByMma = kRowSumByMma_;
   static constexpr int kD = kD_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
@@ -57,7 +61,9 @@ struct HopperTraits {
   static constexpr int kKVBytes = kChunks * kKVChunkBytes;
   static constexpr int kKOffset = kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
-  static constexpr int kOOffset = kVOffset + kStages * kKVBytes;
+  static constexpr int kOnesOffset = kVOffset + kStages * kKVBytes;
+  static constexpr int kOnesBytes = kRowSumByMma ? kStages * kKVBytes : 0;
+  static constexpr int kOOffset = kOnesOffset + kOnesBytes;
   static constexpr int kOBytes = kStagedEpilogue ? kQBytes : 0;
   static constexpr int kBarrierOffset = kOOffset + kOBytes;
   static constexpr int kNumBarriers = 2 + 4 * kStages;
@@ -72,6 +78,8 @@ struct HopperTraits {
   static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= kThreads * ((65536 / kThreads) & ~7),
                 "register budget exceeded");
   static_assert(kBlockN % 16 == 0 && kD % 16 == 0, "wgmma needs multiples of 16");
+  static_assert(!kRowSumByMma || kD == 64, "row sums through the P V product need hd64");
+  static constexpr int kPVN = kD + (kRowSumByMma ? 8 : 0);  // columns of the P V product
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 
@@ -177,6 +185,7 @@ struct SmemLayout {
   __device__ uint8_t* k(int stage) const { return base + T::kKOffset + stage * T::kKVBytes; }
   __device__ uint8_t* v(int stage) const { return base + T::kVOffset + stage * T::kKVBytes; }
   __device__ uint8_t* o() const { return base + T::kOOffset; }
+  __device__ uint8_t* ones() const { return base + T::kOnesOffset; }
   __device__ uint64_t* bar() const { return reinterpret_cast<uint64_t*>(base + T::kBarrierOffset); }
   __device__ uint64_t* q_full() const { return bar(); }
   __device__ uint64_t* q_empty() const { return bar() + 1; }
@@ -247,6 +256,7 @@ template <class T>
 struct Consumer {
   static constexpr int kSAcc = T::kBlockN / 2;
   static constexpr int kOAcc = T::kD / 2;
+  static constexpr int kPVAcc = T::kPVN / 2;  // the output, then (kRowSumByMma) the row sums
   static constexpr int kKSteps = T::kD / 16;        // Q K^T reduction steps
   static constexpr int kPVSteps = T::kBlockN / 16;  // P V reduction steps
 
@@ -265,7 +275,8 @@ struct Consumer {
     q_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.q()) + wg * 64 * 128, 16, 1024);
     k_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.k(0)), 16, 1024);
     // V is [kv rows][D]: MN-major for the P V product; 64-column chunks are kKVChunkBytes apart.
-    v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)), T::kKVChunkBytes, 1024);
+    // With row sums the second chunk is the tile of ones that lies as far past each V stage.
+    v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)), T::kRowSumByMma ? T::kOnesBytes : T::kKVChunkBytes, 1024);
   }
   __device__ uint64_t q_desc(int kk) const {
     return ptx::smem_desc_advance(q_desc0, (kk / 4) * T::kQChunkBytes + (kk % 4) * 32);
@@ -283,12 +294,12 @@ struct Consumer {
     for (int kk = 0; kk < kKSteps; ++kk)
       Wgmma<T::kBlockN>::template ss<T::kBf16>(s, q_desc(kk), k_desc(k0, kk), kk > 0 ? 1 : 0);
   }
-  __device__ void issue_pv(float (&o)[kOAcc], const uint32_t (&pr)[T::kBlockN / 4], int stage) const {
+  __device__ void issue_pv(float (&o)[kPVAcc], const uint32_t (&pr)[T::kBlockN / 4], int stage) const {
     const uint64_t v0 = ptx::smem_desc_advance(v_desc0, stage * T::kKVBytes);
 #pragma unroll
     for (int kk = 0; kk < kPVSteps; ++kk) {
       const uint32_t a[4] = {pr[4 * kk + 0], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
-      Wgmma<T::kD>::template rs<T::kBf16>(o, a, v_desc(v0, kk), 1);
+      Wgmma<T::kPVN>::template rs<T::kBf16>(o, a, v_desc(v0, kk), 1);
     }
   }
 
@@ -403,6 +414,11 @@ struct Consumer {
         st.m[r] = mx[r];
       }
       const float m_scaled = st.m[r] == -INFINITY ? 0.f : st.m[r] * scale;
+      if constexpr (T::kRowSumByMma) {
+#pragma unroll
+        for (int i = 0; i < kCols; ++i) s[at(i, r)] = ptx::exp2_approx(fmaf(s[at(i, r)], scale, -m_scaled));
+        continue;
+      }
       float part[kLanes];
 #pragma unroll
       for (int i = 0; i < kLanes; ++i) part[i] = 0.f;
@@ -426,9 +442,9 @@ struct Consumer {
     for (int i = 0; i < T::kBlockN / 4; ++i) pr[i] = pack2<T::kBf16>(s[2 * i], s[2 * i + 1]);
   }
 
-  __device__ static void rescale_o(float (&o)[kOAcc], const float (&alpha)[2]) {
+  __device__ static void rescale_o(float (&o)[kPVAcc], const float (&alpha)[2]) {
 #pragma unroll
-    for (int j = 0; j < T::kD / 8; ++j) {
+    for (int j = 0; j < T::kPVN / 8; ++j) {
       o[j * 4 + 0] *= alpha[0];
       o[j * 4 + 1] *= alpha[0];
       o[j * 4 + 2] *= alpha[1];
@@ -436,17 +452,25 @@ struct Consumer {
     }
   }
 
+  // The full sum of row r (this thread's r-th row): from the P V product's ones block, or the
+  // four threads' partial sums added.
+  __device__ static float row_sum(const float (&o)[kPVAcc], const RowState& st, int r) {
+    if constexpr (T::kRowSumByMma) return o[kOAcc + 2 * r];
+    float l = st.l[r];
+    l += __shfl_xor_sync(0xffffffff, l, 1);
+    l += __shfl_xor_sync(0xffffffff, l, 2);
+    return l;
+  }
+
   // Normalises the output rows into packed half pairs (packed[2 j + r] holds columns j*8 + (lane%4)*2
   // and +1 of row r) and writes the LSE. Reading the accumulators happens here, before the next
   // tile's first product may be issued into other registers.
-  __device__ void finish_rows(const float (&o)[kOAcc], const RowState& st, const TileCoord& c,
+  __device__ void finish_rows(const float (&o)[kPVAcc], const RowState& st, const TileCoord& c,
                               uint32_t (&packed)[kOAcc / 2]) const {
     const int64_t b_idx = p.cu_seqlens_q != nullptr ? 0 : c.b;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float l = st.l[r];
-      l += __shfl_xor_sync(0xffffffff, l, 1);
-      l += __shfl_xor_sync(0xffffffff, l, 2);
+      float l = row_sum(o, st, r);
       const float inv = l > 0.f ? 1.f / l : 0.f;
       const int row = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4 + 8 * r;
       if (p.lse != nullptr && lane % 4 == 0 && row < c.seqlen_q) {
@@ -540,13 +564,13 @@ struct Consumer {
   // the common row maximum and returns true with the merged state; the others return false.
   // Partials are stored per lane in accumulator order, so each float4 holds o[4 i .. 4 i + 3]:
   // two columns of row r and two of row r + 8.
-  __device__ bool merge_split(float (&o)[kOAcc], RowState& st, const TileCoord& c) const {
-    constexpr int kF4 = kOAcc / 4 + 1;  // the output, then (m0, m1, l0, l1)
+  __device__ bool merge_split(float (&o)[kPVAcc], RowState& st, const TileCoord& c) const {
+    constexpr int kF4 = kPVAcc / 4 + 1;  // the output (and row sums), then (m0, m1, l0, l1)
     const int slot = (c.split_tile * T::kConsumers + wg) * 4 + warp;
     float4* part = reinterpret_cast<float4*>(p.split_partials) + int64_t(slot) * c.splits * kF4 * 32 + lane;
     float4* mine = part + c.piece * kF4 * 32;
 #pragma unroll
-    for (int i = 0; i < kOAcc / 4; ++i) __stcg(mine + i * 32, make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]));
+    for (int i = 0; i < kPVAcc / 4; ++i) __stcg(mine + i * 32, make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]));
     __stcg(mine + (kF4 - 1) * 32, make_float4(st.m[0], st.m[1], st.l[0], st.l[1]));
     __threadfence();
     __syncwarp();
@@ -576,7 +600,7 @@ struct Consumer {
       st.l[0] = fmaf(ml.z, f0, st.l[0]);
       st.l[1] = fmaf(ml.w, f1, st.l[1]);
 #pragma unroll
-      for (int i = 0; i < kOAcc / 4; ++i) {
+      for (int i = 0; i < kPVAcc / 4; ++i) {
         const float4 v = __ldcg(part + (j * kF4 + i) * 32);
         o[4 * i + 0] = fmaf(v.x, f0, o[4 * i + 0]);
         o[4 * i + 1] = fmaf(v.y, f0, o[4 * i + 1]);
@@ -605,9 +629,9 @@ struct Consumer {
     start_turns();
     for (int tile = next_tile(blockIdx.x); tile < p.num_items;) {
       const TileCoord c = decode_item<T>(p, tile);
-      float o[kOAcc];
+      float o[kPVAcc];
 #pragma unroll
-      for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
+      for (int i = 0; i < kPVAcc; ++i) o[i] = 0.f;
       RowState st{{-INFINITY, -INFINITY}, {0.f, 0.f}};
       ptx::mbar_wait(sm.q_full(), q_phase);
       q_phase ^= 1;
@@ -758,6 +782,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     ptx::prefetch_tensor_map(&maps.q);
     ptx::prefetch_tensor_map(&maps.k);
     ptx::prefetch_tensor_map(&maps.v);
+  }
+  if constexpr (T::kRowSumByMma) {
+    const uint32_t one2 = T::kBf16 ? 0x3F803F80u : 0x3C003C00u;  // two ones in bf16 / fp16
+    uint4* ones = reinterpret_cast<uint4*>(sm.ones());
+    for (int i = threadIdx.x; i < T::kOnesBytes / 16; i += T::kThreads) ones[i] = make_uint4(one2, one2, one2, one2);
+    ptx::fence_proxy_async_smem();  // the products read the tile through the async proxy
   }
   __syncthreads();
   if (warpgroup == 0) {

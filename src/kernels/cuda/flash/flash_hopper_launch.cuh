@@ -157,7 +157,7 @@ LaunchStatus plan_split(FlashParams& p, int sm_count, cudaStream_t stream, void*
   const TailSplit plan = plan_tail_split(p.num_tiles, sm_count, ceil_div(p.seqlen_k, T::kBlockN));
   if (plan.splits <= 1) return {};
   const std::int64_t warp_slots = (p.num_tiles - plan.split_begin) * T::kConsumers * 4;
-  const std::int64_t partial_bytes = warp_slots * plan.splits * 32 * (T::kD / 2 + 4) * 4;
+  const std::int64_t partial_bytes = warp_slots * plan.splits * 32 * (T::kPVN / 2 + 4) * 4;
   const std::int64_t counter_bytes = (warp_slots * 4 + 255) / 256 * 256;
   cudaMemPool_t pool = workspace_pool();
   void* ws = nullptr;
