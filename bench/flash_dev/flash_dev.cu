@@ -58,7 +58,11 @@ static const Variant kVariants[] = {
     {"bn176-turns", 128, launch_variant<HopperTraits<128, 176, 2, true, 2, false, true>>},
     {"3wg-seq-tma", 128, launch_variant<HopperTraits<128, 128, 2, true, 3, true, false, true, false>>},
     {"wide192", 128, launch_variant<HopperTraits<128, 192, 2, true, 2>>},
-    {"hd64-rowsum", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, true>>},
+    {"hd64-norowsum", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, false>>},
+    {"hd64-rowsum-turns", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, true, true, true, true>>},
+    {"hd64-rowsum-s3", 64, launch_variant<HopperTraits<64, 128, 3, true, 3, true, false, true, true, true>>},
+    {"hd64-2wg-rowsum", 64, launch_variant<HopperTraits<64, 128, 2, true, 2, true, false, true, true, true>>},
+    {"hd64-2wg-rowsum-turns", 64, launch_variant<HopperTraits<64, 128, 2, true, 2, true, true, true, true, true>>},
 };
 static LaunchFn g_launch = launch_default;
 static std::string g_only;  // --only a,b: the variants to run (besides the configured kernel)
