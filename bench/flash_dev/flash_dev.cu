@@ -59,10 +59,9 @@ static const Variant kVariants[] = {
     {"3wg-seq-tma", 128, launch_variant<HopperTraits<128, 128, 2, true, 3, true, false, true, false>>},
     {"wide192", 128, launch_variant<HopperTraits<128, 192, 2, true, 2>>},
     {"hd64-norowsum", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, false>>},
-    {"hd64-rowsum-turns", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, true, true, true, true>>},
-    {"hd64-rowsum-s3", 64, launch_variant<HopperTraits<64, 128, 3, true, 3, true, false, true, true, true>>},
-    {"hd64-2wg-rowsum", 64, launch_variant<HopperTraits<64, 128, 2, true, 2, true, false, true, true, true>>},
-    {"hd64-2wg-rowsum-turns", 64, launch_variant<HopperTraits<64, 128, 2, true, 2, true, true, true, true, true>>},
+    {"hd64-early", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, true, true>>},
+    {"3wg-seq-tma-early", 128, launch_variant<HopperTraits<128, 128, 2, true, 3, true, false, true, false, false, true>>},
+    {"bn128-staged-tma-early", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true, false, true, true, false, true>>},
 };
 static LaunchFn g_launch = launch_default;
 static std::string g_only;  // --only a,b: the variants to run (besides the configured kernel)

@@ -69,6 +69,17 @@ TEST(FlashConfig, RowSumsByTheProductOnlyAtHd64) {
   EXPECT_EQ(hopper_smem_bytes(with, 64) - hopper_smem_bytes(without, 64), with.stages * with.block_n * 128);
 }
 
+// Early exponentials only where they were measured to win without spilling: the two-group
+// 128-key hd128 tiles.
+TEST(FlashConfig, EarlyExponentialsOnlyOnTwoGroup128KeyHd128Tiles) {
+  EXPECT_TRUE(hopper_tile(128, KeyTiles::kShort).early_exp);
+  EXPECT_FALSE(hopper_tile(128, KeyTiles::kLong).early_exp);     // 176-key tiles
+  EXPECT_FALSE(hopper_tile(128, KeyTiles::kWide).early_exp);     // 192-key tiles spill
+  EXPECT_FALSE(hopper_tile(128, KeyTiles::kInOrder).early_exp);  // three groups spill
+  for (int d : {64, 96, 192, 256})
+    for (KeyTiles keys : kAllKeyTiles) EXPECT_FALSE(hopper_tile(d, keys).early_exp) << d;
+}
+
 // The in-order family: three consumer warpgroups (192 rows) on 128-key tiles at hd128, each group
 // running its blocks without overlapping its own softmax, with the staged TMA-store epilogue.
 TEST(FlashConfig, InOrderTilesAreThreeGroupsOfSequentialBlocksAtHd128) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -51,9 +52,14 @@ std::unique_ptr<Backend> make_backend() {
 // What runs a case: the registered backend (the default), or one kernel called directly.
 using Runner = Status (*)(const AttentionProblem&, void*);
 
+// Changes a case's host inputs after they are drawn (before the oracle runs).
+using Tweak = std::function<void(AttentionProblem&)>;
+
 // Runs `c` through FLASH_ATTN; returns the failure text (empty: pass).
-std::string run_case(const ParityCase& c, std::mt19937_64& rng, void* stream = nullptr, Runner runner = nullptr) {
+std::string run_case(const ParityCase& c, std::mt19937_64& rng, void* stream = nullptr, Runner runner = nullptr,
+                     const Tweak& tweak = nullptr) {
   auto data = testing::make_case_data(c, rng);
+  if (tweak) tweak(data->problem);
   if (Status valid = validate_problem(data->problem); !valid.ok()) return "invalid case: " + valid.message();
   const bool supported = flash::flash_shape_reasons(data->problem.shape()).empty();
   testing::Expectation expected = testing::expect(data->problem);
@@ -169,6 +175,50 @@ TEST(GpuFlashAttn, KeyTileFamiliesAndSplitTilesMatchTheOracle) {
     c.fully_masked_rows = sh.batch > 1;    // and one batch with no key at all
     c.lse = true;
     EXPECT_EQ(run_case(c, rng), "") << c.name() << " (seed " << seed << ")";
+  }
+}
+
+// Keys in later key blocks whose scores lie far above every earlier one, so that a row's running
+// maximum jumps in the middle of its keys: by tens of log2 units (the softmax moves to the new
+// maximum and rescales what it has) and by more than the fp32 exponent range (scores taken
+// against the old maximum would overflow). Head sizes 64 (row sums in the product), 128 (128-key
+// tiles, and the 192-row in-order tiles from 8192 rows) and 256, both half types, causal too.
+TEST(GpuFlashAttn, RunningMaximumJumpsInLaterKeyBlocksMatchTheOracle) {
+  SKIP_WITHOUT_FLASH_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    std::int64_t d, seq_q, seq_kv;
+    DType dtype;
+    bool causal;
+    double factor;  // the chosen keys are multiplied by this
+  };
+  const Shape shapes[] = {
+      {64, 400, 1100, DType::kBFloat16, false, 8.0},   {64, 400, 1100, DType::kFloat16, false, 120.0},
+      {128, 400, 1100, DType::kBFloat16, false, 120.0}, {128, 400, 1100, DType::kFloat16, false, 8.0},
+      {128, 1100, 1100, DType::kBFloat16, true, 120.0}, {128, 8200, 700, DType::kBFloat16, false, 120.0},
+      {128, 8200, 700, DType::kFloat16, false, 8.0},    {256, 300, 1100, DType::kBFloat16, false, 120.0},
+  };
+  for (const Shape& sh : shapes) {
+    ParityCase c;
+    c.dtype = sh.dtype;
+    c.head_size = c.head_size_v = sh.d;
+    c.seq_q = sh.seq_q;
+    c.seq_kv = sh.seq_kv;
+    c.heads_q = c.heads_kv = 2;
+    c.causal = sh.causal;
+    c.lse = true;
+    // Two keys past the first block(s), one of them past the first 512 keys.
+    const Tweak grow = [&](AttentionProblem& p) {
+      for (std::int64_t j : {std::int64_t{300}, sh.seq_kv - 150})
+        for (std::int64_t h = 0; h < c.heads_kv; ++h)
+          for (std::int64_t x = 0; x < sh.d; ++x) {
+            const std::int64_t off = testing::element_offset(p.k, {0, j, h, x});
+            testing::write_element(p.k, off, testing::read_element(p.k, off) * sh.factor);
+          }
+    };
+    EXPECT_EQ(run_case(c, rng, nullptr, nullptr, grow), "")
+        << c.name() << " keys x" << sh.factor << " (seed " << seed << ")";
   }
 }
 

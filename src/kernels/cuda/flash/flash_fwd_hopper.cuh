@@ -28,7 +28,8 @@ struct FlashTmaMaps {
 };
 
 template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false,
-          bool kIssueInTurn_ = false, bool kTmaStore_ = false, bool kOverlap_ = true, bool kRowSumByMma_ = false>
+          bool kIssueInTurn_ = false, bool kTmaStore_ = false, bool kOverlap_ = true, bool kRowSumByMma_ = false,
+          bool kEarlyExp_ = false>
 struct HopperTraits {
   // A consumer overlaps its softmax with its own products (the next block's Q K^T and the
   // previous block's P V in flight together). Without it each block runs Q K^T, softmax, P V in
@@ -47,6 +48,11 @@ struct HopperTraits {
   // follows the V stages), so the row sums come out of the tensor cores in fp32 instead of one
   // add per score. hd64 only (its value tile is one 64-column chunk).
   static constexpr bool kRowSumByMma = kRowSumByMma_;
+  // Once a row has a maximum, its exponentials are taken against that running maximum while the
+  // block's own maximum is found alongside (different pipes), instead of after it; the rare block
+  // whose maximum grew rescales its exponentials (or, after a jump past the fp32 range, recomputes
+  // its scores from shared memory, so K and Q are handed back after the softmax).
+  static constexpr bool kEarlyExp = kEarlyExp_;
   static constexpr int kD = kD_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
@@ -417,24 +423,141 @@ struct Consumer {
       if constexpr (T::kRowSumByMma) {
 #pragma unroll
         for (int i = 0; i < kCols; ++i) s[at(i, r)] = ptx::exp2_approx(fmaf(s[at(i, r)], scale, -m_scaled));
-        continue;
-      }
-      float part[kLanes];
+      } else {
+        float part[kLanes];
 #pragma unroll
-      for (int i = 0; i < kLanes; ++i) part[i] = 0.f;
+        for (int i = 0; i < kLanes; ++i) part[i] = 0.f;
+#pragma unroll
+        for (int i = 0; i < kCols; ++i) {
+          const float v = ptx::exp2_approx(fmaf(s[at(i, r)], scale, -m_scaled));
+          s[at(i, r)] = v;
+          part[i % kLanes] += v;
+        }
+#pragma unroll
+        for (int w = kLanes / 2; w > 0; w /= 2)
+#pragma unroll
+          for (int i = 0; i < w; ++i) part[i] += part[i + w];
+        st.l[r] = rescale ? fmaf(st.l[r], alpha[r], part[0]) : st.l[r] + part[0];
+      }
+    }
+    return rescale;
+  }
+
+  // Element (row, col) of a K-major tile in shared memory (64-column chunks of 128-byte rows, 128-byte
+  // swizzle: the 16-byte unit index is XORed with the row within its 8-row atom).
+  __device__ static float tile_elem(const uint8_t* tile, int chunk_bytes, int row, int col) {
+    const int byte = (col % 64) * 2;
+    const int unit = (byte / 16) ^ (row % 8);
+    const uint16_t bits = *reinterpret_cast<const uint16_t*>(tile + (col / 64) * chunk_bytes + row * 128 + unit * 16 + byte % 16);
+    if constexpr (T::kBf16) return __bfloat162float(__ushort_as_bfloat16(bits));
+    else return __half2float(__ushort_as_half(bits));
+  }
+
+  // This thread's raw scores of the block in `stage`, recomputed from Q and K in shared memory with
+  // scalar FMAs: only for the exponentials that a jump of the maximum past the fp32 range spoiled.
+  __device__ void recompute_scores(float (&s)[kSAcc], int stage) const {
+    const uint8_t* q = sm.q();
+    const uint8_t* k = sm.k(stage);
+    // A runtime loop over the values (s is written through a static select, so it stays in registers).
+#pragma unroll 1
+    for (int idx = 0; idx < kSAcc; ++idx) {
+      const int j = idx / 4, e = idx % 4;
+      const int row = wg * 64 + warp * 16 + lane / 4 + (e >= 2 ? 8 : 0);
+      const int key = j * 8 + (lane % 4) * 2 + (e & 1);
+      float acc = 0.f;
+#pragma unroll 1
+      for (int d = 0; d < T::kD; ++d)
+        acc = fmaf(tile_elem(q, T::kQChunkBytes, row, d), tile_elem(k, T::kKVChunkBytes, key, d), acc);
+#pragma unroll
+      for (int t = 0; t < kSAcc; ++t)
+        if (t == idx) s[t] = acc;
+    }
+  }
+
+  // The softmax of a block once both rows of every thread in the warp have a finite running max:
+  // exponentials against it, the block maximum found in the same pass. If no row grew by more
+  // than kRescaleLog2 the exponentials stand (at most 2^kRescaleLog2); otherwise the warp moves to
+  // the new maxima and multiplies its exponentials down, unless a jump reached kMaxEarlyJump
+  // (exponentials may have overflowed): then this thread recomputes its scores and takes them again.
+  static constexpr float kMaxEarlyJump = 120.f;
+  __device__ bool softmax_early(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c, int n,
+                                bool full, int stage) const {
+    constexpr int kCols = T::kBlockN / 4;
+    constexpr int kLanes = 4;
+    const float scale = p.scale_log2;
+    auto at = [](int i, int r) { return (i / 2) * 4 + 2 * r + (i % 2); };
+    float mx[2], sum[2] = {0.f, 0.f};
+    bool grew = false;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float ms = st.m[r] * scale;
+      float part[kLanes], acc[kLanes];
 #pragma unroll
       for (int i = 0; i < kCols; ++i) {
-        const float v = ptx::exp2_approx(fmaf(s[at(i, r)], scale, -m_scaled));
+        const float x = s[at(i, r)];
+        part[i % kLanes] = i < kLanes ? x : fmaxf(part[i % kLanes], x);
+        const float v = ptx::exp2_approx(fmaf(x, scale, -ms));
         s[at(i, r)] = v;
-        part[i % kLanes] += v;
+        if constexpr (!T::kRowSumByMma) acc[i % kLanes] = i < kLanes ? v : acc[i % kLanes] + v;
       }
 #pragma unroll
       for (int w = kLanes / 2; w > 0; w /= 2)
 #pragma unroll
-        for (int i = 0; i < w; ++i) part[i] += part[i + w];
-      st.l[r] = rescale ? fmaf(st.l[r], alpha[r], part[0]) : st.l[r] + part[0];
+        for (int i = 0; i < w; ++i) {
+          part[i] = fmaxf(part[i], part[i + w]);
+          if constexpr (!T::kRowSumByMma) acc[i] += acc[i + w];
+        }
+      float m = part[0];
+      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+      mx[r] = fmaxf(m, st.m[r]);
+      grew = grew || (mx[r] - st.m[r]) * scale > kRescaleLog2;
+      if constexpr (!T::kRowSumByMma) sum[r] = acc[0];
     }
-    return rescale;
+    if (!__any_sync(0xffffffff, grew)) {
+      st.l[0] += sum[0];
+      st.l[1] += sum[1];
+      return false;
+    }
+    const float jump0 = (mx[0] - st.m[0]) * scale, jump1 = (mx[1] - st.m[1]) * scale;
+    if (jump0 < kMaxEarlyJump && jump1 < kMaxEarlyJump) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        alpha[r] = ptx::exp2_approx(-(r == 0 ? jump0 : jump1));
+#pragma unroll
+        for (int i = 0; i < kCols; ++i) s[at(i, r)] *= alpha[r];
+        st.l[r] = (st.l[r] + sum[r]) * alpha[r];
+        st.m[r] = mx[r];
+      }
+      return true;
+    }
+    recompute_scores(s, stage);
+    if (needs_mask(c, n, full)) apply_mask(s, c, n);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float ms = mx[r] * scale;
+      alpha[r] = ptx::exp2_approx(st.m[r] * scale - ms);
+      float l = 0.f;
+#pragma unroll
+      for (int i = 0; i < kCols; ++i) {
+        const float v = ptx::exp2_approx(fmaf(s[at(i, r)], scale, -ms));
+        s[at(i, r)] = v;
+        l += v;
+      }
+      st.l[r] = st.l[r] * alpha[r] + (T::kRowSumByMma ? 0.f : l);
+      st.m[r] = mx[r];
+    }
+    return true;
+  }
+
+  // The softmax of one block: early exponentials where the traits ask for them and every row of the
+  // warp already has a maximum, otherwise max first. Returns whether the output must be rescaled.
+  __device__ bool block_softmax(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c, int n,
+                                bool full, int stage) const {
+    if constexpr (T::kEarlyExp)
+      if (__all_sync(0xffffffff, st.m[0] != -INFINITY && st.m[1] != -INFINITY))
+        return softmax_early(s, st, alpha, c, n, full, stage);
+    return softmax(s, st, alpha);
   }
 
   __device__ void convert_p(const float (&s)[kSAcc], uint32_t (&pr)[T::kBlockN / 4]) const {
@@ -654,15 +777,20 @@ struct Consumer {
           ptx::wgmma_wait<0>();
           pass_turn();
           ptx::fence_operands(s);
-          release(sm.k_empty(stage));
+          if constexpr (!T::kEarlyExp) release(sm.k_empty(stage));
           // The next live block is found now, so Q can be handed back after its last read; whether
           // that block keeps every key is kept apart from this block's `full`.
           int next = n + 1;
           bool next_full = full;
           if constexpr (kSkip) next = next_live_block<T>(p, c, n + 1, next_full);
-          if (next >= c.n_end) release(sm.q_empty());  // last read of Q: the next tile's may load
+          if (!T::kEarlyExp && next >= c.n_end) release(sm.q_empty());  // last read of Q: the next tile's may load
           if (needs_mask(c, n, full)) apply_mask(s, c, n);
-          if (softmax(s, st, alpha)) rescale_o(o, alpha);
+          const bool rescale = block_softmax(s, st, alpha, c, n, full, stage);
+          if constexpr (T::kEarlyExp) {  // the softmax may have read K and Q again
+            release(sm.k_empty(stage));
+            if (next >= c.n_end) release(sm.q_empty());
+          }
+          if (rescale) rescale_o(o, alpha);
           convert_p(s, pr);
           ptx::mbar_wait(sm.v_full(stage), phase);
           take_turn();
@@ -705,10 +833,14 @@ struct Consumer {
           }
           pass_turn();
           ptx::fence_operands(s);
-          release(sm.k_empty(stage));
-          if (!kSkip && n == c.n_end - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
+          if constexpr (!T::kEarlyExp) release(sm.k_empty(stage));
+          if (!T::kEarlyExp && !kSkip && n == c.n_end - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
           if (needs_mask(c, n, full)) apply_mask(s, c, n);
-          const bool rescale = softmax(s, st, alpha);
+          const bool rescale = block_softmax(s, st, alpha, c, n, full, stage);
+          if constexpr (T::kEarlyExp) {  // the softmax may have read K and Q again
+            release(sm.k_empty(stage));
+            if (!kSkip && n == c.n_end - 1) release(sm.q_empty());
+          }
           if (!first) {
             ptx::wgmma_wait<0>();
             ptx::fence_operands(o);

@@ -14,7 +14,8 @@ template <int kD, bool kBf16, KeyTiles kKeys>
 LaunchStatus launch_typed(const HopperArgs& args, cudaStream_t stream) {
   constexpr HopperTile tile = hopper_tile(kD, kKeys);
   using T = HopperTraits<kD, tile.block_n, tile.stages, kBf16, tile.consumer_warpgroups, tile.staged_epilogue,
-                           tile.issue_in_turn, tile.tma_store, tile.overlap, tile.row_sum_by_mma>;
+                           tile.issue_in_turn, tile.tma_store, tile.overlap, tile.row_sum_by_mma,
+                           tile.early_exp>;
   static_assert(T::kSmemBytes == hopper_smem_bytes(tile, kD), "flash_config.h and the kernel disagree on smem");
   return hopper_detail::launch_with_traits<T>(args, stream);
 }
