@@ -87,6 +87,17 @@ std::string run_case(const ParityCase& c, std::mt19937_64& rng, void* stream = n
   return testing::compare(data->problem, expected);
 }
 
+// A case of one head size and dtype with `heads` query and key heads.
+ParityCase sized_case(std::int64_t d, std::int64_t seq_q, std::int64_t seq_kv, std::int64_t heads, DType dtype) {
+  ParityCase c;
+  c.dtype = dtype;
+  c.head_size = c.head_size_v = d;
+  c.seq_q = seq_q;
+  c.seq_kv = seq_kv;
+  c.heads_q = c.heads_kv = heads;
+  return c;
+}
+
 TEST(GpuFlashAttn, MatchesTheOracleOrRefusesEveryParityCase) {
   SKIP_WITHOUT_FLASH_GPU();
   const auto seed = fresh_seed();
@@ -161,12 +172,7 @@ TEST(GpuFlashAttn, KeyTileFamiliesAndSplitTilesMatchTheOracle) {
       {256, 260, 1000, 2, 1, DType::kFloat16, false},   // hd256, split
   };
   for (const Shape& sh : shapes) {
-    ParityCase c;
-    c.dtype = sh.dtype;
-    c.head_size = c.head_size_v = sh.d;
-    c.seq_q = sh.seq_q;
-    c.seq_kv = sh.seq_kv;
-    c.heads_q = c.heads_kv = sh.heads;
+    ParityCase c = sized_case(sh.d, sh.seq_q, sh.seq_kv, sh.heads, sh.dtype);
     c.batch = sh.batch;
     c.mask = sh.mask ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
     c.prefix_padding = sh.mask && sh.text_keys == 0;  // padded prompts: later pieces may see no key
@@ -200,12 +206,7 @@ TEST(GpuFlashAttn, RunningMaximumJumpsInLaterKeyBlocksMatchTheOracle) {
       {128, 8200, 700, DType::kFloat16, false, 8.0},    {256, 300, 1100, DType::kBFloat16, false, 120.0},
   };
   for (const Shape& sh : shapes) {
-    ParityCase c;
-    c.dtype = sh.dtype;
-    c.head_size = c.head_size_v = sh.d;
-    c.seq_q = sh.seq_q;
-    c.seq_kv = sh.seq_kv;
-    c.heads_q = c.heads_kv = 2;
+    ParityCase c = sized_case(sh.d, sh.seq_q, sh.seq_kv, 2, sh.dtype);
     c.causal = sh.causal;
     c.lse = true;
     // Two keys past the first block(s), one of them past the first 512 keys.
