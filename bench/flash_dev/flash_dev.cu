@@ -60,6 +60,8 @@ static const Variant kVariants[] = {
     {"wide192", 128, launch_variant<HopperTraits<128, 192, 2, true, 2>>},
     {"hd64-norowsum", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, false>>},
     {"hd64-early", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, true, true>>},
+    {"hd64-seq-rowsum", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, false, true>>},
+    {"hd64-seq-rowsum-early", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, false, true, true>>},
     {"3wg-seq-tma-early", 128, launch_variant<HopperTraits<128, 128, 2, true, 3, true, false, true, false, false, true>>},
     {"bn128-staged-tma-early", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true, false, true, true, false, true>>},
 };
