@@ -385,12 +385,20 @@ struct Consumer {
   // factors). Maxima and sums use kLanes independent partials so the reductions are not one long
   // dependent chain.
   static constexpr float kRescaleLog2 = 8.f;
+
+  // Index in s of this thread's i-th value of row r (r = 0: lane/4, r = 1: lane/4 + 8).
+  __device__ static constexpr int at(int i, int r) { return (i / 2) * 4 + 2 * r + (i % 2); }
+  // The maximum over the four threads that hold one row.
+  __device__ static float quad_max(float m) {
+    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+    return fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+  }
+
   __device__ bool softmax(float (&s)[kSAcc], RowState& st, float (&alpha)[2]) const {
     constexpr int kCols = T::kBlockN / 4;  // values per row held by this thread
     constexpr int kLanes = 8;
     static_assert(kCols >= kLanes, "fewer values per row than reduction lanes");
     const float scale = p.scale_log2;
-    auto at = [](int i, int r) { return (i / 2) * 4 + 2 * r + (i % 2); };
     float mx[2];
     bool grew = false;
 #pragma unroll
@@ -404,10 +412,7 @@ struct Consumer {
       for (int w = kLanes / 2; w > 0; w /= 2)
 #pragma unroll
         for (int i = 0; i < w; ++i) part[i] = fmaxf(part[i], part[i + w]);
-      float m = part[0];
-      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-      mx[r] = fmaxf(m, st.m[r]);
+      mx[r] = fmaxf(quad_max(part[0]), st.m[r]);
       // -inf - -inf is NaN and compares false: a row with no live key yet does not ask to grow.
       grew = grew || (mx[r] - st.m[r]) * scale > kRescaleLog2;
     }
@@ -485,7 +490,6 @@ struct Consumer {
     constexpr int kCols = T::kBlockN / 4;
     constexpr int kLanes = 4;
     const float scale = p.scale_log2;
-    auto at = [](int i, int r) { return (i / 2) * 4 + 2 * r + (i % 2); };
     float mx[2], sum[2] = {0.f, 0.f};
     bool grew = false;
 #pragma unroll
@@ -507,10 +511,7 @@ struct Consumer {
           part[i] = fmaxf(part[i], part[i + w]);
           if constexpr (!T::kRowSumByMma) acc[i] += acc[i + w];
         }
-      float m = part[0];
-      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-      mx[r] = fmaxf(m, st.m[r]);
+      mx[r] = fmaxf(quad_max(part[0]), st.m[r]);
       grew = grew || (mx[r] - st.m[r]) * scale > kRescaleLog2;
       if constexpr (!T::kRowSumByMma) sum[r] = acc[0];
     }
