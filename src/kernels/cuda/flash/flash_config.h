@@ -118,7 +118,8 @@ constexpr int hopper_smem_bytes(const HopperTile& tile, int head_size, int elem_
 // Early exponentials (taken against the running maximum while the block's maximum is found, the
 // rare block whose maximum grew fixing them up) on the two-group 128-key hd128 tiles: 4k square
 // 638 vs 622 TFLOP/s, 512-key cross-attention with 4608 rows 467 vs 450 (H200, run 32). Where
-// three groups share the registers, or on 192-key tiles, the extra live values spill (slower).
+// three groups share the registers the extra live values spill (in-order hd128 5-6 % slower, hd64
+// 2-5 % slower on squares), and 192-key tiles spill too (not timed).
 constexpr HopperTile hopper_tile(int head_size, KeyTiles keys) {
   HopperTile tile = hopper_base_tile(head_size, keys);
   tile.issue_in_turn = tile.consumer_warpgroups == 2 && tile.block_n == 176;
