@@ -357,7 +357,24 @@ struct Consumer {
       }
       return;
     }
-    const uint8_t* mask = p.kv_mask != nullptr ? p.kv_mask + c.b * p.mask_stride_b : nullptr;
+    if (p.kv_mask == nullptr) {
+      // Only the keys past the end (and, causal, past the row): each of this thread's two rows keeps
+      // a prefix of the block, so one compare against a per-row limit decides each value.
+      int limit[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        limit[r] = c.seqlen_k;
+        if (p.causal) limit[r] = min(limit[r], row_base + 8 * r + 1);
+        limit[r] -= n * T::kBlockN + (lane % 4) * 2;
+      }
+#pragma unroll
+      for (int j = 0; j < T::kBlockN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (j * 8 + (e & 1) >= limit[e >> 1]) s[j * 4 + e] = -INFINITY;
+      return;
+    }
+    const uint8_t* mask = p.kv_mask + c.b * p.mask_stride_b;
 #pragma unroll
     for (int j = 0; j < T::kBlockN / 8; ++j) {
 #pragma unroll
@@ -366,7 +383,7 @@ struct Consumer {
         const int row = row_base + (e >= 2 ? 8 : 0);
         bool keep = col < c.seqlen_k;
         if (p.causal) keep = keep && col <= row;
-        if (mask != nullptr && keep) keep = mask[col * p.mask_stride_s] != 0;
+        if (keep) keep = mask[col * p.mask_stride_s] != 0;
         if (!keep) s[j * 4 + e] = -INFINITY;
       }
     }
