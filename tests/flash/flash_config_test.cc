@@ -1,5 +1,9 @@
 #include "kernels/cuda/flash/flash_config.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace diffattn::flash {
@@ -179,47 +183,98 @@ TEST(FlashConfig, TmaCoordinatesAre32Bit) {
   EXPECT_FALSE(fits_tma_coordinates(std::int64_t{1} << 31));
 }
 
+// Walks every work item of a plan's tail as the kernel decodes it and checks that the pieces cover
+// each tail tile's key blocks exactly once, that a tile's pieces are numbered 0 .. pieces - 1 and
+// agree on the count, that no count exceeds the partial buffers' room, and that no run holds more
+// than its share of the stream. Returns the longest run in blocks.
+std::int64_t check_tail_cover(const TailSplit& plan, std::int64_t tiles, std::int64_t n_blocks) {
+  const std::int64_t tail = tiles - plan.split_begin;
+  EXPECT_EQ(plan.stream_blocks, tail * n_blocks);
+  std::vector<int> covered(static_cast<std::size_t>(plan.stream_blocks), 0);
+  std::vector<std::vector<int>> pieces(static_cast<std::size_t>(tail));
+  std::vector<int> counts(static_cast<std::size_t>(tail), 0);
+  std::int64_t longest = 0;
+  for (std::int64_t item = plan.split_begin; item < plan.items; ++item) {
+    const std::int64_t j = item - plan.split_begin;
+    const std::int64_t run = j % plan.segments;
+    const TailPiece tp = tail_piece<std::int64_t>(plan.stream_blocks, plan.segments, n_blocks, run, j / plan.segments);
+    if (tp.tile < 0) continue;
+    EXPECT_LT(tp.tile, tail);
+    EXPECT_LT(tp.n_begin, tp.n_end);
+    EXPECT_LE(tp.pieces, plan.max_pieces);
+    for (int b = tp.n_begin; b < tp.n_end; ++b) ++covered[static_cast<std::size_t>(tp.tile * n_blocks + b)];
+    pieces[static_cast<std::size_t>(tp.tile)].push_back(tp.piece);
+    counts[static_cast<std::size_t>(tp.tile)] = tp.pieces;
+  }
+  for (std::int64_t run = 0; run < plan.segments; ++run) {
+    std::int64_t blocks = 0;
+    for (int k = 0; k < plan.segment_items + 1; ++k) {
+      const TailPiece tp = tail_piece<std::int64_t>(plan.stream_blocks, plan.segments, n_blocks, run, k);
+      if (tp.tile < 0) continue;
+      EXPECT_LT(k, plan.segment_items) << "a run touches more tiles than its items";
+      blocks += tp.n_end - tp.n_begin;
+    }
+    EXPECT_GE(blocks, 2);
+    EXPECT_LE(blocks, ceil_div(plan.stream_blocks, plan.segments));
+    longest = std::max(longest, blocks);
+  }
+  for (int c : covered) EXPECT_EQ(c, 1);
+  for (std::size_t t = 0; t < pieces.size(); ++t) {
+    std::sort(pieces[t].begin(), pieces[t].end());
+    EXPECT_EQ(static_cast<int>(pieces[t].size()), counts[t]);
+    for (std::size_t i = 0; i < pieces[t].size(); ++i) EXPECT_EQ(pieces[t][i], static_cast<int>(i));
+  }
+  return longest;
+}
+
 TEST(FlashConfig, TailSplitCutsOnlyTheLastPartialWave) {
-  // SD3 at hd64: 576 tiles of 35 key blocks on 132 SMs leave 48 tiles in a fifth wave.
+  // SD3 at hd64: 576 tiles of 35 key blocks on 132 SMs leave 48 tiles in a fifth wave; their 1680
+  // blocks are cut into one run of at most 13 blocks per SM.
   const TailSplit sd3 = plan_tail_split(576, 132, 35);
   EXPECT_EQ(sd3.split_begin, 4 * 132);
-  EXPECT_GT(sd3.splits, 1);
-  EXPECT_EQ(sd3.items, 4 * 132 + 48 * sd3.splits);
-  // The chosen pieces of the 48 tail tiles fit in fewer block-times than one whole tile.
-  EXPECT_LT(ceil_div(48 * sd3.splits, 132) * ceil_div(35, sd3.splits), 35);
-  // Flux at hd128: 864 tiles, 72 in the last wave.
+  EXPECT_EQ(sd3.segments, 132);
+  EXPECT_EQ(sd3.items, 4 * 132 + 132 * sd3.segment_items);
+  EXPECT_EQ(check_tail_cover(sd3, 576, 35), 13);
+  // Flux at hd128: 864 tiles, 72 in the last wave, runs of at most 20 of their 36 blocks.
   const TailSplit flux = plan_tail_split(864, 132, 36);
   EXPECT_EQ(flux.split_begin, 6 * 132);
-  EXPECT_GT(flux.splits, 1);
-  EXPECT_LE(flux.splits, kMaxTailSplits);
+  EXPECT_EQ(check_tail_cover(flux, 864, 36), 20);
+  EXPECT_LE(flux.max_pieces, kMaxTailSplits + 1);
 }
 
 TEST(FlashConfig, TailSplitKeepsWholeTilesWhereItCannotHelp) {
   const TailSplit full = plan_tail_split(3 * 132, 132, 40);  // whole waves
-  EXPECT_EQ(full.splits, 1);
+  EXPECT_EQ(full.segments, 0);
   EXPECT_EQ(full.items, 3 * 132);
   const TailSplit nearly_full = plan_tail_split(10240, 132, 4);  // 512-token cross-attention: 4 blocks
-  EXPECT_EQ(nearly_full.splits, 1);
+  EXPECT_EQ(nearly_full.segments, 0);
   const TailSplit short_rows = plan_tail_split(200, 132, 3);  // too few key blocks to cut
-  EXPECT_EQ(short_rows.splits, 1);
-  // A tail of 131 tiles on 132 SMs gains nothing from two pieces (262 pieces need two rounds).
-  EXPECT_NE(plan_tail_split(131, 132, 40).splits, 2);
+  EXPECT_EQ(short_rows.segments, 0);
+  // A tail of 131 tiles on 132 SMs: runs of 40 blocks would not be shorter than whole tiles.
+  EXPECT_EQ(plan_tail_split(131, 132, 40).segments, 0);
   EXPECT_EQ(plan_tail_split(0, 132, 40).items, 0);
 }
 
 TEST(FlashConfig, TailSplitOfFewTilesSpreadsThemOverTheSms) {
-  // 16 tiles of 8 blocks on 132 SMs: pieces of two blocks each finish in about a quarter of the time.
+  // 16 tiles of 8 blocks on 132 SMs: 64 runs of two blocks, each tile in four pieces.
   const TailSplit few = plan_tail_split(16, 132, 8);
   EXPECT_EQ(few.split_begin, 0);
-  EXPECT_EQ(few.splits, 4);
-  EXPECT_EQ(few.items, 64);
-  // Every block belongs to exactly one piece.
-  for (int splits : {2, 3, 5, 7, 16}) {
-    EXPECT_EQ(split_block_begin(37, splits, 0), 0);
-    EXPECT_EQ(split_block_begin(37, splits, splits), 37);
-    for (int piece = 0; piece < splits; ++piece)
-      EXPECT_LT(split_block_begin(37, splits, piece), split_block_begin(37, splits, piece + 1));
+  EXPECT_EQ(few.segments, 64);
+  EXPECT_EQ(check_tail_cover(few, 16, 8), 2);
+  // Long rows: pieces per tile stay bounded however many SMs share few tiles.
+  const TailSplit long_rows = plan_tail_split(134, 132, 256);
+  EXPECT_EQ(long_rows.split_begin, 132);
+  EXPECT_LE(long_rows.max_pieces, kMaxTailSplits + 2);
+  check_tail_cover(long_rows, 134, 256);
+  // Runs that do not divide the stream evenly, and runs longer than a tile.
+  for (std::int64_t tiles : {133, 140, 190, 250, 263}) {
+    for (std::int64_t n : {4, 5, 9, 37, 100}) {
+      const TailSplit plan = plan_tail_split(tiles, 132, n);
+      if (plan.segments > 0) check_tail_cover(plan, tiles, n);
+    }
   }
+  const TailSplit long_runs = plan_tail_split(250, 64, 9);  // 58 tiles of 9 blocks on 64 SMs
+  if (long_runs.segments > 0) check_tail_cover(long_runs, 250, 9);
 }
 
 }  // namespace

@@ -184,42 +184,94 @@ constexpr int persistent_grid(std::int64_t tiles, int sm_count) {
 
 // Wave quantisation: a persistent grid runs `tiles` equal tiles in ceil(tiles / sm_count) waves, so
 // a last wave of `tail` tiles leaves the other SMs idle (Flux's 864 tiles on 132 SMs: 6.5 waves
-// cost 7). The tail tiles can instead be cut into `splits` pieces along the keys, each piece
-// writing its unnormalised partial output, and the last piece of a tile to finish merges them.
-// The plan compares the tail's time in key blocks (a piece costs its blocks plus about two blocks
-// of prologue, partial write and merge, and a quarter block per extra partial it may read) for
-// every split count up to 16 that leaves pieces of at least two blocks.
+// cost 7). Instead the tail tiles' key blocks are laid end to end as one stream, cut into
+// `segments` equal runs, one per CTA: a run covers the end of one tile and the start of the next
+// (or more, when runs are longer than tiles), each such piece writes its unnormalised partial
+// output, and the last piece of a tile to finish merges them. The plan compares the tail's time
+// in key blocks: a whole tile costs its blocks plus about one block of prologue and epilogue; a
+// run its blocks plus about two blocks per piece (prologue, partial write, merge) and a quarter
+// block per extra partial a merge may read. Runs are at least two blocks long and a tile is cut
+// into at most about kMaxTailSplits pieces, which bounds the partial buffers.
 struct TailSplit {
-  std::int64_t split_begin;  // tiles before this index run whole; the rest are split
-  int splits;                // pieces per split tile (1: no split)
-  std::int64_t items;        // work items: whole tiles plus pieces
+  std::int64_t split_begin;  // tiles before this index run whole; the tail's key blocks form the stream
+  std::int64_t stream_blocks = 0;  // tail tiles times key blocks per tile
+  int segments = 0;          // runs the stream is cut into (0: no split)
+  int segment_items = 0;     // work items per run: the most tiles a run can touch
+  int max_pieces = 1;        // the most pieces a tail tile is cut into (stride of the partials)
+  std::int64_t items = 0;    // work items: whole tiles, then segment_items per run
 };
 
 inline constexpr int kMaxTailSplits = 16;
 
+// The run that holds stream block b: the last run whose first block is at most b (run i starts
+// at floor(i * blocks / segments)). The plan keeps (blocks + 1) * segments below 2^31, so the
+// kernel does this in 32-bit integers.
+template <class I>
+constexpr I tail_run_of(I blocks, I segments, I b) {
+  return ((b + 1) * segments + blocks - 1) / blocks - 1;
+}
+
+// Piece `k` of run `run`: the k-th tail tile the run touches (tile < 0: the run touches fewer),
+// its key blocks [n_begin, n_end), and which of the tile's `pieces` pieces it is.
+struct TailPiece {
+  int tile;
+  int n_begin, n_end;
+  int piece, pieces;
+};
+
+template <class I>
+constexpr TailPiece tail_piece(I blocks, I segments, I n_blocks, I run, I k) {
+  const I s0 = run * blocks / segments, s1 = (run + 1) * blocks / segments;
+  const I tile = s0 / n_blocks + k;
+  if (tile * n_blocks >= s1) return {-1, 0, 0, 0, 0};
+  const I first = tail_run_of(blocks, segments, tile * n_blocks);
+  const I last = tail_run_of(blocks, segments, (tile + 1) * n_blocks - 1);
+  return {static_cast<int>(tile), static_cast<int>(std::max<I>(s0 - tile * n_blocks, 0)),
+          static_cast<int>(std::min<I>(s1 - tile * n_blocks, n_blocks)), static_cast<int>(run - first),
+          static_cast<int>(last - first + 1)};
+}
+
+// The plan for `segments` runs over a tail of `tail` tiles: the most tiles a run touches, the
+// most pieces of a tile, and the cost of the longest run in quarter key blocks.
+constexpr TailSplit tail_runs(std::int64_t tiles, std::int64_t tail, std::int64_t n_blocks, std::int64_t segments,
+                              std::int64_t* cost) {
+  const std::int64_t blocks = tail * n_blocks;
+  TailSplit plan{tiles - tail, blocks, static_cast<int>(segments), 0, 1};
+  for (std::int64_t run = 0; run < segments; ++run) {
+    const std::int64_t s0 = run * blocks / segments, s1 = (run + 1) * blocks / segments;
+    plan.segment_items = std::max<int>(plan.segment_items, static_cast<int>((s1 - 1) / n_blocks - s0 / n_blocks + 1));
+  }
+  for (std::int64_t tile = 0; tile < tail; ++tile) {
+    const std::int64_t pieces = tail_run_of(blocks, segments, (tile + 1) * n_blocks - 1) -
+                                tail_run_of(blocks, segments, tile * n_blocks) + 1;
+    plan.max_pieces = std::max<int>(plan.max_pieces, static_cast<int>(pieces));
+  }
+  plan.items = plan.split_begin + segments * plan.segment_items;
+  *cost = 4 * ceil_div(blocks, segments) + 8 * plan.segment_items + (plan.max_pieces - 1);
+  return plan;
+}
+
+// Candidates: one run per SM, and every even cut of each tail tile into s pieces that fits one
+// wave (the runs then never cross a tile); the cheapest wins if it beats whole tiles.
 constexpr TailSplit plan_tail_split(std::int64_t tiles, int sm_count, std::int64_t n_blocks) {
-  const TailSplit none{tiles, 1, tiles};
+  TailSplit none{tiles};
+  none.items = tiles;
   if (tiles <= 0 || sm_count <= 0 || n_blocks < 4) return none;
   const std::int64_t tail = tiles % sm_count;
   if (tail == 0) return none;
-  // Costs in quarter key blocks; a whole tile carries one block of its own prologue and epilogue.
-  std::int64_t best_cost = 4 * (n_blocks + 1);
-  int best = 1;
-  for (int s = 2; s <= kMaxTailSplits; ++s) {
-    const std::int64_t piece_blocks = ceil_div(n_blocks, s);
-    if (piece_blocks < 2) break;
-    const std::int64_t waves = ceil_div(tail * s, sm_count);
-    const std::int64_t cost = waves * (4 * piece_blocks + 8 + (s - 1));
-    if (cost < best_cost) best_cost = cost, best = s;
+  const std::int64_t blocks = tail * n_blocks;
+  const std::int64_t min_run = std::max<std::int64_t>(2, ceil_div(n_blocks, kMaxTailSplits));
+  const std::int64_t most = std::min<std::int64_t>(sm_count, blocks / min_run);
+  if (most <= tail || (blocks + 1) * most >= (std::int64_t{1} << 31)) return none;
+  TailSplit best = none;
+  std::int64_t best_cost = 4 * (n_blocks + 1);  // a whole tile: its blocks plus one of prologue and epilogue
+  for (std::int64_t s = 2; s * tail <= most + tail; ++s) {
+    const std::int64_t segments = std::min(s * tail, most);
+    std::int64_t cost = 0;
+    const TailSplit plan = tail_runs(tiles, tail, n_blocks, segments, &cost);
+    if (cost < best_cost) best_cost = cost, best = plan;
   }
-  if (best == 1) return none;
-  const std::int64_t split_begin = tiles - tail;
-  return {split_begin, best, split_begin + tail * best};
-}
-
-// Key blocks [begin, end) of piece `piece` when a tile of `n_blocks` blocks is cut into `splits`.
-constexpr std::int64_t split_block_begin(std::int64_t n_blocks, int splits, int piece) {
-  return n_blocks * piece / splits;
+  return best;
 }
 
 // The 4-D TMA maps address rows with 32-bit coordinates and at most 2^31 - 1 elements per dim.

@@ -138,18 +138,26 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
   return c;
 }
 
-// Work item `item` of the persistent loop: whole tiles first, then the pieces of the split tail
-// tiles, consecutive pieces of one tile on neighbouring CTAs so they run at the same time.
+// Work item `item` of the persistent loop: whole tiles first, then the pieces of the tail's runs
+// (a run's pieces k = 0, 1, ... are split_segments items apart, so with one run per CTA each CTA
+// takes its own run's pieces in order). Items of runs that touch fewer tiles are skipped.
 template <class T>
 __device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item) {
-  if (item < p.split_begin || p.splits <= 1) return decode_tile<T>(p, item);
+  if (item < p.split_begin || p.split_segments == 0) return decode_tile<T>(p, item);
   const int j = item - p.split_begin;
-  TileCoord c = decode_tile<T>(p, p.split_begin + j / p.splits);
-  c.splits = p.splits;
-  c.piece = j % p.splits;
-  c.split_tile = j / p.splits;
-  c.n_begin = static_cast<int>(split_block_begin(c.n_blocks, c.splits, c.piece));
-  c.n_end = static_cast<int>(split_block_begin(c.n_blocks, c.splits, c.piece + 1));
+  const int n_blocks = (p.seqlen_k + T::kBlockN - 1) / T::kBlockN;
+  const TailPiece tp = tail_piece<int>(p.split_blocks, p.split_segments, n_blocks, j % p.split_segments, j / p.split_segments);
+  if (tp.tile < 0) {
+    TileCoord none{};
+    none.skip = true;
+    return none;
+  }
+  TileCoord c = decode_tile<T>(p, p.split_begin + static_cast<int>(tp.tile));
+  c.splits = tp.pieces;
+  c.piece = tp.piece;
+  c.split_tile = static_cast<int>(tp.tile);
+  c.n_begin = tp.n_begin;
+  c.n_end = tp.n_end;
   return c;
 }
 
@@ -708,7 +716,7 @@ struct Consumer {
   __device__ bool merge_split(float (&o)[kPVAcc], RowState& st, const TileCoord& c) const {
     constexpr int kF4 = kPVAcc / 4 + 1;  // the output (and row sums), then (m0, m1, l0, l1)
     const int slot = (c.split_tile * T::kConsumers + wg) * 4 + warp;
-    float4* part = reinterpret_cast<float4*>(p.split_partials) + int64_t(slot) * c.splits * kF4 * 32 + lane;
+    float4* part = reinterpret_cast<float4*>(p.split_partials) + int64_t(slot) * p.split_max_pieces * kF4 * 32 + lane;
     float4* mine = part + c.piece * kF4 * 32;
 #pragma unroll
     for (int i = 0; i < kPVAcc / 4; ++i) __stcg(mine + i * 32, make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]));

@@ -155,9 +155,9 @@ template <class T>
 LaunchStatus plan_split(FlashParams& p, int sm_count, cudaStream_t stream, void** workspace) {
   if (p.causal || p.cu_seqlens_q != nullptr) return {};
   const TailSplit plan = plan_tail_split(p.num_tiles, sm_count, ceil_div(p.seqlen_k, T::kBlockN));
-  if (plan.splits <= 1) return {};
+  if (plan.segments == 0) return {};
   const std::int64_t warp_slots = (p.num_tiles - plan.split_begin) * T::kConsumers * 4;
-  const std::int64_t partial_bytes = warp_slots * plan.splits * 32 * (T::kPVN / 2 + 4) * 4;
+  const std::int64_t partial_bytes = warp_slots * plan.max_pieces * 32 * (T::kPVN / 2 + 4) * 4;
   const std::int64_t counter_bytes = (warp_slots * 4 + 255) / 256 * 256;
   cudaMemPool_t pool = workspace_pool();
   void* ws = nullptr;
@@ -173,7 +173,9 @@ LaunchStatus plan_split(FlashParams& p, int sm_count, cudaStream_t stream, void*
   }
   *workspace = ws;
   p.split_begin = static_cast<int>(plan.split_begin);
-  p.splits = plan.splits;
+  p.split_segments = plan.segments;
+  p.split_max_pieces = plan.max_pieces;
+  p.split_blocks = static_cast<int>(plan.stream_blocks);
   p.num_items = static_cast<int>(plan.items);
   p.split_arrivals = static_cast<int*>(ws);
   p.split_partials = reinterpret_cast<float*>(static_cast<char*>(ws) + counter_bytes);
@@ -207,7 +209,7 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
   p.num_tiles = static_cast<int>(tiles);
   if (p.num_tiles == 0) return {};
   p.split_begin = p.num_tiles;
-  p.splits = 1;
+  p.split_segments = 0;
   p.num_items = p.num_tiles;
 
   FlashTmaMaps maps;

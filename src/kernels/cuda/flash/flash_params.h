@@ -35,12 +35,16 @@ struct FlashParams {
   int num_m_blocks = 0;
   int num_tiles = 0;                  // num_m_blocks * batch * heads_q
 
-  // Tail split (flash_config.h, plan_tail_split): tiles from split_begin on run as `splits` pieces
-  // along the keys; num_items counts whole tiles plus pieces. A piece publishes its partial output
-  // and row state in split_partials and counts itself in split_arrivals (zeroed before the launch);
-  // the last piece of a warp's rows merges them.
+  // Tail split (flash_config.h, plan_tail_split): the key blocks of the tiles from split_begin on
+  // form one stream of split_blocks blocks cut into split_segments runs; work item split_begin +
+  // k * split_segments + r is the k-th tile piece of run r. num_items counts whole tiles plus
+  // those items. A piece publishes its partial output and row state in split_partials (room for
+  // split_max_pieces per tile) and counts itself in split_arrivals (zeroed before the launch); the
+  // last piece of a warp's rows merges them.
   int split_begin = 0;
-  int splits = 1;
+  int split_segments = 0;  // 0: every tile runs whole
+  int split_max_pieces = 1;
+  int split_blocks = 0;  // the plan keeps (split_blocks + 1) * split_segments below 2^31
   int num_items = 0;
   float* split_partials = nullptr;
   int* split_arrivals = nullptr;
