@@ -5,7 +5,10 @@
 // measured on the same data. Prints a table and writes JSON (--json FILE).
 //
 //   gpu_attention_bench [--workloads a,b,...] [--backends A,B] [--iters N] [--warmup N] [--sets N]
-//                       [--json FILE] [--list]
+//                       [--graph] [--json FILE] [--list]
+// --graph captures each sample's calls into a CUDA graph once and times its replays, which takes
+// the backends' per-call host work out of the figure (diffattn's backends only; the peers are
+// not replayed).
 // Without --backends every registered backend that can run here is measured; --list prints their
 // names, one a line (scripts/gpu_bench.sh runs each in its own process).
 
@@ -104,6 +107,7 @@ struct Args {
   int iters = 10, warmup = 3, sets = 2;
   std::string json;
   bool list = false;
+  bool graph = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -125,8 +129,10 @@ Args parse(int argc, char** argv) {
       a.json = next();
     } else if (flag == "--list") {
       a.list = true;
+    } else if (flag == "--graph") {
+      a.graph = true;
     } else {
-      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--sets N] [--json FILE] [--list]\n", flag.c_str());
+      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--sets N] [--graph] [--json FILE] [--list]\n", flag.c_str());
       std::exit(2);
     }
   }
@@ -206,6 +212,49 @@ bool runs_here(const Registry& registry, const std::string& name, const Platform
 }
 
 // Calls per timed sample: enough back-to-back work (about 5 ms or more) that launch gaps vanish.
+// Times `iters` replays of a CUDA graph holding `per_sample` calls (inputs rotated over the sets
+// as in the plain loop), captured once on a stream of its own; ms gets the time per call.
+Status time_graph_replays(Backend& backend, const Workload& w, const std::vector<Tensors>& sets, int per_sample,
+                          int iters, std::vector<float>* ms) {
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  Status status;
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int c = 0; c < per_sample && status.ok(); ++c)
+    status = backend.forward(problem_for(w, sets[c % sets.size()]), stream);
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  if (status.ok() && end != cudaSuccess)
+    status = CudaError(std::string("capture failed: ") + cudaGetErrorString(end));
+  if (status.ok()) {
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    if (e != cudaSuccess) status = CudaError(std::string("graph instantiation failed: ") + cudaGetErrorString(e));
+  }
+  (void)cudaGetLastError();
+  if (status.ok()) {
+    cudaEvent_t start, stop;
+    CHECK_CUDA(cudaEventCreate(&start));
+    CHECK_CUDA(cudaEventCreate(&stop));
+    CHECK_CUDA(cudaGraphLaunch(exec, stream));  // warm-up replay
+    for (int i = 0; i < iters; ++i) {
+      CHECK_CUDA(cudaEventRecord(start, stream));
+      CHECK_CUDA(cudaGraphLaunch(exec, stream));
+      CHECK_CUDA(cudaEventRecord(stop, stream));
+      CHECK_CUDA(cudaEventSynchronize(stop));
+      float t = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+      ms->push_back(t / per_sample);
+    }
+    CHECK_CUDA(cudaEventDestroy(start));
+    CHECK_CUDA(cudaEventDestroy(stop));
+  }
+  if (exec != nullptr) CHECK_CUDA(cudaGraphExecDestroy(exec));
+  if (graph != nullptr) CHECK_CUDA(cudaGraphDestroy(graph));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  return status;
+}
+
 int calls_per_sample(double flops) { return flops > 5e13 ? 1 : flops > 2e12 ? 5 : 20; }
 
 struct Row {
@@ -285,7 +334,11 @@ int main(int argc, char** argv) {
       // timed the same way).
       std::vector<float> ms;
       const int per_sample = calls_per_sample(flops);
-      for (int i = 0; i < args.iters && status.ok(); ++i) {
+      if (args.graph && status.ok()) {
+        status = time_graph_replays(**backend, w, sets, per_sample, args.iters, &ms);
+        if (!status.ok()) status = Status(status.code(), "--graph: " + status.message());
+      }
+      for (int i = 0; i < args.iters && status.ok() && !args.graph; ++i) {
         CHECK_CUDA(cudaEventRecord(start));
         for (int c = 0; c < per_sample && status.ok(); ++c)
           status = (*backend)->forward(problem_for(w, sets[(i * per_sample + c) % args.sets]), nullptr);

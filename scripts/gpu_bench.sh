@@ -8,8 +8,10 @@
 #
 #   scripts/gpu_bench.sh --pack-deps            # on the build machine
 #   COMMIT=<sha> scripts/gpu_bench.sh [--no-tests] [--workloads a,b] [--backends A,B] [--iters N]
-#                                     [--prebuilt DIR]          # on the GPU machine
+#                                     [--prebuilt DIR] [--graph]   # on the GPU machine
 # --prebuilt DIR runs binaries built elsewhere (DIR/bin, DIR/tests) instead of building here.
+# --graph times diffattn's backends by replaying captured CUDA graphs (no per-call host work; the
+# peers are timed as always). The SM clock, power and temperature before each phase go to the logs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -30,12 +32,14 @@ run_tests=1
 only=""
 prebuilt=""
 bench_args=()
+graph_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tests) run_tests=0 ;;
     --backends) only="$2"; shift ;;
     --prebuilt) prebuilt="$2"; shift ;;
     --workloads|--iters|--warmup|--sets) bench_args+=("$1" "$2"); shift ;;
+    --graph) graph_args=(--graph) ;;
     *) echo "unknown flag $1" >&2; exit 2 ;;
   esac
   shift
@@ -76,9 +80,16 @@ echo "== benchmark: each backend in its own process"
 driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1)"
 date_tag="$(date -u +%Y-%m-%d)"
 jsons=()
+clocks() {  # SM clock, power and temperature before a phase: a throttled GPU shows here
+  echo "$1: $(nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader | head -n1)" \
+    >>"$work/clocks.log"
+}
+rm -f "$work/clocks.log"
 for backend in $("$build/bin/gpu_attention_bench" --list); do
   if [ -n "$only" ]; then case ",$only," in *",$backend,"*) ;; *) continue ;; esac; fi
+  clocks "before $backend"
   if "$build/bin/gpu_attention_bench" --backends "$backend" --json "$work/ours-$backend.json" "${bench_args[@]}" \
+      "${graph_args[@]}" \
       >"$work/bench-$backend.log" 2>&1; then
     jsons+=("$work/ours-$backend.json")
   else
@@ -93,6 +104,7 @@ for ((i = 0; i < ${#bench_args[@]}; i += 2)); do
 done
 mkdir -p bench/results
 echo "== PyTorch peers on the same data"
+clocks "before the peers"
 PYTHONUNBUFFERED=1 python3 bench/peers.py --ours "${jsons[@]}" --out "bench/results/gpu-$date_tag.md" \
   --commit "${COMMIT:-unknown}" --driver "$driver" "${peer_args[@]}" >"$work/peers.log" 2>&1 ||
   { tail -n 30 "$work/peers.log"; exit 1; }
@@ -100,5 +112,5 @@ cat "bench/results/gpu-$date_tag.md"
 if [ -n "${OUT:-}" ]; then
   cp "bench/results/gpu-$date_tag.md" "$OUT/"
   cat "$work"/ours-*.json >"$OUT/ours.json"
-  cat "$work/gpu_tests.log" "$work"/bench-*.log "$work/peers.log" >"$OUT/logs.txt" 2>/dev/null || true
+  cat "$work/gpu_tests.log" "$work"/bench-*.log "$work/peers.log" "$work/clocks.log" >"$OUT/logs.txt" 2>/dev/null || true
 fi
