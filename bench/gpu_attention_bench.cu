@@ -16,7 +16,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -255,6 +257,20 @@ Status time_graph_replays(Backend& backend, const Workload& w, const std::vector
   return status;
 }
 
+// UTC time of day with milliseconds, as nvidia-smi's timestamps print it, to line rows up with
+// the clock timeline scripts/gpu_bench.sh records.
+std::string wall_clock() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  const long long ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm utc{};
+  gmtime_r(&secs, &utc);
+  char text[32];
+  std::snprintf(text, sizeof text, "%02d:%02d:%02d.%03lld", utc.tm_hour, utc.tm_min, utc.tm_sec, ms);
+  return text;
+}
+
 int calls_per_sample(double flops) { return flops > 5e13 ? 1 : flops > 2e12 ? 5 : 20; }
 
 struct Row {
@@ -361,8 +377,8 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaDeviceSynchronize());
       row.rel_l2 = status.ok() ? rel_l2_on_slice(w, sets[0]) : NAN;
       rows.push_back(row);
-      std::printf("%-28s %-12s %9.3f ms %7.1f TFLOP/s relL2 %.2e\n", w.name, name.c_str(), row.ms, row.tflops,
-                  row.rel_l2);
+      std::printf("%-28s %-12s %9.3f ms %7.1f TFLOP/s relL2 %.2e  done %s\n", w.name, name.c_str(), row.ms,
+                  row.tflops, row.rel_l2, wall_clock().c_str());
       std::fflush(stdout);
     }
     for (auto& s : sets) cudaFree(s.q), cudaFree(s.k), cudaFree(s.v), cudaFree(s.out);

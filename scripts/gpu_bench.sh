@@ -85,6 +85,11 @@ clocks() {  # SM clock, power and temperature before a phase: a throttled GPU sh
     >>"$work/clocks.log"
 }
 rm -f "$work/clocks.log"
+# A timeline of the same, every 250 ms, to set beside the benchmark rows' wall-clock times.
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 250 \
+  >"$work/clock-timeline.csv" 2>/dev/null &
+sampler=$!
+trap 'kill "$sampler" 2>/dev/null || true' EXIT
 for backend in $("$build/bin/gpu_attention_bench" --list); do
   if [ -n "$only" ]; then case ",$only," in *",$backend,"*) ;; *) continue ;; esac; fi
   clocks "before $backend"
@@ -113,4 +118,5 @@ if [ -n "${OUT:-}" ]; then
   cp "bench/results/gpu-$date_tag.md" "$OUT/"
   cat "$work"/ours-*.json >"$OUT/ours.json"
   cat "$work/gpu_tests.log" "$work"/bench-*.log "$work/peers.log" "$work/clocks.log" >"$OUT/logs.txt" 2>/dev/null || true
+  cp "$work/clock-timeline.csv" "$OUT/" 2>/dev/null || true
 fi
