@@ -251,8 +251,10 @@ constexpr TailSplit tail_runs(std::int64_t tiles, std::int64_t tail, std::int64_
   return plan;
 }
 
-// Candidates: one run per SM, and every even cut of each tail tile into s pieces that fits one
-// wave (the runs then never cross a tile); the cheapest wins if it beats whole tiles.
+// Candidates: every even cut of each tail tile into s pieces that fits one wave (one piece per
+// CTA; no run crosses a tile, so the cost has a closed form), and one run per CTA over the whole
+// stream; the cheapest wins if it beats whole tiles. Host work stays small: one pass over the runs
+// and tiles at most.
 constexpr TailSplit plan_tail_split(std::int64_t tiles, int sm_count, std::int64_t n_blocks) {
   TailSplit none{tiles};
   none.items = tiles;
@@ -265,11 +267,18 @@ constexpr TailSplit plan_tail_split(std::int64_t tiles, int sm_count, std::int64
   if (most <= tail || (blocks + 1) * most >= (std::int64_t{1} << 31)) return none;
   TailSplit best = none;
   std::int64_t best_cost = 4 * (n_blocks + 1);  // a whole tile: its blocks plus one of prologue and epilogue
-  for (std::int64_t s = 2; s * tail <= most + tail; ++s) {
-    const std::int64_t segments = std::min(s * tail, most);
+  for (std::int64_t s = 2; s * tail <= most; ++s) {
+    const std::int64_t cost = 4 * ceil_div(n_blocks, s) + 8 + (s - 1);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = TailSplit{tiles - tail, blocks, static_cast<int>(s * tail), 1, static_cast<int>(s)};
+      best.items = best.split_begin + s * tail;
+    }
+  }
+  if (most % tail != 0) {
     std::int64_t cost = 0;
-    const TailSplit plan = tail_runs(tiles, tail, n_blocks, segments, &cost);
-    if (cost < best_cost) best_cost = cost, best = plan;
+    const TailSplit plan = tail_runs(tiles, tail, n_blocks, most, &cost);
+    if (cost < best_cost) best = plan;
   }
   return best;
 }
