@@ -5,7 +5,7 @@
 // Build on the GPU machine:
 //   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -Isrc -gencode=arch=compute_90a,code=sm_90a \
 //        bench/flash_dev/flash_dev.cu src/kernels/cuda/flash/flash_hopper.cu -o flash_dev
-// Usage: flash_dev [check [--case TEXT]] [time] [quick] [variants [--only NAME,NAME]] [--work NAME,NAME] [--shape B,H,SQ,SKV[,D[,CAUSAL[,HKV]]]]... [--rounds N] [--sets N] [--csv FILE]; run_device.sh runs the recorded set.
+// Usage: flash_dev [check [--case TEXT]] [time] [quick] [variants [--only NAME,NAME]] [--work NAME,NAME] [--shape B,H,SQ,SKV[,D[,CAUSAL[,HKV]]]]... [--rounds N] [--sets N] [--unit-variance] [--csv FILE]; run_device.sh runs the recorded set.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -177,14 +177,18 @@ __global__ void reference_kernel(RefArgs a) {
   if (lane == 0) a.lse[orow] = l > 0.f ? mx + logf(l) : -INFINITY;
 }
 
-__global__ void fill_random(uint16_t* p, size_t n, unsigned long long seed, bool bf16) {
+// --unit-variance: inputs uniform on [-sqrt(3), sqrt(3)) (variance 1, as the benchmark's
+// generator makes them) instead of [-1, 1).
+static float g_input_scale = 1.0f;
+
+__global__ void fill_random(uint16_t* p, size_t n, unsigned long long seed, bool bf16, float scale) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     unsigned long long x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
     x ^= x >> 31;
     x *= 0xBF58476D1CE4E5B9ull;
     x ^= x >> 29;
     const float u = (x >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-    const float val = (u - 0.5f) * 2.0f;
+    const float val = (u - 0.5f) * 2.0f * scale;
     p[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16(val)) : __half_as_ushort(__float2half(val));
   }
 }
@@ -252,7 +256,7 @@ static Buffers make_buffers(const Case& c, std::mt19937& rng) {
     // One [B, S, 3, H, D] buffer, as a fused QKV projection produces it.
     const size_t n = (size_t)nb * bf.q_rows * 3 * c.H * c.D;
     CHECK_CUDA(cudaMalloc(&bf.qkv, n * 2));
-    fill_random<<<1024, 256>>>(bf.qkv, n, g_seed++, bf16);
+    fill_random<<<1024, 256>>>(bf.qkv, n, g_seed++, bf16, g_input_scale);
     bf.q = bf.qkv;
     bf.k = bf.qkv + (size_t)c.H * c.D;
     bf.v = bf.qkv + (size_t)2 * c.H * c.D;
@@ -266,9 +270,9 @@ static Buffers make_buffers(const Case& c, std::mt19937& rng) {
     CHECK_CUDA(cudaMalloc(&bf.q, nq * 2));
     CHECK_CUDA(cudaMalloc(&bf.k, nk * 2));
     CHECK_CUDA(cudaMalloc(&bf.v, nk * 2));
-    fill_random<<<1024, 256>>>(bf.q, nq, g_seed++, bf16);
-    fill_random<<<1024, 256>>>(bf.k, nk, g_seed++, bf16);
-    fill_random<<<1024, 256>>>(bf.v, nk, g_seed++, bf16);
+    fill_random<<<1024, 256>>>(bf.q, nq, g_seed++, bf16, g_input_scale);
+    fill_random<<<1024, 256>>>(bf.k, nk, g_seed++, bf16, g_input_scale);
+    fill_random<<<1024, 256>>>(bf.v, nk, g_seed++, bf16, g_input_scale);
     long long qs[3] = {bf.q_rows * c.H * c.D, (long long)c.H * c.D, c.D};
     long long ks[3] = {bf.kv_rows * c.Hkv * c.D, (long long)c.Hkv * c.D, c.D};
     std::memcpy(bf.qs, qs, sizeof qs);
@@ -526,6 +530,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "time")) do_time = true;
     if (!std::strcmp(argv[i], "quick")) quick = true;
     if (!std::strcmp(argv[i], "--sets") && i + 1 < argc) g_sets = std::max(1, std::atoi(argv[++i]));
+    if (!std::strcmp(argv[i], "--unit-variance")) g_input_scale = 1.7320508f;
     if (!std::strcmp(argv[i], "variants")) variants = true;
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
     if (!std::strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
