@@ -213,7 +213,6 @@ bool runs_here(const Registry& registry, const std::string& name, const Platform
   return !(d.unavailable_reason && d.unavailable_reason(platform));
 }
 
-// Calls per timed sample: enough back-to-back work (about 5 ms or more) that launch gaps vanish.
 // Times `iters` replays of a CUDA graph holding `per_sample` calls (inputs rotated over the sets
 // as in the plain loop), captured once on a stream of its own; ms gets the time per call.
 Status time_graph_replays(Backend& backend, const Workload& w, const std::vector<Tensors>& sets, int per_sample,
@@ -271,6 +270,7 @@ std::string wall_clock() {
   return text;
 }
 
+// Calls per timed sample: enough back-to-back work (about 5 ms or more) that launch gaps vanish.
 int calls_per_sample(double flops) { return flops > 5e13 ? 1 : flops > 2e12 ? 5 : 20; }
 
 struct Row {
@@ -350,19 +350,22 @@ int main(int argc, char** argv) {
       // timed the same way).
       std::vector<float> ms;
       const int per_sample = calls_per_sample(flops);
-      if (args.graph && status.ok()) {
-        status = time_graph_replays(**backend, w, sets, per_sample, args.iters, &ms);
-        if (!status.ok()) status = Status(status.code(), "--graph: " + status.message());
-      }
-      for (int i = 0; i < args.iters && status.ok() && !args.graph; ++i) {
-        CHECK_CUDA(cudaEventRecord(start));
-        for (int c = 0; c < per_sample && status.ok(); ++c)
-          status = (*backend)->forward(problem_for(w, sets[(i * per_sample + c) % args.sets]), nullptr);
-        CHECK_CUDA(cudaEventRecord(stop));
-        CHECK_CUDA(cudaEventSynchronize(stop));
-        float t = 0;
-        CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
-        ms.push_back(t / per_sample);
+      if (args.graph) {
+        if (status.ok()) {
+          status = time_graph_replays(**backend, w, sets, per_sample, args.iters, &ms);
+          if (!status.ok()) status = Status(status.code(), "--graph: " + status.message());
+        }
+      } else {
+        for (int i = 0; i < args.iters && status.ok(); ++i) {
+          CHECK_CUDA(cudaEventRecord(start));
+          for (int c = 0; c < per_sample && status.ok(); ++c)
+            status = (*backend)->forward(problem_for(w, sets[(i * per_sample + c) % args.sets]), nullptr);
+          CHECK_CUDA(cudaEventRecord(stop));
+          CHECK_CUDA(cudaEventSynchronize(stop));
+          float t = 0;
+          CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+          ms.push_back(t / per_sample);
+        }
       }
       if (!status.ok()) {
         row.error = status.message();

@@ -152,10 +152,10 @@ __device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item)
     none.skip = true;
     return none;
   }
-  TileCoord c = decode_tile<T>(p, p.split_begin + static_cast<int>(tp.tile));
+  TileCoord c = decode_tile<T>(p, p.split_begin + tp.tile);
   c.splits = tp.pieces;
   c.piece = tp.piece;
-  c.split_tile = static_cast<int>(tp.tile);
+  c.split_tile = tp.tile;
   c.n_begin = tp.n_begin;
   c.n_end = tp.n_end;
   return c;
