@@ -270,8 +270,9 @@ std::string wall_clock() {
   return text;
 }
 
-// Calls per timed sample: enough back-to-back work (about 5 ms or more) that launch gaps vanish.
-int calls_per_sample(double flops) { return flops > 5e13 ? 1 : flops > 2e12 ? 5 : 20; }
+// Calls per timed sample: enough back-to-back work (4e12 FLOPs, 5-10 ms on an H200) that the host's
+// per-call work overlaps the kernels and a sample's first launch latency is a small share of it.
+int calls_per_sample(double flops) { return static_cast<int>(std::clamp(std::ceil(4e12 / flops), 1.0, 200.0)); }
 
 struct Row {
   std::string workload, backend, error;

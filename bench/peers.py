@@ -54,8 +54,8 @@ def generate(shape, stream):
 
 
 def calls_per_sample(flops):
-    """Back-to-back calls per timed sample, as gpu_attention_bench does: launch gaps vanish."""
-    return 1 if flops > 5e13 else 5 if flops > 2e12 else 20
+    """Back-to-back calls per timed sample, as gpu_attention_bench does: 4e12 FLOPs per sample."""
+    return int(min(200, max(1, math.ceil(4e12 / flops))))
 
 
 def time_peer(backend, sets, warmup, iters, flops):
@@ -137,8 +137,8 @@ def main():
         f"GPU: {torch.cuda.get_device_name(0)} ({ours['sms']} SMs), driver {args.driver}, PyTorch {torch.__version__}, "
         f"cuDNN runtime {torch.backends.cudnn.version()} (torch) / {ours['cudnn']} (diffattn), commit {args.commit}.",
         f"bf16, [B, S, H, D] views as a DiT passes them, non-causal, no mask. Median of {args.iters} timed samples after "
-        f"{args.warmup} warm-ups, each sample 1-20 back-to-back calls between CUDA events (more for shorter "
-        "workloads, so host launch work overlaps the GPU and the time is the kernels'), inputs rotated over "
+        f"{args.warmup} warm-ups, each sample enough back-to-back calls between CUDA events for 4e12 FLOPs "
+        "(1-200 calls, so host launch work overlaps the GPU and the time is the kernels'), inputs rotated over "
         f"{args.sets} sets. FLOPs = 4·B·H·Sq·Skv·D. relL2 against "
         f"an fp32 computation on the same bf16 inputs (first {SLICE_ROWS} query rows, first {SLICE_HEADS} heads). "
         "Peers and diffattn ran in the same job on the same data (checksum column).",
