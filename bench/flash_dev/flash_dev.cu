@@ -63,6 +63,14 @@ static const Variant kVariants[] = {
     {"hd64-seq-rowsum", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, false, true>>},
     {"hd64-seq-rowsum-early", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, false, true, true>>},
     {"3wg-seq-tma-early", 128, launch_variant<HopperTraits<128, 128, 2, true, 3, true, false, true, false, false, true>>},
+    {"hd64-poly2", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, true, false, 2>>},
+    {"hd64-poly3", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, true, false, 3>>},
+    {"hd64-poly4", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, true, false, 4>>},
+    {"hd64-poly6", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, true, false, 6>>},
+    {"hd64-poly8", 64, launch_variant<HopperTraits<64, 128, 2, true, 3, true, false, true, true, true, false, 8>>},
+    {"bn128-early-poly4", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true, false, true, true, false, true, 4>>},
+    {"bn128-early-poly8", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true, false, true, true, false, true, 8>>},
+    {"wide192-poly8", 128, launch_variant<HopperTraits<128, 192, 2, true, 2, false, false, false, true, false, false, 8>>},
     {"bn128-staged-tma-early", 128, launch_variant<HopperTraits<128, 128, 2, true, 2, true, false, true, true, false, true>>},
 };
 static LaunchFn g_launch = launch_default;

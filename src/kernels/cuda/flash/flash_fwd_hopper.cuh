@@ -29,7 +29,7 @@ struct FlashTmaMaps {
 
 template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false,
           bool kIssueInTurn_ = false, bool kTmaStore_ = false, bool kOverlap_ = true, bool kRowSumByMma_ = false,
-          bool kEarlyExp_ = false>
+          bool kEarlyExp_ = false, int kPolyEvery_ = 0>
 struct HopperTraits {
   // A consumer overlaps its softmax with its own products (the next block's Q K^T and the
   // previous block's P V in flight together). Without it each block runs Q K^T, softmax, P V in
@@ -53,6 +53,9 @@ struct HopperTraits {
   // whose maximum grew rescales its exponentials (or, after a jump past the fp32 range, recomputes
   // its scores from shared memory, so K and Q are handed back after the softmax).
   static constexpr bool kEarlyExp = kEarlyExp_;
+  // Every kPolyEvery-th exponential of a row (0: none) is computed on the FMA pipe by a cubic
+  // (ptx::exp2_fma) instead of on the MUFU unit, which at hd64 is as busy as the tensor cores.
+  static constexpr int kPolyEvery = kPolyEvery_;
   static constexpr int kD = kD_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
@@ -413,6 +416,12 @@ struct Consumer {
 
   // Index in s of this thread's i-th value of row r (r = 0: lane/4, r = 1: lane/4 + 8).
   __device__ static constexpr int at(int i, int r) { return (i / 2) * 4 + 2 * r + (i % 2); }
+  // 2^x for this thread's i-th value of a row: on the FMA pipe for every kPolyEvery-th value, on
+  // the MUFU unit otherwise (i is a constant once the callers' loops are unrolled).
+  __device__ static float exp2_col(int i, float x) {
+    if (T::kPolyEvery > 0 && i % T::kPolyEvery == T::kPolyEvery - 1) return ptx::exp2_fma(x);
+    return ptx::exp2_approx(x);
+  }
   // The maximum over the four threads that hold one row.
   __device__ static float quad_max(float m) {
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
@@ -452,14 +461,14 @@ struct Consumer {
       const float m_scaled = st.m[r] == -INFINITY ? 0.f : st.m[r] * scale;
       if constexpr (T::kRowSumByMma) {
 #pragma unroll
-        for (int i = 0; i < kCols; ++i) s[at(i, r)] = ptx::exp2_approx(fmaf(s[at(i, r)], scale, -m_scaled));
+        for (int i = 0; i < kCols; ++i) s[at(i, r)] = exp2_col(i, fmaf(s[at(i, r)], scale, -m_scaled));
       } else {
         float part[kLanes];
 #pragma unroll
         for (int i = 0; i < kLanes; ++i) part[i] = 0.f;
 #pragma unroll
         for (int i = 0; i < kCols; ++i) {
-          const float v = ptx::exp2_approx(fmaf(s[at(i, r)], scale, -m_scaled));
+          const float v = exp2_col(i, fmaf(s[at(i, r)], scale, -m_scaled));
           s[at(i, r)] = v;
           part[i % kLanes] += v;
         }
@@ -525,7 +534,7 @@ struct Consumer {
       for (int i = 0; i < kCols; ++i) {
         const float x = s[at(i, r)];
         part[i % kLanes] = i < kLanes ? x : fmaxf(part[i % kLanes], x);
-        const float v = ptx::exp2_approx(fmaf(x, scale, -ms));
+        const float v = exp2_col(i, fmaf(x, scale, -ms));
         s[at(i, r)] = v;
         if constexpr (!T::kRowSumByMma) acc[i % kLanes] = i < kLanes ? v : acc[i % kLanes] + v;
       }

@@ -114,6 +114,25 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// 2^x on the FMA and integer pipes instead of the MUFU unit, for exponentials that would otherwise
+// queue behind ex2 there. x is rounded to the nearest integer j by adding 1.5 * 2^23 (j then sits
+// in the low bits of the sum), 2^(x - j) on [-0.5, 0.5] is a cubic with leading coefficient 1
+// (relative error under 1.1e-4, below a bf16 half-ulp of 2e-3), and j is added to its exponent
+// field. Inputs at or below -127, -inf included, give exactly +0 (f = 0, the cubic is 1.0 and the
+// exponent field becomes 0); inputs must stay below 128 (the callers' exponents are at most 120).
+__device__ __forceinline__ float exp2_fma(float x) {
+  constexpr float kRound = 12582912.f;  // 1.5 * 2^23
+  x = fmaxf(x, -127.f);
+  const float t = x + kRound;
+  const float f = x - (t - kRound);
+  float p = fmaf(f, 0.05500858f, 0.24221037f);
+  p = fmaf(f, p, 0.6932829f);
+  p = fmaf(f, p, 1.f);
+  // The low 9 bits of t's bit pattern are j (two's complement), so t's bits shifted by 23 are j's
+  // exponent increment.
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
 // wgmma shared-memory descriptor for a 128-byte-swizzled tile (atoms of 8 rows x 128 bytes,
 // 1024-byte aligned). lbo/sbo in bytes.
 __device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t smem_byte_addr, uint32_t lbo, uint32_t sbo) {
