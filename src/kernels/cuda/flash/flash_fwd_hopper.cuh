@@ -419,7 +419,8 @@ struct Consumer {
   // 2^x for this thread's i-th value of a row: on the FMA pipe for every kPolyEvery-th value, on
   // the MUFU unit otherwise (i is a constant once the callers' loops are unrolled).
   __device__ static float exp2_col(int i, float x) {
-    if (T::kPolyEvery > 0 && i % T::kPolyEvery == T::kPolyEvery - 1) return ptx::exp2_fma(x);
+    if constexpr (T::kPolyEvery > 0)
+      if (i % T::kPolyEvery == T::kPolyEvery - 1) return ptx::exp2_fma(x);
     return ptx::exp2_approx(x);
   }
   // The maximum over the four threads that hold one row.
