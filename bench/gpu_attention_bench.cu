@@ -5,7 +5,8 @@
 // measured on the same data. Prints a table and writes JSON (--json FILE).
 //
 //   gpu_attention_bench [--workloads a,b,...] [--backends A,B] [--iters N] [--warmup N] [--sets N]
-//                       [--graph] [--json FILE] [--list]
+//                       [--rest-ms N] [--graph] [--json FILE] [--list]
+// --rest-ms: the GPU idles this long (default 1000) before each row's warm-up.
 // --graph captures each sample's calls into a CUDA graph once and times its replays, which takes
 // the backends' per-call host work out of the figure (diffattn's backends only; the peers are
 // not replayed).
@@ -24,6 +25,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "diffattn/registry.h"
@@ -107,6 +109,7 @@ std::vector<std::string> split(const std::string& list) {
 struct Args {
   std::vector<std::string> workloads, backends;
   int iters = 10, warmup = 3, sets = 2;
+  int rest_ms = 1000;  // idle time before each row, so every row starts from the same power state
   std::string json;
   bool list = false;
   bool graph = false;
@@ -127,6 +130,8 @@ Args parse(int argc, char** argv) {
       a.warmup = std::atoi(next().c_str());
     } else if (flag == "--sets") {
       a.sets = std::max(1, std::atoi(next().c_str()));
+    } else if (flag == "--rest-ms") {
+      a.rest_ms = std::max(0, std::atoi(next().c_str()));
     } else if (flag == "--json") {
       a.json = next();
     } else if (flag == "--list") {
@@ -134,7 +139,7 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--graph") {
       a.graph = true;
     } else {
-      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--sets N] [--graph] [--json FILE] [--list]\n", flag.c_str());
+      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--sets N] [--rest-ms N] [--graph] [--json FILE] [--list]\n", flag.c_str());
       std::exit(2);
     }
   }
@@ -344,6 +349,10 @@ int main(int argc, char** argv) {
         rows.push_back(row);
         continue;
       }
+      // The GPU idles before each row: a row that follows a long one would otherwise run at the
+      // lower clock the power limit set for the long one (H200: 1700 vs 1980 MHz after Wan 720p).
+      CHECK_CUDA(cudaDeviceSynchronize());
+      std::this_thread::sleep_for(std::chrono::milliseconds(args.rest_ms));
       Status status;
       for (int i = 0; i < args.warmup && status.ok(); ++i) status = (*backend)->forward(problem_for(w, sets[i % args.sets]), nullptr);
       // Each sample times calls_per_sample(flops) back-to-back calls between two events, so the

@@ -11,6 +11,7 @@ import datetime
 import json
 import math
 import statistics
+import time
 
 import torch
 import torch.nn.functional as F
@@ -98,6 +99,7 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--sets", type=int, default=2)
+    ap.add_argument("--rest-ms", type=int, default=1000, help="idle time before each row (same power state for every row)")
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--driver", default="unknown")
     args = ap.parse_args()
@@ -123,6 +125,8 @@ def main():
         same_data[name] = abs(checksum - ours["q_checksums"][name]) < 1e-6 * max(1.0, abs(checksum))
         flops = 4.0 * b * h * sq * skv * d
         for label, backend in PEERS:
+            torch.cuda.synchronize()
+            time.sleep(args.rest_ms / 1000)
             ms, out = time_peer(backend, sets, args.warmup, args.iters, flops)
             err = rel_l2(out, sets[0])
             peer_rows[(name, label)] = (ms, flops / (ms * 1e-3) * 1e-12, err)
@@ -136,7 +140,8 @@ def main():
         "",
         f"GPU: {torch.cuda.get_device_name(0)} ({ours['sms']} SMs), driver {args.driver}, PyTorch {torch.__version__}, "
         f"cuDNN runtime {torch.backends.cudnn.version()} (torch) / {ours['cudnn']} (diffattn), commit {args.commit}.",
-        f"bf16, [B, S, H, D] views as a DiT passes them, non-causal, no mask. Median of {args.iters} timed samples after "
+        f"bf16, [B, S, H, D] views as a DiT passes them, non-causal, no mask. Each row starts after {args.rest_ms} ms of idle GPU (the "
+        f"same power state for every row). Median of {args.iters} timed samples after "
         f"{args.warmup} warm-ups, each sample enough back-to-back calls between CUDA events for 4e12 FLOPs "
         "(1-200 calls, so host launch work overlaps the GPU and the time is the kernels'), inputs rotated over "
         f"{args.sets} sets. FLOPs = 4·B·H·Sq·Skv·D. relL2 against "
