@@ -1,0 +1,101 @@
+/* diffattn's C interface: the same selection and the same backends as the C++ API, for callers in
+ * C, Python (ctypes/cffi) or any language with a C foreign-function interface.
+ *
+ * Every function returns a diffattn_code; DIFFATTN_OK is 0. On an error the calling thread's
+ * diffattn_last_error() says what was asked, what failed and what to do instead, and no output
+ * argument or caller tensor has been written. Nothing throws across this interface.
+ *
+ * Typical use:
+ *   diffattn_session* s;  diffattn_layer* l;
+ *   diffattn_session_create("cpu", "{\"default\": {\"backend\": \"TORCH_SDPA\"}}", &s);
+ *   diffattn_layer_desc d;  diffattn_layer_desc_init(&d);
+ *   d.num_heads = 24;  d.head_size = 128;  d.role = "self";
+ *   diffattn_layer_create(s, &d, &l);
+ *   diffattn_layer_forward(l, &q, &k, &v, &out, NULL, NULL, NULL);   (DLPack tensors)
+ *   diffattn_layer_destroy(l);  diffattn_session_destroy(s);
+ */
+#ifndef DIFFATTN_C_API_H_
+#define DIFFATTN_C_API_H_
+
+#include <stddef.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The closed set of outcomes (the same as the C++ ErrorCode, in the same order). */
+typedef enum diffattn_code {
+  DIFFATTN_OK = 0,
+  DIFFATTN_INVALID_CONFIG = 1,  /* a configuration value is malformed or inconsistent */
+  DIFFATTN_UNKNOWN_BACKEND = 2, /* a backend name that is not registered */
+  DIFFATTN_UNSUPPORTED = 3,     /* a valid request that this platform or backend cannot run */
+  DIFFATTN_UNAVAILABLE = 4,     /* a dependency (library, kernel build, device) is missing */
+  DIFFATTN_INVALID_INPUT = 5,   /* arguments or tensors that do not describe a valid call */
+  DIFFATTN_CUDA_ERROR = 6,      /* a CUDA or cuDNN call failed */
+  DIFFATTN_INTERNAL = 7         /* a defect in diffattn */
+} diffattn_code;
+
+/* The message of the calling thread's last failed call ("" when none has failed). Valid until the
+ * thread's next diffattn call. */
+const char* diffattn_last_error(void);
+/* Stable lower-case name of a code, e.g. "invalid_config". */
+const char* diffattn_code_name(diffattn_code code);
+/* "0.1.0" */
+const char* diffattn_version(void);
+
+/* A platform and an attention configuration: resolves backends for layers.
+ *
+ * platform: "cpu", "cuda", a path to a JSON platform description, or NULL/"" to probe (CUDA when a
+ *           device answers, else CPU).
+ * config_json: the --diffusion-attention-config object, e.g.
+ *           {"default": {"backend": "FLASH_ATTN"}, "per_role": {"cross": {"backend": "TORCH_SDPA"}}},
+ *           or NULL/"" for none. DIFFUSION_ATTENTION_BACKEND in the environment fills the default
+ *           when the configuration sets none, as on the command line. */
+typedef struct diffattn_session diffattn_session;
+diffattn_code diffattn_session_create(const char* platform, const char* config_json, diffattn_session** out);
+void diffattn_session_destroy(diffattn_session* session);
+
+/* The resolution for one role as JSON (the form `diffattn resolve --json` prints per role):
+ * {"role", "category", "head_size", "backend", "source", "spec", "considered"}. category may be
+ * NULL. *out_json is allocated by diffattn: release it with diffattn_string_free. */
+diffattn_code diffattn_resolve(diffattn_session* session, const char* role, const char* category, int head_size,
+                               int allow_trtllm_default, char** out_json);
+void diffattn_string_free(char* text);
+
+/* An attention layer as a model declares it. Fill with diffattn_layer_desc_init, then set fields. */
+typedef struct diffattn_layer_desc {
+  int num_heads;
+  int num_kv_heads;  /* 0: as many as num_heads */
+  int head_size;
+  int has_scale;     /* 0: scale = head_size^-1/2 */
+  float scale;
+  int causal;        /* top-left aligned, as PyTorch's is_causal */
+  const char* role;  /* e.g. "self", "cross"; NULL means "self" */
+  const char* category;      /* optional role category; NULL for none */
+  int allow_trtllm_default;  /* the model's path satisfies TRTLLM's automatic contract */
+} diffattn_layer_desc;
+void diffattn_layer_desc_init(diffattn_layer_desc* desc);
+
+/* A layer resolves its backend once, at creation. It keeps no reference to the session. */
+typedef struct diffattn_layer diffattn_layer;
+diffattn_code diffattn_layer_create(diffattn_session* session, const diffattn_layer_desc* desc, diffattn_layer** out);
+void diffattn_layer_destroy(diffattn_layer* layer);
+/* The canonical name of the layer's backend, e.g. "FLASH_ATTN"; valid while the layer lives. */
+const char* diffattn_layer_backend(const diffattn_layer* layer);
+
+/* One call in DiT layout: q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D], out [B, Sq, Hq, D], strided
+ * DLPack views on one device. mask (optional, NULL): bool keep-mask [B, Skv] or
+ * [B|1, H|1, Sq, Skv]. lse (optional, NULL): float32 [B, Hq, Sq], natural log. stream: a
+ * cudaStream_t for CUDA tensors, NULL for the default stream (ignored on the CPU). The layer's
+ * scale and causal flag apply. */
+diffattn_code diffattn_layer_forward(const diffattn_layer* layer, const DLTensor* q, const DLTensor* k,
+                                     const DLTensor* v, DLTensor* out, const DLTensor* mask, DLTensor* lse,
+                                     void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DIFFATTN_C_API_H_ */

@@ -1,0 +1,209 @@
+// The C interface (include/diffattn/c_api.h) over the C++ API: sessions hold a platform, a
+// selector and a parsed configuration; layers hold a resolved backend. Every entry point catches
+// everything, so no exception crosses into C, and records its failure in a per-thread message.
+
+#include "diffattn/c_api.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "diffattn/attention.h"
+#include "diffattn/config.h"
+#include "diffattn/platform.h"
+#include "diffattn/problem.h"
+#include "diffattn/registry.h"
+#include "diffattn/selector.h"
+#include "diffattn/status.h"
+#include "diffattn/tensor.h"
+
+struct diffattn_session {
+  std::shared_ptr<const diffattn::Platform> platform;
+  std::unique_ptr<diffattn::Selector> selector;
+  diffattn::AttentionConfig config;
+};
+
+struct diffattn_layer {
+  diffattn::Attention attention;
+};
+
+namespace {
+
+using diffattn::ErrorCode;
+using diffattn::Status;
+
+thread_local std::string g_last_error;
+
+diffattn_code to_c(ErrorCode code) { return static_cast<diffattn_code>(static_cast<int>(code)); }
+
+diffattn_code fail(const Status& status) {
+  g_last_error = status.message();
+  return to_c(status.code());
+}
+
+diffattn_code fail(ErrorCode code, std::string message) { return fail(Status(code, std::move(message))); }
+
+// Runs `body` (which returns a diffattn_code) with the last error cleared, turning any exception
+// into DIFFATTN_INTERNAL.
+template <class F>
+diffattn_code guarded(const char* function, F&& body) {
+  g_last_error.clear();
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(ErrorCode::kInternal, std::string(function) + ": out of host memory");
+  } catch (const std::exception& e) {
+    return fail(ErrorCode::kInternal, std::string(function) + ": unexpected error: " + e.what());
+  } catch (...) {
+    return fail(ErrorCode::kInternal, std::string(function) + ": unexpected error");
+  }
+}
+
+diffattn_code null_argument(const char* function, const char* name) {
+  return fail(ErrorCode::kInvalidInput, std::string(function) + ": " + name + " must not be NULL");
+}
+
+bool is_empty(const char* text) { return text == nullptr || text[0] == '\0'; }
+
+diffattn::Result<diffattn::TensorView> view_of(const DLTensor* tensor, const char* name) {
+  auto view = diffattn::from_dlpack(*tensor);
+  if (!view.ok()) return Status(view.status().code(), std::string(name) + ": " + view.status().message());
+  return view;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* diffattn_last_error(void) { return g_last_error.c_str(); }
+
+const char* diffattn_code_name(diffattn_code code) {
+  if (code < DIFFATTN_OK || code > DIFFATTN_INTERNAL) return "unknown";
+  // error_code_name returns views of string literals, so data() is NUL-terminated.
+  return diffattn::error_code_name(static_cast<ErrorCode>(static_cast<int>(code))).data();
+}
+
+const char* diffattn_version(void) { return DIFFATTN_VERSION_STRING; }
+
+diffattn_code diffattn_session_create(const char* platform, const char* config_json, diffattn_session** out) {
+  return guarded("diffattn_session_create", [&]() -> diffattn_code {
+    if (out == nullptr) return null_argument("diffattn_session_create", "out");
+    diffattn::ConfigSources sources;
+    if (!is_empty(config_json)) sources.config_json = std::string(config_json);
+    auto config = diffattn::build_attention_config(sources, diffattn::env_attention_backend());
+    if (!config.ok()) return fail(config.status());
+    auto info = diffattn::load_platform(is_empty(platform) ? "" : platform);
+    if (!info.ok()) return fail(info.status());
+    auto session = std::make_unique<diffattn_session>();
+    session->platform = diffattn::make_platform(std::move(info).value(), diffattn::global_registry());
+    session->selector = std::make_unique<diffattn::Selector>(session->platform);
+    session->config = std::move(config).value();
+    *out = session.release();
+    return DIFFATTN_OK;
+  });
+}
+
+void diffattn_session_destroy(diffattn_session* session) { delete session; }
+
+diffattn_code diffattn_resolve(diffattn_session* session, const char* role, const char* category, int head_size,
+                               int allow_trtllm_default, char** out_json) {
+  return guarded("diffattn_resolve", [&]() -> diffattn_code {
+    if (session == nullptr) return null_argument("diffattn_resolve", "session");
+    if (role == nullptr) return null_argument("diffattn_resolve", "role");
+    if (out_json == nullptr) return null_argument("diffattn_resolve", "out_json");
+    std::optional<std::string_view> cat;
+    if (category != nullptr) cat = category;
+    auto resolution = session->selector->resolve(role, head_size, session->config, cat, allow_trtllm_default != 0);
+    if (!resolution.ok()) return fail(resolution.status());
+    const std::string text = diffattn::resolution_to_json(*resolution).dump();
+    char* copy = static_cast<char*>(std::malloc(text.size() + 1));
+    if (copy == nullptr) return fail(ErrorCode::kInternal, "diffattn_resolve: out of host memory");
+    std::memcpy(copy, text.c_str(), text.size() + 1);
+    *out_json = copy;
+    return DIFFATTN_OK;
+  });
+}
+
+void diffattn_string_free(char* text) { std::free(text); }
+
+void diffattn_layer_desc_init(diffattn_layer_desc* desc) {
+  if (desc == nullptr) return;
+  *desc = diffattn_layer_desc{};
+  desc->role = "self";
+}
+
+diffattn_code diffattn_layer_create(diffattn_session* session, const diffattn_layer_desc* desc, diffattn_layer** out) {
+  return guarded("diffattn_layer_create", [&]() -> diffattn_code {
+    if (session == nullptr) return null_argument("diffattn_layer_create", "session");
+    if (desc == nullptr) return null_argument("diffattn_layer_create", "desc");
+    if (out == nullptr) return null_argument("diffattn_layer_create", "out");
+    diffattn::AttentionLayerDesc d;
+    d.num_heads = desc->num_heads;
+    d.num_kv_heads = desc->num_kv_heads;
+    d.head_size = desc->head_size;
+    if (desc->has_scale) {
+      if (!(desc->scale > 0.f))
+        return fail(ErrorCode::kInvalidInput, "diffattn_layer_create: scale must be positive, got " +
+                                                  std::to_string(desc->scale) + "; set has_scale = 0 for head_size^-1/2");
+      d.scale = desc->scale;
+    }
+    d.causal = desc->causal != 0;
+    d.role = desc->role != nullptr ? desc->role : "self";
+    if (desc->category != nullptr) d.category = std::string(desc->category);
+    d.allow_trtllm_default = desc->allow_trtllm_default != 0;
+    auto attention = diffattn::Attention::Create(d, session->config, *session->selector);
+    if (!attention.ok()) return fail(attention.status());
+    *out = new diffattn_layer{std::move(attention).value()};
+    return DIFFATTN_OK;
+  });
+}
+
+void diffattn_layer_destroy(diffattn_layer* layer) { delete layer; }
+
+const char* diffattn_layer_backend(const diffattn_layer* layer) {
+  return layer == nullptr ? "" : layer->attention.resolution().backend.c_str();
+}
+
+diffattn_code diffattn_layer_forward(const diffattn_layer* layer, const DLTensor* q, const DLTensor* k,
+                                     const DLTensor* v, DLTensor* out, const DLTensor* mask, DLTensor* lse,
+                                     void* stream) {
+  return guarded("diffattn_layer_forward", [&]() -> diffattn_code {
+    constexpr const char* kFn = "diffattn_layer_forward";
+    if (layer == nullptr) return null_argument(kFn, "layer");
+    if (q == nullptr) return null_argument(kFn, "q");
+    if (k == nullptr) return null_argument(kFn, "k");
+    if (v == nullptr) return null_argument(kFn, "v");
+    if (out == nullptr) return null_argument(kFn, "out");
+    diffattn::AttentionProblem problem;
+    for (auto [tensor, view, name] : {std::tuple{q, &problem.q, "q"}, {k, &problem.k, "k"}, {v, &problem.v, "v"},
+                                      {static_cast<const DLTensor*>(out), &problem.out, "out"}}) {
+      auto converted = view_of(tensor, name);
+      if (!converted.ok()) return fail(converted.status());
+      *view = *converted;
+    }
+    if (mask != nullptr) {
+      auto converted = view_of(mask, "mask");
+      if (!converted.ok()) return fail(converted.status());
+      problem.mask = *converted;
+    }
+    if (lse != nullptr) {
+      auto converted = view_of(lse, "lse");
+      if (!converted.ok()) return fail(converted.status());
+      problem.lse = *converted;
+    }
+    const diffattn::AttentionLayerDesc& d = layer->attention.desc();
+    problem.scale = d.scale;
+    problem.causal = d.causal;
+    const Status status = layer->attention.forward(problem, stream);
+    if (!status.ok()) return fail(status);
+    return DIFFATTN_OK;
+  });
+}
+
+}  // extern "C"
