@@ -226,7 +226,14 @@ Status time_graph_replays(Backend& backend, const Workload& w, const std::vector
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  Status status;
+  // One call on the stream before capture: a backend that keeps per-stream workspaces (CUDNN_ATTN)
+  // allocates them then, since allocation is not allowed while a stream is being captured.
+  Status status = backend.forward(problem_for(w, sets[0]), stream);
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  if (!status.ok()) {
+    CHECK_CUDA(cudaStreamDestroy(stream));
+    return status;
+  }
   CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   for (int c = 0; c < per_sample && status.ok(); ++c)
     status = backend.forward(problem_for(w, sets[c % sets.size()]), stream);
