@@ -57,6 +57,15 @@ typedef struct diffattn_session diffattn_session;
 diffattn_code diffattn_session_create(const char* platform, const char* config_json, diffattn_session** out);
 void diffattn_session_destroy(diffattn_session* session);
 
+/* Loads a plugin library (include/diffattn/plugin.h) into this session: its backends become
+ * selectable by name in this session's configuration, never as platform defaults. All of the
+ * library's backends are added, or none. A name that is taken (a built-in, or another plugin's:
+ * the first registration wins) refuses the load. out_names_json (may be NULL) receives the added
+ * names as a JSON array; release it with diffattn_string_free. Load plugins before sharing the
+ * session between threads' layer creation, or expect layers created meanwhile to resolve without
+ * them. */
+diffattn_code diffattn_session_load_plugin(diffattn_session* session, const char* path, char** out_names_json);
+
 /* The resolution for one role as JSON (the form `diffattn resolve --json` prints per role):
  * {"role", "category", "head_size", "backend", "source", "spec", "considered"}. category may be
  * NULL. *out_json is allocated by diffattn: release it with diffattn_string_free. */

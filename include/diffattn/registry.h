@@ -51,6 +51,7 @@ struct BackendDescriptor {
   std::string name;          // stable configuration name, upper case
   std::string display_name;  // the name logs print (TORCH_SDPA logs as "SDPA")
   std::string summary;       // one line for `diffattn backends`
+  std::string origin;        // empty for built-ins; the library path for a plugin's backends
   Capabilities caps;
   // Why the backend cannot run on `platform` at all (kernels not built for the architecture, a
   // missing library), or nullopt. Routing-specific policy stays in the platform.
@@ -88,6 +89,12 @@ class Registry {
   std::vector<std::unique_ptr<BackendDescriptor>> descriptors_;
   std::map<std::string, BackendFactory, std::less<>> overrides_;
 };
+
+// Loads a plugin library (include/diffattn/plugin.h) and registers its backends in `registry`:
+// all of them, or none when the library or any of its backends is refused. Returns the names added. A plugin name must not be taken
+// (built-in or from another plugin: the first registration wins). The library stays loaded while
+// the registry or any backend created from it lives.
+Result<std::vector<std::string>> load_plugin(std::string_view path, Registry& registry);
 
 // Fills `registry` with every built-in backend, one explicit call per backend.
 void register_builtin_backends(Registry& registry);

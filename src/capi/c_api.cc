@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -23,10 +24,18 @@
 #include "diffattn/status.h"
 #include "diffattn/tensor.h"
 
+#include <nlohmann/json.hpp>
+
+// A session has its own registry (the built-ins plus the plugins loaded into it), so plugins
+// loaded by one session are not seen by another. The lock orders plugin loads, which rebuild the
+// selector, against resolution and layer creation.
 struct diffattn_session {
+  std::unique_ptr<diffattn::Registry> registry;
+  diffattn::PlatformInfo info;
   std::shared_ptr<const diffattn::Platform> platform;
   std::unique_ptr<diffattn::Selector> selector;
   diffattn::AttentionConfig config;
+  std::shared_mutex mu;
 };
 
 struct diffattn_layer {
@@ -71,6 +80,13 @@ diffattn_code null_argument(const char* function, const char* name) {
 
 bool is_empty(const char* text) { return text == nullptr || text[0] == '\0'; }
 
+// A copy the caller releases with diffattn_string_free; nullptr when out of memory.
+char* malloc_copy(const std::string& text) {
+  char* copy = static_cast<char*>(std::malloc(text.size() + 1));
+  if (copy != nullptr) std::memcpy(copy, text.c_str(), text.size() + 1);
+  return copy;
+}
+
 diffattn::Result<diffattn::TensorView> view_of(const DLTensor* tensor, const char* name) {
   auto view = diffattn::from_dlpack(*tensor);
   if (!view.ok()) return Status(view.status().code(), std::string(name) + ": " + view.status().message());
@@ -101,8 +117,11 @@ diffattn_code diffattn_session_create(const char* platform, const char* config_j
     auto info = diffattn::load_platform(is_empty(platform) ? "" : platform);
     if (!info.ok()) return fail(info.status());
     auto session = std::make_unique<diffattn_session>();
-    session->platform = diffattn::make_platform(std::move(info).value(), diffattn::global_registry());
-    session->selector = std::make_unique<diffattn::Selector>(session->platform);
+    session->registry = std::make_unique<diffattn::Registry>();
+    diffattn::register_builtin_backends(*session->registry);
+    session->info = std::move(info).value();
+    session->platform = diffattn::make_platform(session->info, *session->registry);
+    session->selector = std::make_unique<diffattn::Selector>(session->platform, session->registry.get());
     session->config = std::move(config).value();
     *out = session.release();
     return DIFFATTN_OK;
@@ -110,6 +129,24 @@ diffattn_code diffattn_session_create(const char* platform, const char* config_j
 }
 
 void diffattn_session_destroy(diffattn_session* session) { delete session; }
+
+diffattn_code diffattn_session_load_plugin(diffattn_session* session, const char* path, char** out_names_json) {
+  return guarded("diffattn_session_load_plugin", [&]() -> diffattn_code {
+    if (session == nullptr) return null_argument("diffattn_session_load_plugin", "session");
+    if (path == nullptr) return null_argument("diffattn_session_load_plugin", "path");
+    std::unique_lock lock(session->mu);
+    auto names = diffattn::load_plugin(path, *session->registry);
+    if (!names.ok()) return fail(names.status());
+    // Decisions cached before the load may have refused a name the plugin now provides.
+    session->selector = std::make_unique<diffattn::Selector>(session->platform, session->registry.get());
+    if (out_names_json != nullptr) {
+      char* copy = malloc_copy(nlohmann::json(*names).dump());
+      if (copy == nullptr) return fail(ErrorCode::kInternal, "diffattn_session_load_plugin: out of host memory");
+      *out_names_json = copy;
+    }
+    return DIFFATTN_OK;
+  });
+}
 
 diffattn_code diffattn_resolve(diffattn_session* session, const char* role, const char* category, int head_size,
                                int allow_trtllm_default, char** out_json) {
@@ -119,12 +156,11 @@ diffattn_code diffattn_resolve(diffattn_session* session, const char* role, cons
     if (out_json == nullptr) return null_argument("diffattn_resolve", "out_json");
     std::optional<std::string_view> cat;
     if (category != nullptr) cat = category;
+    std::shared_lock lock(session->mu);
     auto resolution = session->selector->resolve(role, head_size, session->config, cat, allow_trtllm_default != 0);
     if (!resolution.ok()) return fail(resolution.status());
-    const std::string text = diffattn::resolution_to_json(*resolution).dump();
-    char* copy = static_cast<char*>(std::malloc(text.size() + 1));
+    char* copy = malloc_copy(diffattn::resolution_to_json(*resolution).dump());
     if (copy == nullptr) return fail(ErrorCode::kInternal, "diffattn_resolve: out of host memory");
-    std::memcpy(copy, text.c_str(), text.size() + 1);
     *out_json = copy;
     return DIFFATTN_OK;
   });
@@ -157,6 +193,7 @@ diffattn_code diffattn_layer_create(diffattn_session* session, const diffattn_la
     d.role = desc->role != nullptr ? desc->role : "self";
     if (desc->category != nullptr) d.category = std::string(desc->category);
     d.allow_trtllm_default = desc->allow_trtllm_default != 0;
+    std::shared_lock lock(session->mu);
     auto attention = diffattn::Attention::Create(d, session->config, *session->selector);
     if (!attention.ok()) return fail(attention.status());
     *out = new diffattn_layer{std::move(attention).value()};
