@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cli/commands.h"
+#include "diffattn/registry.h"
 
 namespace diffattn::cli {
 namespace {
@@ -14,6 +15,7 @@ constexpr std::string_view kBackendFlag = "--diffusion-attention-backend";
 constexpr std::string_view kTopkFlag = "--fastvideo-vsa-topk";
 constexpr std::string_view kPlatformFlag = "--platform";
 constexpr std::string_view kJsonFlag = "--json";
+constexpr std::string_view kPluginFlag = "--plugin";
 
 // One flag occurrence split into its name and, for "--name=value", its inline value.
 struct SplitFlag {
@@ -92,6 +94,12 @@ Result<bool> take_one_common_flag(std::vector<std::string>& args, std::size_t i,
                               parse_integer(text, kTopkFlag, 1, std::int64_t{1} << 31));
     return true;
   }
+  if (flag.name == kPluginFlag) {
+    DIFFATTN_ASSIGN_OR_RETURN(std::string path, value_of());
+    if (path.empty()) return UsageError("--plugin needs the path of a plugin library (a .so file).");
+    options.plugins.push_back(std::move(path));
+    return true;
+  }
   if (flag.name == kPlatformFlag) {
     DIFFATTN_RETURN_IF_ERROR(reject_repeat(!options.platform_spec.empty(), name,
                                            "choose one of cpu, cuda or a FILE.json description."));
@@ -157,6 +165,11 @@ int run_subcommand(std::vector<std::string>& args, std::string_view help, Subcom
   const bool json = wants_json(args);
   auto options = take_common_options(args);
   if (!options.ok()) return report_error(options.status(), json);
+  // Plugins join the process's registry before anything resolves, so their names can be selected.
+  for (const std::string& path : options->plugins) {
+    auto names = load_plugin(path, global_registry());
+    if (!names.ok()) return report_error(names.status(), json);
+  }
   return body(args, *options);
 }
 

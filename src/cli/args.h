@@ -46,6 +46,8 @@ inline constexpr std::string_view kCommonFlagsHelp =
     "  --diffusion-attention-backend NAME           default backend for every role (not with default.backend)\n"
     "  --fastvideo-vsa-topk N                       top-k cubes of FASTVIDEO_VSA (needs that backend)\n"
     "  --platform cpu|cuda|FILE.json                platform to decide for (default: probe this machine)\n"
+    "  --plugin PATH                                load a plugin library's backends (repeatable); they run\n"
+    "                                               only when named, never as defaults\n"
     "  --json                                       machine-readable output on stdout\n"
     "  Every flag also accepts the --flag=VALUE form.\n";
 

@@ -17,6 +17,7 @@ namespace diffattn::cli {
 struct CommonOptions {
   ConfigSources config;
   std::string platform_spec;  // empty: probe
+  std::vector<std::string> plugins;  // --plugin PATH, in the order given
   bool json = false;
 };
 
