@@ -32,7 +32,8 @@ class Attention {
 
   const AttentionLayerDesc& desc() const { return desc_; }
   const Resolution& resolution() const { return resolution_; }
-  // Runs the resolved backend. The problem must match the layer (heads, head size).
+  // Runs the resolved backend. The problem must match the layer (heads, head size); the layer's
+  // scale applies where the problem sets none, and a causal layer makes every call causal.
   Status forward(const AttentionProblem& problem, void* stream = nullptr) const;
 
  private:

@@ -31,7 +31,6 @@
 // selector, against resolution and layer creation.
 struct diffattn_session {
   std::unique_ptr<diffattn::Registry> registry;
-  diffattn::PlatformInfo info;
   std::shared_ptr<const diffattn::Platform> platform;
   std::unique_ptr<diffattn::Selector> selector;
   diffattn::AttentionConfig config;
@@ -119,8 +118,7 @@ diffattn_code diffattn_session_create(const char* platform, const char* config_j
     auto session = std::make_unique<diffattn_session>();
     session->registry = std::make_unique<diffattn::Registry>();
     diffattn::register_builtin_backends(*session->registry);
-    session->info = std::move(info).value();
-    session->platform = diffattn::make_platform(session->info, *session->registry);
+    session->platform = diffattn::make_platform(std::move(info).value(), *session->registry);
     session->selector = std::make_unique<diffattn::Selector>(session->platform, session->registry.get());
     session->config = std::move(config).value();
     *out = session.release();
@@ -234,9 +232,6 @@ diffattn_code diffattn_layer_forward(const diffattn_layer* layer, const DLTensor
       if (!converted.ok()) return fail(converted.status());
       problem.lse = *converted;
     }
-    const diffattn::AttentionLayerDesc& d = layer->attention.desc();
-    problem.scale = d.scale;
-    problem.causal = d.causal;
     const Status status = layer->attention.forward(problem, stream);
     if (!status.ok()) return fail(status);
     return DIFFATTN_OK;

@@ -60,7 +60,11 @@ Status Attention::forward(const AttentionProblem& problem, void* stream) const {
     return InvalidInput("Attention layer for role='" + desc_.role + "' (" + resolution_.backend + ") got " + mismatch +
                         "; pass tensors shaped for this layer or declare another layer.");
   }
-  return backend_->forward(problem, stream);
+  // The layer's scale and causal flag hold for every call, whichever backend runs it.
+  AttentionProblem call = problem;
+  if (!call.scale) call.scale = desc_.scale;
+  call.causal = call.causal || desc_.causal;
+  return backend_->forward(call, stream);
 }
 
 }  // namespace diffattn

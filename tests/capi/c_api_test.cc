@@ -7,8 +7,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capi/c_api_usage.h"
+#include "capi/capi_testing.h"
 #include "diffattn/problem.h"
 #include "parity/oracle.h"
 
@@ -25,87 +24,24 @@ namespace {
 using testing::OracleOutput;
 using testing::OraclePrecision;
 using testing::reference_attention;
+using namespace capi_testing;
 
 constexpr const char* kSdpaConfig = R"({"default": {"backend": "TORCH_SDPA"}})";
-
-struct Buffer {
-  std::vector<float> data;
-  std::vector<std::int64_t> shape;
-  DLTensor tensor() {
-    DLTensor t{};
-    t.data = data.data();
-    t.device = {kDLCPU, 0};
-    t.ndim = static_cast<std::int32_t>(shape.size());
-    t.dtype = {kDLFloat, 32, 1};
-    t.shape = shape.data();
-    t.strides = nullptr;
-    return t;
-  }
-};
-
-// Fresh random values for every run (the seed is printed, so a failure can be replayed).
-Buffer random_buffer(std::vector<std::int64_t> shape, std::mt19937& rng) {
-  std::int64_t n = 1;
-  for (auto s : shape) n *= s;
-  std::uniform_real_distribution<float> u(-2.f, 2.f);
-  Buffer b{std::vector<float>(static_cast<std::size_t>(n)), std::move(shape)};
-  for (float& x : b.data) x = u(rng);
-  return b;
-}
-
-std::mt19937 seeded_rng() {
-  const unsigned seed = std::random_device{}();
-  ::testing::Test::RecordProperty("seed", std::to_string(seed));
-  std::printf("seed %u\n", seed);
-  return std::mt19937(seed);
-}
-
-TensorView view_of(Buffer& b) { return from_dlpack(b.tensor()).value(); }
-
-double rel_l2(const std::vector<float>& got, const std::vector<double>& want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / den);
-}
-
-struct Session {
-  diffattn_session* s = nullptr;
-  ~Session() { diffattn_session_destroy(s); }
-};
-
-struct Layer {
-  diffattn_layer* l = nullptr;
-  ~Layer() { diffattn_layer_destroy(l); }
-};
 
 TEST(CApi, ForwardWithGqaCausalMaskAndLseMatchesTheOracle) {
   std::mt19937 rng = seeded_rng();
   const int B = 2, Sq = 37, Skv = 45, H = 4, Hkv = 2, D = 32;
   Buffer q = random_buffer({B, Sq, H, D}, rng), k = random_buffer({B, Skv, Hkv, D}, rng),
          v = random_buffer({B, Skv, Hkv, D}, rng);
-  Buffer out{std::vector<float>(static_cast<std::size_t>(B * Sq * H * D), std::nanf("")), {B, Sq, H, D}};
-  Buffer lse{std::vector<float>(static_cast<std::size_t>(B * H * Sq), std::nanf("")), {B, H, Sq}};
+  Buffer out = nan_buffer({B, Sq, H, D}), lse = nan_buffer({B, H, Sq});
   // Key padding: batch 0 keeps every key, batch 1 drops its last 9.
   std::vector<std::uint8_t> keep(static_cast<std::size_t>(B * Skv), 1);
   for (int j = Skv - 9; j < Skv; ++j) keep[static_cast<std::size_t>(Skv + j)] = 0;
-  std::int64_t mask_shape[2] = {B, Skv};
-  DLTensor mask{};
-  mask.data = keep.data();
-  mask.device = {kDLCPU, 0};
-  mask.ndim = 2;
-  mask.dtype = {kDLUInt, 8, 1};
-  mask.shape = mask_shape;
+  std::vector<std::int64_t> mask_shape = {B, Skv};
+  const DLTensor mask = bool_tensor(keep, mask_shape);
 
-  Session session;
-  ASSERT_EQ(diffattn_session_create("cpu", kSdpaConfig, &session.s), DIFFATTN_OK) << diffattn_last_error();
-  diffattn_layer_desc desc;
-  diffattn_layer_desc_init(&desc);
-  desc.num_heads = H;
-  desc.num_kv_heads = Hkv;
-  desc.head_size = D;
+  Session session(kSdpaConfig);
+  diffattn_layer_desc desc = layer_desc(H, Hkv, D);
   desc.causal = 1;
   desc.has_scale = 1;
   desc.scale = 0.3f;
@@ -119,7 +55,7 @@ TEST(CApi, ForwardWithGqaCausalMaskAndLseMatchesTheOracle) {
   EXPECT_STREQ(diffattn_last_error(), "");
 
   AttentionProblem p;
-  p.q = view_of(q), p.k = view_of(k), p.v = view_of(v), p.out = view_of(out);
+  p.q = q.view(), p.k = k.view(), p.v = v.view(), p.out = out.view();
   p.mask = from_dlpack(mask).value();
   p.scale = 0.3f;
   p.causal = true;
@@ -137,7 +73,7 @@ TEST(CApi, CallsFromCMatchTheOracle) {
   std::mt19937 rng = seeded_rng();
   const int B = 1, S = 50, H = 3, D = 64;
   Buffer q = random_buffer({B, S, H, D}, rng), k = random_buffer({B, S, H, D}, rng), v = random_buffer({B, S, H, D}, rng);
-  Buffer out{std::vector<float>(static_cast<std::size_t>(B * S * H * D), std::nanf("")), {B, S, H, D}};
+  Buffer out = nan_buffer({B, S, H, D});
   char backend[32] = {};
   ASSERT_EQ(diffattn_c_usage_forward(kSdpaConfig, q.data.data(), k.data.data(), v.data.data(), out.data.data(), B, S, S,
                                      H, D, 0, backend, sizeof backend),
@@ -145,15 +81,12 @@ TEST(CApi, CallsFromCMatchTheOracle) {
       << diffattn_last_error();
   EXPECT_STREQ(backend, "TORCH_SDPA");
   AttentionProblem p;
-  p.q = view_of(q), p.k = view_of(k), p.v = view_of(v), p.out = view_of(out);
+  p.q = q.view(), p.k = k.view(), p.v = v.view(), p.out = out.view();
   EXPECT_LT(rel_l2(out.data, reference_attention(p, OraclePrecision::kFloat64).out), 1e-5);
 }
 
 TEST(CApi, ResolveReportsBackendAndSourcePerRole) {
-  Session session;
-  ASSERT_EQ(diffattn_session_create("cpu", R"({"per_role": {"cross": {"backend": "TORCH_SDPA"}}})", &session.s),
-            DIFFATTN_OK)
-      << diffattn_last_error();
+  Session session(R"({"per_role": {"cross": {"backend": "TORCH_SDPA"}}})");
   char* text = nullptr;
   ASSERT_EQ(diffattn_resolve(session.s, "cross", nullptr, 128, 0, &text), DIFFATTN_OK) << diffattn_last_error();
   const auto cross = nlohmann::json::parse(text);
@@ -183,13 +116,8 @@ TEST(CApi, ConfigurationErrorsSayWhatIsWrongAndCreateNothing) {
       << diffattn_last_error();
 
   // Names are checked against the registry when a layer resolves its backend.
-  Session s;
-  ASSERT_EQ(diffattn_session_create("cpu", R"({"default": {"backend": "NO_SUCH_BACKEND"}})", &s.s), DIFFATTN_OK)
-      << diffattn_last_error();
-  diffattn_layer_desc desc;
-  diffattn_layer_desc_init(&desc);
-  desc.num_heads = 2;
-  desc.head_size = 64;
+  Session s(R"({"default": {"backend": "NO_SUCH_BACKEND"}})");
+  const diffattn_layer_desc desc = layer_desc(2, 0, 64);
   diffattn_layer* layer = nullptr;
   EXPECT_EQ(diffattn_layer_create(s.s, &desc, &layer), DIFFATTN_UNKNOWN_BACKEND);
   EXPECT_EQ(layer, nullptr);
@@ -198,13 +126,8 @@ TEST(CApi, ConfigurationErrorsSayWhatIsWrongAndCreateNothing) {
 }
 
 TEST(CApi, ExplicitGpuBackendOnTheCpuIsRefusedNotSwapped) {
-  Session s;
-  ASSERT_EQ(diffattn_session_create("cpu", R"({"default": {"backend": "FLASH_ATTN"}})", &s.s), DIFFATTN_OK)
-      << diffattn_last_error();
-  diffattn_layer_desc desc;
-  diffattn_layer_desc_init(&desc);
-  desc.num_heads = 8;
-  desc.head_size = 128;
+  Session s(R"({"default": {"backend": "FLASH_ATTN"}})");
+  const diffattn_layer_desc desc = layer_desc(8, 0, 128);
   diffattn_layer* layer = nullptr;
   const diffattn_code code = diffattn_layer_create(s.s, &desc, &layer);
   EXPECT_TRUE(code == DIFFATTN_UNSUPPORTED || code == DIFFATTN_UNAVAILABLE) << diffattn_code_name(code);
@@ -214,12 +137,8 @@ TEST(CApi, ExplicitGpuBackendOnTheCpuIsRefusedNotSwapped) {
 
 TEST(CApi, BadCallsLeaveTheOutputUntouched) {
   std::mt19937 rng = seeded_rng();
-  Session s;
-  ASSERT_EQ(diffattn_session_create("cpu", kSdpaConfig, &s.s), DIFFATTN_OK) << diffattn_last_error();
-  diffattn_layer_desc desc;
-  diffattn_layer_desc_init(&desc);
-  desc.num_heads = 4;
-  desc.head_size = 16;
+  Session s(kSdpaConfig);
+  const diffattn_layer_desc desc = layer_desc(4, 0, 16);
   Layer layer;
   ASSERT_EQ(diffattn_layer_create(s.s, &desc, &layer.l), DIFFATTN_OK) << diffattn_last_error();
 

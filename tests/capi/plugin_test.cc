@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "capi/capi_testing.h"
 #include "diffattn/c_api.h"
 #include "diffattn/problem.h"
 #include "parity/oracle.h"
@@ -21,21 +22,10 @@
 namespace diffattn {
 namespace {
 
+using namespace capi_testing;
+
 constexpr const char* kPlugin = DIFFATTN_TEST_PLUGIN_PATH;
 constexpr const char* kNaiveConfig = R"({"default": {"backend": "TEST_NAIVE_ATTN"}})";
-
-struct Session {
-  diffattn_session* s = nullptr;
-  explicit Session(const char* config) {
-    EXPECT_EQ(diffattn_session_create("cpu", config, &s), DIFFATTN_OK) << diffattn_last_error();
-  }
-  ~Session() { diffattn_session_destroy(s); }
-};
-
-struct Layer {
-  diffattn_layer* l = nullptr;
-  ~Layer() { diffattn_layer_destroy(l); }
-};
 
 // The plugin's own count of forward calls, read from the loaded library.
 int plugin_calls() {
@@ -45,35 +35,6 @@ int plugin_calls() {
   const int calls = fn != nullptr ? fn() : -1;
   dlclose(handle);
   return calls;
-}
-
-struct Buffer {
-  std::vector<float> data;
-  std::vector<std::int64_t> shape;
-  DLTensor tensor() {
-    DLTensor t{};
-    t.data = data.data();
-    t.device = {kDLCPU, 0};
-    t.ndim = static_cast<std::int32_t>(shape.size());
-    t.dtype = {kDLFloat, 32, 1};
-    t.shape = shape.data();
-    return t;
-  }
-};
-
-Buffer random_buffer(std::vector<std::int64_t> shape, std::mt19937& rng) {
-  std::int64_t n = 1;
-  for (auto s : shape) n *= s;
-  std::uniform_real_distribution<float> u(-2.f, 2.f);
-  Buffer b{std::vector<float>(static_cast<std::size_t>(n)), std::move(shape)};
-  for (float& x : b.data) x = u(rng);
-  return b;
-}
-
-std::mt19937 seeded_rng() {
-  const unsigned seed = std::random_device{}();
-  std::printf("seed %u\n", seed);
-  return std::mt19937(seed);
 }
 
 std::string load(diffattn_session* s, diffattn_code expected) {
@@ -89,15 +50,6 @@ struct PluginMode {
   explicit PluginMode(const char* mode) { setenv("DIFFATTN_TEST_PLUGIN_MODE", mode, 1); }
   ~PluginMode() { unsetenv("DIFFATTN_TEST_PLUGIN_MODE"); }
 };
-
-diffattn_layer_desc layer_desc(int heads, int kv_heads, int head_size) {
-  diffattn_layer_desc d;
-  diffattn_layer_desc_init(&d);
-  d.num_heads = heads;
-  d.num_kv_heads = kv_heads;
-  d.head_size = head_size;
-  return d;
-}
 
 TEST(CApiPlugin, NamedPluginBackendRunsAndMatchesTheOracle) {
   std::mt19937 rng = seeded_rng();
@@ -116,17 +68,11 @@ TEST(CApiPlugin, NamedPluginBackendRunsAndMatchesTheOracle) {
 
   Buffer q = random_buffer({B, Sq, H, D}, rng), k = random_buffer({B, Skv, Hkv, D}, rng),
          v = random_buffer({B, Skv, Hkv, D}, rng);
-  Buffer out{std::vector<float>(static_cast<std::size_t>(B * Sq * H * D), std::nanf("")), {B, Sq, H, D}};
-  Buffer lse{std::vector<float>(static_cast<std::size_t>(B * H * Sq), std::nanf("")), {B, H, Sq}};
+  Buffer out = nan_buffer({B, Sq, H, D}), lse = nan_buffer({B, H, Sq});
   std::vector<std::uint8_t> keep(static_cast<std::size_t>(B * Skv), 1);
   for (int j = 0; j < Skv; j += 3) keep[static_cast<std::size_t>(Skv + j)] = 0;  // batch 1 drops every third key
-  std::int64_t mask_shape[2] = {B, Skv};
-  DLTensor mask{};
-  mask.data = keep.data();
-  mask.device = {kDLCPU, 0};
-  mask.ndim = 2;
-  mask.dtype = {kDLUInt, 8, 1};
-  mask.shape = mask_shape;
+  std::vector<std::int64_t> mask_shape = {B, Skv};
+  const DLTensor mask = bool_tensor(keep, mask_shape);
   DLTensor tq = q.tensor(), tk = k.tensor(), tv = v.tensor(), to = out.tensor(), tl = lse.tensor();
   const int calls = plugin_calls();
   ASSERT_EQ(diffattn_layer_forward(layer.l, &tq, &tk, &tv, &to, &mask, &tl, nullptr), DIFFATTN_OK)
@@ -134,17 +80,11 @@ TEST(CApiPlugin, NamedPluginBackendRunsAndMatchesTheOracle) {
   EXPECT_EQ(plugin_calls(), calls + 1);  // the plugin ran the call, nothing else did
 
   AttentionProblem p;
-  p.q = from_dlpack(tq).value(), p.k = from_dlpack(tk).value(), p.v = from_dlpack(tv).value();
-  p.out = from_dlpack(to).value();
+  p.q = q.view(), p.k = k.view(), p.v = v.view(), p.out = out.view();
   p.mask = from_dlpack(mask).value();
   p.causal = true;
   const testing::OracleOutput want = testing::reference_attention(p, testing::OraclePrecision::kFloat64);
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.out.size(); ++i) {
-    num += (out.data[i] - want.out[i]) * (out.data[i] - want.out[i]);
-    den += want.out[i] * want.out[i];
-  }
-  EXPECT_LT(std::sqrt(num / den), 1e-6);
+  EXPECT_LT(rel_l2(out.data, want.out), 1e-6);
   // Batch 1's first row keeps no key (causal, and its key 0 is dropped): LSE -inf, output 0.
   EXPECT_EQ(want.lse[static_cast<std::size_t>(1 * H * Sq)], -INFINITY);
   for (std::size_t i = 0; i < want.lse.size(); ++i) {
@@ -178,13 +118,8 @@ TEST(CApiPlugin, PluginFailuresAndCapabilityRefusalsLeaveTheOutputUntouched) {
   const int calls = plugin_calls();
   // A dense mask is outside what the plugin declared: refused before the plugin is called.
   std::vector<std::uint8_t> dense(8 * 8, 1);
-  std::int64_t dense_shape[4] = {1, 1, 8, 8};
-  DLTensor mask{};
-  mask.data = dense.data();
-  mask.device = {kDLCPU, 0};
-  mask.ndim = 4;
-  mask.dtype = {kDLUInt, 8, 1};
-  mask.shape = dense_shape;
+  std::vector<std::int64_t> dense_shape = {1, 1, 8, 8};
+  const DLTensor mask = bool_tensor(dense, dense_shape);
   EXPECT_EQ(diffattn_layer_forward(naive.l, &tq, &tk, &tv, &to, &mask, nullptr, nullptr), DIFFATTN_UNSUPPORTED);
   EXPECT_NE(std::string(diffattn_last_error()).find("TEST_NAIVE_ATTN"), std::string::npos) << diffattn_last_error();
   // So are half-precision inputs.
