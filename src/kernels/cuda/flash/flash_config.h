@@ -52,9 +52,8 @@ constexpr bool is_long_kv(std::int64_t seqlen_k) { return seqlen_k > kLongKvThre
 enum class KeyTiles { kShort, kLong, kWide, kInOrder };
 
 // 192-key tiles beat both others at hd128 when at most 1.5 % of the last tile is padding, from
-// 4096 keys on (H200, timed interleaved, run 14): Flux's 4608 keys 593 vs 570 TFLOP/s, Wan 480p
-// 639 vs 629, 16k 625 vs 614, Wan 720p 634 vs 629, HunyuanVideo-1.5 624 vs 618. A ragged last
-// tile costs more than the wider tile saves (4096 keys: 559 vs 584).
+// 4096 keys on (H200: Flux, Wan, HunyuanVideo-1.5, 16k squares); a ragged last tile costs more
+// than the wider tile saves (docs/backends/flash_attn.md, "The Hopper kernel").
 inline constexpr std::int64_t kWideMinKeys = 4096;
 
 constexpr bool fills_wide_tiles(std::int64_t seqlen_k) {
@@ -70,9 +69,9 @@ constexpr KeyTiles key_tiles(int head_size, std::int64_t seqlen_k) {
 // Wider key tiles amortise the softmax's row reductions; hd192/hd256 keep narrower tiles so two
 // stages of K and V still fit next to the Q tile. hd64 is bound by the exponentials as much as by
 // the tensor cores, so it runs three consumer warpgroups (192 query rows) to keep more softmax work
-// in flight: 392 vs 334 TFLOP/s on SD3's 4429-token joint attention (H200, bench/results/). Its
-// row sums come out of the P V product (eight more columns, of ones) instead of one add per score:
-// SD3 458 vs 440 TFLOP/s, 4k square 493 vs 475, 16k square 538 vs 502 (H200, run 29).
+// in flight (SD3 +17 % on an H200). Its row sums come out of the P V product (eight more
+// columns, of ones) instead of one add per score, which saves issue slots the softmax is bound
+// by (+4-7 %; docs/backends/flash_attn.md, "What was learned").
 constexpr HopperTile hopper_base_tile(int head_size, KeyTiles keys) {
   const bool long_kv = keys == KeyTiles::kLong;
   switch (head_size) {
@@ -107,17 +106,16 @@ constexpr int hopper_smem_bytes(const HopperTile& tile, int head_size, int elem_
 // vs 370 TFLOP/s); 176-key hd128 tiles and hd192/hd256 have no room and store from registers.
 //
 // Consumers take turns issuing their GEMMs on the 176-key tiles of long rows, so one group's
-// softmax overlaps the other's products: +0.4 to +4 % on all five long-row workloads (H200, timed
-// interleaved with the free-running kernel, bench/results/flash-h200-run9-*); on 128-key tiles and
+// softmax overlaps the other's products: +0.4 to +4 % on long rows (H200); on 128-key tiles and
 // at hd64/hd256 it made no difference or lost up to 1.4 %.
 //
 // A staged output block leaves through TMA stores, issued by one thread while the warpgroup goes
 // on to its next tile: cross-attention with 512 keys +7 %, 4k squares +3 %, Flux +2 %, SD3 hd64
-// +1.5 %, long rows unchanged (H200, interleaved with the 16-byte-store epilogue, run 10).
+// +1.5 %, long rows unchanged (H200, against the 16-byte-store epilogue).
 //
 // Early exponentials (taken against the running maximum while the block's maximum is found, the
 // rare block whose maximum grew fixing them up) on the two-group 128-key hd128 tiles: 4k square
-// 638 vs 622 TFLOP/s, 512-key cross-attention with 4608 rows 467 vs 450 (H200, run 32). Where
+// +2.5 %, 512-key cross-attention with 4608 rows +4 % (H200). Where
 // three groups share the registers the extra live values spill (in-order hd128 5-6 % slower, hd64
 // 2-5 % slower on squares), and 192-key tiles spill too (not timed).
 constexpr HopperTile hopper_tile(int head_size, KeyTiles keys) {
@@ -141,17 +139,14 @@ constexpr std::int64_t num_tiles(std::int64_t batch, std::int64_t heads_q, std::
 
 // At hd128 three consumer warpgroups (192 query rows) that run each key block's products and
 // softmax in order, the other two groups keeping the tensor cores busy meanwhile, beat two
-// groups that overlap their own softmax with their next products (H200, timed interleaved,
-// bench/results/flash-notes.md runs 19-22, TFLOP/s): Wan 480p 650 vs 631, Wan2.2-5B 626 vs 599,
-// HunyuanVideo-1.5 632 vs 605, 16k square 640 vs 614, Wan 720p 649 vs 632, 512-key
-// cross-attention 513 vs 479, causal 16k square 564 vs 475. From 8192 query rows they win or tie
-// on every shape measured. On shorter rows they win where the keys are long and the 192-row tiles
-// fill at least three waves of the SMs (Flux 615 vs 595, Flux with a padded prompt 615 vs 518,
-// 4k squares with 18-24 heads +0-12 %, 3k square with 32 heads +8 %, run 22); with fewer tiles or
-// short keys the 128-row tiles tie or win (4k square with 16 heads 583 vs 564, 2k square with 40
-// heads 560 vs 546, 512 keys with 4608 rows 452 vs 426). Causal calls, whose tiles differ in
-// length and are not split, win from 16k rows (564 vs 475) but lose at 8k (440 vs 458) and 4k
-// with 24 heads (328 vs 425, run 25), so they take the in-order groups from 16384 rows only.
+// groups that overlap their own softmax with their next products (H200, timed interleaved):
+// from 8192 query rows they win or tie on every shape measured (long video rows +3-5 %, 512-key
+// cross-attention +7 %). On shorter rows they win where the keys are long and the 192-row tiles
+// fill at least three waves of the SMs (Flux +3-4 %, Flux with a padded prompt +16 %); with fewer
+// tiles or short keys the 128-row tiles tie or win. Causal calls, whose tiles differ in length and
+// are not split, win from 16k rows (+19 %) but lose below (4k with 24 heads -23 %), so they take
+// the in-order groups from 16384 rows only. The rule is measured, not modelled
+// (docs/backends/flash_attn.md, "Choices that are measured, not modelled").
 inline constexpr std::int64_t kInOrderMinRows = 8192;
 inline constexpr std::int64_t kInOrderCausalMinRows = 16384;
 inline constexpr std::int64_t kInOrderShortMinRows = 3072;
