@@ -4,8 +4,10 @@
 // counter-based generator that bench/peers.py reproduces bit for bit, so PyTorch's kernels are
 // measured on the same data. Prints a table and writes JSON (--json FILE).
 //
-//   gpu_attention_bench [--workloads a,b,...] [--backends A,B] [--iters N] [--warmup N] [--sets N]
-//                       [--rest-ms N] [--graph] [--json FILE] [--list]
+//   gpu_attention_bench [--workloads-file CSV] [--workloads a,b,...] [--backends A,B] [--iters N]
+//                       [--warmup N] [--sets N] [--rest-ms N] [--graph] [--json FILE] [--list]
+// --workloads-file: the workload table (default: the source tree's bench/workloads.csv, which
+// bench/peers.py reads too); --workloads picks names from it.
 // --rest-ms: the GPU idles this long (default 1000) before each row's warm-up.
 // --graph captures each sample's calls into a CUDA graph once and times its replays, which takes
 // the backends' per-call host work out of the figure (diffattn's backends only; the peers are
@@ -30,32 +32,17 @@
 
 #include "diffattn/registry.h"
 #include "kernels/cuda/sdpa/sdpa_launch.h"
+#include "workloads.h"
 
 namespace {
 
 using namespace diffattn;
 
-struct Workload {
-  const char* name;
-  int batch, heads, seq_q, seq_kv, head_dim;
-};
+using bench::Workload;
 
-// ../shared/reference/h200_measured.md, in its order.
-const Workload kWorkloads[] = {
-    {"wan2.1-14b-480p-self", 1, 40, 32760, 32760, 128},
-    {"wan2.2-ti2v-5b-self", 1, 24, 11440, 11440, 128},
-    {"hunyuanvideo-1.5-480p-self", 1, 16, 14040, 14040, 128},
-    {"flux.1-1024-joint", 1, 24, 4608, 4608, 128},
-    {"sd3-1024-joint-hd64", 1, 24, 4429, 4429, 64},
-    {"wan2.1-14b-480p-cross", 1, 40, 32760, 512, 128},
-    {"square-16k-hd128", 1, 24, 16384, 16384, 128},
-    {"wan2.1-14b-720p-self", 1, 40, 75600, 75600, 128},
-    {"square-4k-hd128", 1, 16, 4096, 4096, 128},
-    {"square-4k-hd64", 1, 32, 4096, 4096, 64},
-    {"square-16k-hd64", 1, 32, 16384, 16384, 64},
-    {"square-4k-hd256", 1, 8, 4096, 4096, 256},
-    {"square-16k-hd256", 1, 8, 16384, 16384, 256},
-};
+#ifndef DIFFATTN_WORKLOADS_CSV
+#error "DIFFATTN_WORKLOADS_CSV (the default workloads file) is set by bench/CMakeLists.txt"
+#endif
 
 constexpr int kSliceRows = 1024;  // query rows of the fp32 reference slice
 constexpr int kSliceHeads = 2;
@@ -107,6 +94,7 @@ std::vector<std::string> split(const std::string& list) {
 }
 
 struct Args {
+  std::string workloads_file = DIFFATTN_WORKLOADS_CSV;
   std::vector<std::string> workloads, backends;
   int iters = 10, warmup = 3, sets = 2;
   int rest_ms = 1000;  // idle time before each row, so every row starts from the same power state
@@ -120,7 +108,9 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (flag == "--workloads") {
+    if (flag == "--workloads-file") {
+      a.workloads_file = next();
+    } else if (flag == "--workloads") {
       a.workloads = split(next());
     } else if (flag == "--backends") {
       a.backends = split(next());
@@ -139,7 +129,7 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--graph") {
       a.graph = true;
     } else {
-      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--sets N] [--rest-ms N] [--graph] [--json FILE] [--list]\n", flag.c_str());
+      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads-file CSV] [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--sets N] [--rest-ms N] [--graph] [--json FILE] [--list]\n", flag.c_str());
       std::exit(2);
     }
   }
@@ -293,6 +283,24 @@ struct Row {
 
 }  // namespace
 
+// The workloads of the file that --workloads names (all of them without it); an unknown name is
+// an error rather than a row silently left out.
+Result<std::vector<Workload>> chosen_workloads(const Args& args) {
+  DIFFATTN_ASSIGN_OR_RETURN(std::vector<Workload> all, bench::load_workloads(args.workloads_file));
+  if (args.workloads.empty()) return all;
+  std::vector<Workload> chosen;
+  for (const std::string& name : args.workloads) {
+    const auto it = std::find_if(all.begin(), all.end(), [&](const Workload& w) { return w.name == name; });
+    if (it == all.end()) {
+      std::string known;
+      for (const Workload& w : all) known += (known.empty() ? "" : ", ") + w.name;
+      return InvalidInput("--workloads: '" + name + "' is not in " + args.workloads_file + "; known: " + known);
+    }
+    chosen.push_back(*it);
+  }
+  return chosen;
+}
+
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   auto platform = probe_cuda_platform(0);
@@ -311,6 +319,11 @@ int main(int argc, char** argv) {
       if (runs_here(registry, name, *platform)) std::printf("%s\n", name.c_str());
     return 0;
   }
+  const auto workloads = chosen_workloads(args);
+  if (!workloads.ok()) {
+    std::fprintf(stderr, "gpu_attention_bench: %s\n", workloads.status().message().c_str());
+    return 2;
+  }
   std::printf("device: %s (%d SMs), driver API %d, cuDNN %d\n", prop.name, prop.multiProcessorCount, driver,
               platform->cudnn_version);
   std::vector<Row> rows;
@@ -319,10 +332,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
 
-  for (const Workload& w : kWorkloads) {
-    if (!args.workloads.empty() &&
-        std::find(args.workloads.begin(), args.workloads.end(), w.name) == args.workloads.end())
-      continue;
+  for (const Workload& w : *workloads) {
     std::vector<Tensors> sets(args.sets);
     const long long nq = 1ll * w.batch * w.seq_q * w.heads * w.head_dim;
     const long long nkv = 1ll * w.batch * w.seq_kv * w.heads * w.head_dim;
@@ -397,7 +407,7 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaDeviceSynchronize());
       row.rel_l2 = status.ok() ? rel_l2_on_slice(w, sets[0]) : NAN;
       rows.push_back(row);
-      std::printf("%-28s %-12s %9.3f ms %7.1f TFLOP/s relL2 %.2e  done %s\n", w.name, name.c_str(), row.ms,
+      std::printf("%-28s %-12s %9.3f ms %7.1f TFLOP/s relL2 %.2e  done %s\n", w.name.c_str(), name.c_str(), row.ms,
                   row.tflops, row.rel_l2, wall_clock().c_str());
       std::fflush(stdout);
     }

@@ -1,39 +1,57 @@
 #!/usr/bin/env python3
-"""PyTorch SDPA pinned to FLASH_ATTENTION and CUDNN_ATTENTION on the workloads and the data of
-gpu_attention_bench (the same counter-based generator, checked by a checksum), timed the same way,
-then one table with diffattn's figures and the ratios to each peer.
+"""PyTorch SDPA pinned to FLASH_ATTENTION and CUDNN_ATTENTION on the workloads of
+bench/workloads.csv and the data of gpu_attention_bench (the same counter-based generator, checked
+by a checksum), timed the same way, then one table with diffattn's figures and the ratios to each
+peer. Without --ours it times the peers alone (the development tools in dev/ use that).
 
     peers.py --ours ours-A.json [ours-B.json ...] --out bench/results/gpu-DATE.md [--iters N] [--warmup N] [--sets N]
-             [--commit SHA] [--driver VERSION]
+             [--commit SHA] [--driver VERSION] [--workloads-file CSV]
+    peers.py [--workloads a,b] [--csv FILE]      # peers only
+    peers.py --print-workloads                   # the parsed table, one workload a line (no GPU)
 """
 import argparse
+import csv
 import datetime
 import json
 import math
+import os
 import statistics
+import sys
 import time
 
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-
-WORKLOADS = {  # name: (B, H, Sq, Skv, D), as in bench/gpu_attention_bench.cu
-    "wan2.1-14b-480p-self": (1, 40, 32760, 32760, 128),
-    "wan2.2-ti2v-5b-self": (1, 24, 11440, 11440, 128),
-    "hunyuanvideo-1.5-480p-self": (1, 16, 14040, 14040, 128),
-    "flux.1-1024-joint": (1, 24, 4608, 4608, 128),
-    "sd3-1024-joint-hd64": (1, 24, 4429, 4429, 64),
-    "wan2.1-14b-480p-cross": (1, 40, 32760, 512, 128),
-    "square-16k-hd128": (1, 24, 16384, 16384, 128),
-    "wan2.1-14b-720p-self": (1, 40, 75600, 75600, 128),
-    "square-4k-hd128": (1, 16, 4096, 4096, 128),
-    "square-4k-hd64": (1, 32, 4096, 4096, 64),
-    "square-16k-hd64": (1, 32, 16384, 16384, 64),
-    "square-4k-hd256": (1, 8, 4096, 4096, 256),
-    "square-16k-hd256": (1, 8, 16384, 16384, 256),
-}
+WORKLOADS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads.csv")
+WORKLOADS_HEADER = ["name", "batch", "heads", "seq_q", "seq_kv", "head_dim"]
 SLICE_ROWS, SLICE_HEADS = 1024, 2
-PEERS = [("torch-FA2", SDPBackend.FLASH_ATTENTION), ("torch-cuDNN", SDPBackend.CUDNN_ATTENTION)]
+
+
+def load_workloads(path):
+    """name -> (B, H, Sq, Skv, D), in file order; the rules of bench/workloads.h."""
+    lines = [(n, l.rstrip("\r\n")) for n, l in enumerate(open(path), 1)]
+    lines = [(n, l) for n, l in lines if l.strip() and not l.lstrip().startswith("#")]
+    if not lines or lines[0][1].split(",") != WORKLOADS_HEADER:
+        sys.exit(f"{path}: expected the header '{','.join(WORKLOADS_HEADER)}'")
+    workloads = {}
+    for n, line in lines[1:]:
+        fields = line.split(",")
+        if len(fields) != 6 or not fields[0] or fields[0] in workloads:
+            sys.exit(f"{path}:{n}: expected 6 fields with a new name, got '{line}'")
+        if not all(f.isdigit() and int(f) > 0 for f in fields[1:]):
+            sys.exit(f"{path}:{n}: sizes must be positive integers, got '{line}'")
+        workloads[fields[0]] = tuple(int(f) for f in fields[1:])
+    if not workloads:
+        sys.exit(f"{path}: no workloads")
+    return workloads
+
+
+def import_torch():
+    global torch, F, SDPBackend, sdpa_kernel, PEERS
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    PEERS = [("torch-FA2", SDPBackend.FLASH_ATTENTION), ("torch-cuDNN", SDPBackend.CUDNN_ATTENTION)]
+
+
+WORKLOADS = {}
 
 
 def generate(shape, stream):
@@ -92,10 +110,44 @@ def rel_l2(out, s):
     return ((got - ref).norm() / ref.norm()).item()
 
 
+def peers_only(args):
+    names = args.workloads.split(",") if args.workloads else list(WORKLOADS)
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        sys.exit(f"--workloads: {', '.join(unknown)} not in {args.workloads_file}; known: {', '.join(WORKLOADS)}")
+    rows = []
+    for name in names:
+        b, h, sq, skv, d = WORKLOADS[name]
+        sets = [(generate((b, sq, h, d), 3 * s), generate((b, skv, h, d), 3 * s + 1), generate((b, skv, h, d), 3 * s + 2))
+                for s in range(args.sets)]
+        flops = 4.0 * b * h * sq * skv * d
+        row = {"workload": name, "B": b, "H": h, "Sq": sq, "Skv": skv, "D": d}
+        for label, backend in PEERS:
+            torch.cuda.synchronize()
+            time.sleep(args.rest_ms / 1000)
+            ms, out = time_peer(backend, sets, args.warmup, args.iters, flops)
+            row[f"{label}_ms"] = round(ms, 4)
+            row[f"{label}_tflops"] = round(flops / (ms * 1e-3) * 1e-12, 1)
+            row[f"{label}_relL2"] = f"{rel_l2(out, sets[0]):.2e}"
+        rows.append(row)
+        print("  ".join(f"{k} {v}" for k, v in row.items()), flush=True)
+        del sets
+        torch.cuda.empty_cache()
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ours", required=True, nargs="+", help="gpu_attention_bench JSON files (one per backend)")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--ours", nargs="+", help="gpu_attention_bench JSON files (one per backend); without: peers only")
+    ap.add_argument("--out", help="the Markdown table (with --ours)")
+    ap.add_argument("--csv", help="peers only: their times as CSV")
+    ap.add_argument("--workloads-file", default=WORKLOADS_FILE)
+    ap.add_argument("--workloads", help="peers only: comma-separated names from the workloads file")
+    ap.add_argument("--print-workloads", action="store_true")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--sets", type=int, default=2)
@@ -103,6 +155,17 @@ def main():
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--driver", default="unknown")
     args = ap.parse_args()
+    WORKLOADS.update(load_workloads(args.workloads_file))
+    if args.print_workloads:
+        for name, (b, h, sq, skv, d) in WORKLOADS.items():
+            print(f"{name} {b} {h} {sq} {skv} {d}")
+        return
+    import_torch()
+    if not args.ours:
+        peers_only(args)
+        return
+    if not args.out:
+        ap.error("--ours needs --out")
     ours = {"rows": [], "q_checksums": {}}
     for path in args.ours:
         part = json.load(open(path))

@@ -93,7 +93,9 @@ trap 'kill "$sampler" 2>/dev/null || true' EXIT
 for backend in $("$build/bin/gpu_attention_bench" --list); do
   if [ -n "$only" ]; then case ",$only," in *",$backend,"*) ;; *) continue ;; esac; fi
   clocks "before $backend"
-  if "$build/bin/gpu_attention_bench" --backends "$backend" --json "$work/ours-$backend.json" "${bench_args[@]}" \
+  # The tree's own workloads file: a prebuilt binary's default path is where it was configured.
+  if "$build/bin/gpu_attention_bench" --workloads-file bench/workloads.csv --backends "$backend" \
+      --json "$work/ours-$backend.json" "${bench_args[@]}" \
       "${graph_args[@]}" \
       >"$work/bench-$backend.log" 2>&1; then
     jsons+=("$work/ours-$backend.json")

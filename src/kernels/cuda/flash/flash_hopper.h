@@ -1,6 +1,6 @@
 #pragma once
 // Host entry of the Hopper flash kernel, free of diffattn's public types so that the standalone
-// development harness (bench/flash_dev) compiles it with nvcc alone.
+// development harness (dev/flash_dev.cu) compiles it with nvcc alone.
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 // Device probe for the TORCH_SDPA CUDA kernels: checks tile variants of the tensor-core kernel
 // against the SIMT kernel and a float64 host reference on random inputs, then times them.
-// Built and run by scripts/device/probe.sh on the GPU machine.
+// Build from the repository root (dev/README.md has the command) and run on the GPU machine.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

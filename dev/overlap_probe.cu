@@ -4,8 +4,8 @@
 // alone and together: if the parts overlap, together ≈ the longer one; if they exclude each other,
 // together ≈ the sum.
 //
-// Build: nvcc -std=c++20 -O3 -Isrc -gencode=arch=compute_90a,code=sm_90a
-//        bench/flash_dev/overlap_probe.cu -o devrun/overlap_probe
+// Build from the repository root: nvcc -std=c++20 -O3 -Isrc -gencode=arch=compute_90a,code=sm_90a
+//        dev/overlap_probe.cu -o build/dev/overlap_probe
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -2,10 +2,11 @@
 // fp32 reference kernel (fresh random inputs, poisoned outputs) and timings of DiT workloads,
 // each timing checked against the reference on sampled rows (a wrong kernel's time is flagged and
 // counted as a failure).
-// Build on the GPU machine:
-//   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -Isrc -gencode=arch=compute_90a,code=sm_90a \
-//        bench/flash_dev/flash_dev.cu src/kernels/cuda/flash/flash_hopper.cu -o flash_dev
-// Usage: flash_dev [check [--case TEXT]] [time] [quick] [variants [--only NAME,NAME]] [--work NAME,NAME] [--shape B,H,SQ,SKV[,D[,CAUSAL[,HKV]]]]... [--rounds N] [--sets N] [--unit-variance] [--csv FILE]; run_device.sh runs the recorded set.
+// Build and run from the repository root on the GPU machine (dev/README.md; dev/run_device.sh does both):
+//   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -Isrc -Iinclude -gencode=arch=compute_90a,code=sm_90a \
+//        dev/flash_dev.cu src/kernels/cuda/flash/flash_hopper.cu -o build/dev/flash_dev
+// Usage: flash_dev [check [--case TEXT]] [time] [quick] [variants [--only NAME,NAME]] [--work NAME,NAME] [--shape B,H,SQ,SKV[,D[,CAUSAL[,HKV]]]]... [--rounds N] [--sets N] [--unit-variance] [--csv FILE] [--workloads-file CSV]
+// The timed workloads are bench/workloads.csv's (the benchmark's), then the extra cases below.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench/workloads.h"
 #include "kernels/cuda/flash/flash_hopper.h"
 #include "kernels/cuda/flash/flash_hopper_launch.cuh"
 
@@ -533,6 +535,7 @@ int main(int argc, char** argv) {
   std::string case_text;  // --case TEXT: check only the cases whose name contains TEXT
   int rounds_arg = 0;     // --rounds N: interleaved rounds per workload (default 3 with variants)
   std::vector<Case> extra;  // --shape: bf16 workloads timed besides (or, with --work, instead of) the list
+  std::string workloads_file = "bench/workloads.csv";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "check")) do_check = true;
     if (!std::strcmp(argv[i], "time")) do_time = true;
@@ -545,6 +548,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--work") && i + 1 < argc) work_only = argv[++i];
     if (!std::strcmp(argv[i], "--case") && i + 1 < argc) case_text = argv[++i];
     if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds_arg = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--workloads-file") && i + 1 < argc) workloads_file = argv[++i];
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       int b = 0, h = 0, sq = 0, skv = 0, d = 128, causal = 0, hkv = 0;
       if (std::sscanf(argv[++i], "%d,%d,%d,%d,%d,%d,%d", &b, &h, &sq, &skv, &d, &causal, &hkv) < 4 || b < 1 || h < 1 ||
@@ -641,28 +645,24 @@ int main(int argc, char** argv) {
   if (do_time) {
     FILE* csv = csv_path ? std::fopen(csv_path, "w") : nullptr;
     if (csv) std::fprintf(csv, "workload,variant,B,H,Hkv,Sq,Skv,D,causal,ms,tflops,gemm_floor_ms,exp_floor_ms,sampled_rel_l2,correct\n");
-    std::vector<Case> work = {
-        {"wan14b-480p-self", 1, 32760, 32760, 40, 40, 128},
-        {"wan22-5b-704p-self", 1, 11440, 11440, 24, 24, 128},
-        {"hunyuan15-480p-self", 1, 14040, 14040, 16, 16, 128},
-        {"flux-1024-joint", 1, 4608, 4608, 24, 24, 128},
-        {"sd3-1024-joint-hd64", 1, 4429, 4429, 24, 24, 64},
-        {"wan14b-480p-cross512", 1, 32760, 512, 40, 40, 128},
-        {"square16k-hd128", 1, 16384, 16384, 24, 24, 128},
-        {"square4k-hd128", 1, 4096, 4096, 16, 16, 128},
-        {"square4k-hd64", 1, 4096, 4096, 32, 32, 64},
-        {"square16k-hd64", 1, 16384, 16384, 32, 32, 64},
-        {"square4k-hd256", 1, 4096, 4096, 8, 8, 256},
-        {"square16k-hd256", 1, 16384, 16384, 8, 8, 256},
-        {"wan14b-720p-self", 1, 75600, 75600, 40, 40, 128},
+    const auto table = diffattn::bench::load_workloads(workloads_file);
+    if (!table.ok()) {
+      std::fprintf(stderr, "flash_dev: %s\n", table.status().message().c_str());
+      return 2;
+    }
+    std::vector<Case> work;
+    for (const diffattn::bench::Workload& w : *table)
+      work.push_back({w.name, w.batch, w.seq_q, w.seq_kv, w.heads, w.heads, w.head_dim});
+    const std::vector<Case> dev_only = {
         {"square8k-hd128", 1, 8192, 8192, 24, 24, 128},
         {"square16k-hd128-causal", 1, 16384, 16384, 24, 24, 128, true},
         {"cross512-rows4608", 1, 4608, 512, 24, 24, 128},
         // Padded prompts (key masks; PyTorch's flash and cuDNN SDPA take no such mask).
-        {"flux-1024-joint-prompt200", 1, 4608, 4608, 24, 24, 128, false, false, true, false, false, false, 1, 200},
-        {"wan14b-480p-cross512-prompt120", 1, 32760, 512, 40, 40, 128, false, false, true, false, false, false, 2, 120},
+        {"flux.1-1024-joint-prompt200", 1, 4608, 4608, 24, 24, 128, false, false, true, false, false, false, 1, 200},
+        {"wan2.1-14b-480p-cross-prompt120", 1, 32760, 512, 40, 40, 128, false, false, true, false, false, false, 2, 120},
     };
-    if (quick) work.resize(5);
+    work.insert(work.end(), dev_only.begin(), dev_only.end());
+    if (quick) work.resize(std::min<std::size_t>(work.size(), 5));
     const auto listed = [](const std::string& list, const std::string& name) {
       return ("," + list + ",").find("," + name + ",") != std::string::npos;
     };
