@@ -1,16 +1,19 @@
 // The parity harness on the GPU: the same generated cases, copied to device memory, run through
 // every registered backend that can run on the probed CUDA device, compared with the float64
-// oracle on the host. Skips (never passes silently) without a CUDA build or device.
+// oracle on the host; and the properties of parity/properties.h, with CUDA graph replay. Skips
+// (never passes silently) without a CUDA build or device.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <random>
 
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
 #include "parity/harness.h"
 #include "parity/parity_check.h"
+#include "parity/properties.h"
 
 #if DIFFATTN_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -38,6 +41,12 @@ class DeviceCase {
   }
   bool ok() const { return ok_; }
   AttentionProblem& problem() { return problem_; }
+  // Where a host view's memory lives on the device (the same offset in the device copy).
+  void* device_address(const TensorView& host_view) {
+    TensorView v = host_view;
+    rebase(v);
+    return v.data;
+  }
 
   // Host buffers (inputs and poisoned outputs) to the device.
   bool upload() {
@@ -83,34 +92,72 @@ class DeviceCase {
   bool ok_ = true;
 };
 
+// The probed device, its platform and the backends that run on it; empty `runnable` when there
+// is no device (the caller skips).
+struct GpuHarness {
+  PlatformInfo info;
+  std::shared_ptr<const Platform> platform;
+  std::vector<const BackendDescriptor*> runnable;
+  std::string skip_reason;
+};
+
+GpuHarness gpu_harness() {
+  GpuHarness h;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    h.skip_reason = "no CUDA device";
+    return h;
+  }
+  auto probed = probe_cuda_platform(0);
+  if (!probed.ok()) {
+    h.skip_reason = "probing the CUDA device failed: " + probed.status().message();
+    return h;
+  }
+  h.info = *probed;
+  h.platform = make_platform(h.info, global_registry());
+  h.runnable = testing::runnable_backends(global_registry(), h.info, DeviceKind::kCuda);
+  if (h.runnable.empty()) h.skip_reason = "no registered backend runs on " + h.info.describe();
+  return h;
+}
+
+std::mt19937_64 fresh_rng(std::uint64_t& seed) {
+  std::random_device source;
+  seed = (static_cast<std::uint64_t>(source()) << 32) | source();
+  return std::mt19937_64(seed);
+}
+
+// Poisons the host outputs, uploads the case, runs `call` (the device problem or a variant of it)
+// through a fresh instance of `d` on the default stream and brings the outputs back. A backend
+// that cannot even be created for the call has refused it too.
+Status run_poisoned(const BackendDescriptor& d, const PlatformInfo& info, testing::CaseData& data, DeviceCase& device,
+                    const AttentionProblem& call) {
+  testing::poison(data.problem.out);
+  if (data.problem.lse) testing::poison(*data.problem.lse);
+  if (!device.upload()) return Internal("could not copy the case to the GPU");
+  auto backend = global_registry().create(d.name, testing::init_for(data.problem, info));
+  if (!backend.ok()) return backend.status();
+  const Status status = (*backend)->forward(call, nullptr);
+  if (!device.download()) return Internal("CUDA error after the call (" + status.ToString() + ")");
+  return status;
+}
+
+#define SKIP_WITHOUT_GPU_HARNESS(h) \
+  if (!(h).skip_reason.empty()) GTEST_SKIP() << (h).skip_reason
+
 #endif
 
 TEST(GpuParity, EveryBackendThatRunsOnThisGpuMatchesTheOracle) {
 #if !DIFFATTN_HAVE_CUDA
   GTEST_SKIP() << "this build has no CUDA support";
 #else
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device";
-  auto probed = probe_cuda_platform(0);
-  ASSERT_TRUE(probed.ok()) << probed.status().message();
-  const PlatformInfo info = *probed;
+  const GpuHarness h = gpu_harness();
+  SKIP_WITHOUT_GPU_HARNESS(h);
   Registry& registry = global_registry();
-  const auto platform = make_platform(info, registry);
-
-  std::vector<const BackendDescriptor*> runnable;
-  for (const std::string& name : registry.names()) {
-    const BackendDescriptor* d = registry.find(name).value();
-    if (auto why = testing::backend_unavailable_reason(*d, info, DeviceKind::kCuda)) {
-      std::printf("[ NOT RUN  ] %s: %s\n", name.c_str(), why->c_str());
-      continue;
-    }
-    runnable.push_back(d);
-  }
-  if (runnable.empty()) GTEST_SKIP() << "no registered backend runs on " << info.describe();
-
-  std::random_device seed_source;
-  const auto seed = (static_cast<std::uint64_t>(seed_source()) << 32) | seed_source();
-  std::mt19937_64 rng(seed);
+  const PlatformInfo& info = h.info;
+  const auto& platform = h.platform;
+  const auto& runnable = h.runnable;
+  std::uint64_t seed = 0;
+  std::mt19937_64 rng = fresh_rng(seed);
   std::map<std::string, int> passed, unsupported;
   for (const testing::ParityCase& c : testing::parity_cases()) {
     auto data = testing::make_case_data(c, rng);
@@ -133,10 +180,12 @@ TEST(GpuParity, EveryBackendThatRunsOnThisGpuMatchesTheOracle) {
       ASSERT_TRUE(device.upload());
       const Status status = (*backend)->forward(device.problem(), nullptr);
       // Some refusals depend on the data, not the shape (CUDNN_ATTN needs masks that keep a prefix
-      // of the keys): they are reported like the shape-level ones.
+      // of the keys): they are reported like the shape-level ones, and must write nothing either.
       if (status.code() == ErrorCode::kUnsupported) {
         std::printf("[ UNSUPPORTED ] %s %s: %s\n", d->name.c_str(), c.name().c_str(), status.message().c_str());
         ++unsupported[d->name];
+        ASSERT_TRUE(device.download()) << d->name << " " << c.name() << ": CUDA error after the refusal";
+        EXPECT_EQ(testing::check_untouched(host), "") << d->name << " " << c.name() << ": " << status.message();
         continue;
       }
       ASSERT_TRUE(status.ok()) << d->name << " " << c.name() << ": " << status.message();
@@ -149,6 +198,129 @@ TEST(GpuParity, EveryBackendThatRunsOnThisGpuMatchesTheOracle) {
   for (const BackendDescriptor* d : runnable)
     std::printf("[ PARITY   ] %s on %s: %d cases within tolerance, %d unsupported\n", d->name.c_str(),
                 info.describe().c_str(), passed[d->name], unsupported[d->name]);
+#endif
+}
+
+TEST(GpuParity, FullyMaskedRowsGiveZerosAndNegativeInfinityLseOrAreRefused) {
+#if !DIFFATTN_HAVE_CUDA
+  GTEST_SKIP() << "this build has no CUDA support";
+#else
+  const GpuHarness h = gpu_harness();
+  SKIP_WITHOUT_GPU_HARNESS(h);
+  std::uint64_t seed = 0;
+  std::mt19937_64 rng = fresh_rng(seed);
+  for (const BackendDescriptor* d : h.runnable) {
+    const auto c = testing::fully_masked_case_for(*d, *h.platform, DeviceKind::kCuda);
+    if (!c) {
+      std::printf("[ NOT APPLICABLE ] %s takes no mask on %s\n", d->name.c_str(), h.info.describe().c_str());
+      continue;
+    }
+    auto data = testing::make_case_data(*c, rng);
+    DeviceCase device(*data);
+    ASSERT_TRUE(device.ok()) << "cudaMalloc failed for " << c->name();
+    const Status status = run_poisoned(*d, h.info, *data, device, device.problem());
+    if (status.code() == ErrorCode::kUnsupported) {  // a refusal that names the alternative is allowed
+      EXPECT_EQ(testing::check_untouched(data->problem), "") << d->name << " " << c->name() << ": " << status.message();
+      continue;
+    }
+    ASSERT_TRUE(status.ok()) << d->name << " " << c->name() << ": " << status.message();
+    EXPECT_EQ(testing::check_fully_masked_rows(*c, data->problem), "")
+        << d->name << " " << c->name() << " on " << h.info.describe() << " (seed " << seed << ")";
+  }
+#endif
+}
+
+TEST(GpuParity, RefusedCallsWriteNothing) {
+#if !DIFFATTN_HAVE_CUDA
+  GTEST_SKIP() << "this build has no CUDA support";
+#else
+  const GpuHarness h = gpu_harness();
+  SKIP_WITHOUT_GPU_HARNESS(h);
+  std::uint64_t seed = 0;
+  std::mt19937_64 rng = fresh_rng(seed);
+  for (const BackendDescriptor* d : h.runnable) {
+    // Calls whose shapes disagree: every backend must refuse them.
+    if (auto c = testing::plain_case_for(*d, *h.platform, DeviceKind::kCuda)) {
+      for (const testing::InvalidCall& bad : testing::invalid_calls()) {
+        auto data = testing::make_case_data(*c, rng);
+        DeviceCase device(*data);
+        ASSERT_TRUE(device.ok()) << "cudaMalloc failed for " << c->name();
+        AttentionProblem call = device.problem();
+        bad.apply(call);
+        const Status status = run_poisoned(*d, h.info, *data, device, call);
+        EXPECT_FALSE(status.ok()) << d->name << " ran a call with " << bad.name;
+        EXPECT_EQ(testing::check_untouched(data->problem), "") << d->name << ", " << bad.name << ": " << status.message();
+      }
+    }
+    // Cases the backend declares it cannot run here: refused as well, with nothing written.
+    for (const testing::ParityCase& c : testing::parity_cases()) {
+      auto data = testing::make_case_data(c, rng);
+      DeviceCase device(*data);
+      ASSERT_TRUE(device.ok()) << "cudaMalloc failed for " << c.name();
+      if (testing::case_unsupported_reasons(*d, *h.platform, device.problem().shape()).empty()) continue;
+      const Status status = run_poisoned(*d, h.info, *data, device, device.problem());
+      EXPECT_FALSE(status.ok()) << d->name << " ran " << c.name() << ", which it declares unsupported here";
+      EXPECT_EQ(testing::check_untouched(data->problem), "") << d->name << " " << c.name() << ": " << status.message();
+    }
+  }
+#endif
+}
+
+TEST(GpuParity, CallsCapturedInACudaGraphReplayCorrectly) {
+#if !DIFFATTN_HAVE_CUDA
+  GTEST_SKIP() << "this build has no CUDA support";
+#else
+  const GpuHarness h = gpu_harness();
+  SKIP_WITHOUT_GPU_HARNESS(h);
+  std::uint64_t seed = 0;
+  std::mt19937_64 rng = fresh_rng(seed);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  for (const BackendDescriptor* d : h.runnable) {
+    auto c = testing::plain_case_for(*d, *h.platform, DeviceKind::kCuda);
+    if (!c) {
+      std::printf("[ NOT APPLICABLE ] %s runs no plain case on %s\n", d->name.c_str(), h.info.describe().c_str());
+      continue;
+    }
+    c->lse = true;
+    ProblemShape with_lse = testing::case_shape(*c);
+    with_lse.device = DeviceKind::kCuda;
+    if (!testing::case_unsupported_reasons(*d, *h.platform, with_lse).empty()) c->lse = false;
+    auto data = testing::make_case_data(*c, rng);
+    testing::Expectation expected = testing::expect(data->problem);
+    DeviceCase device(*data);
+    ASSERT_TRUE(device.ok()) << "cudaMalloc failed for " << c->name();
+    ASSERT_TRUE(device.upload());
+    auto backend = global_registry().create(d->name, testing::init_for(data->problem, h.info));
+    ASSERT_TRUE(backend.ok()) << d->name << ": " << backend.status().message();
+    // One call on the stream first: a backend may set up per-stream state, which capture forbids.
+    const Status warm = (*backend)->forward(device.problem(), stream);
+    ASSERT_TRUE(warm.ok()) << d->name << " " << c->name() << ": " << warm.message();
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    // The replay alone must produce the outputs: poison them on the device first.
+    const AttentionProblem& host = data->problem;
+    ASSERT_EQ(cudaMemsetAsync(device.device_address(host.out), 0xff, host.out.numel() * dtype_size(host.out.dtype), stream),
+              cudaSuccess);
+    if (host.lse) {
+      ASSERT_EQ(cudaMemsetAsync(device.device_address(*host.lse), 0xff, host.lse->numel() * sizeof(float), stream),
+                cudaSuccess);
+    }
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const Status captured = (*backend)->forward(device.problem(), stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess) << d->name;
+    ASSERT_TRUE(captured.ok()) << d->name << " under capture: " << captured.message();
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess) << d->name;
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess) << d->name;
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << d->name;
+    ASSERT_TRUE(device.download());
+    EXPECT_EQ(testing::compare(data->problem, expected), "")
+        << d->name << " " << c->name() << " replayed on " << h.info.describe() << " (seed " << seed << ")";
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(stream);
 #endif
 }
 

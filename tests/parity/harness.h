@@ -32,6 +32,22 @@ inline std::vector<std::string> case_unsupported_reasons(const BackendDescriptor
   return d.unsupported_reasons(shape);
 }
 
+// The registered backends that can run on `platform` for `device`; the others are printed with
+// the reason, so that a backend the harness does not run is visible in every test log.
+inline std::vector<const BackendDescriptor*> runnable_backends(const Registry& registry, const PlatformInfo& platform,
+                                                               DeviceKind device) {
+  std::vector<const BackendDescriptor*> runnable;
+  for (const std::string& name : registry.names()) {
+    const BackendDescriptor* d = registry.find(name).value();
+    if (auto why = backend_unavailable_reason(*d, platform, device)) {
+      std::printf("[ NOT RUN  ] %s: %s\n", name.c_str(), why->c_str());
+      continue;
+    }
+    runnable.push_back(d);
+  }
+  return runnable;
+}
+
 inline std::string join_reasons(const std::vector<std::string>& reasons) {
   std::string out;
   for (const auto& r : reasons) out += (out.empty() ? "" : "; ") + r;

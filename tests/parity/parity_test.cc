@@ -1,6 +1,7 @@
 // The parity harness on the CPU: every registered backend that can run on this machine is run on
 // every generated case and compared with the float64 oracle under FlashAttention-3's tolerance
-// rule. A new backend joins by registering; unsupported cases are printed with the reason.
+// rule, and keeps the properties of parity/properties.h. A new backend joins by registering;
+// unsupported cases are printed with the reason.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "diffattn/registry.h"
 #include "parity/harness.h"
 #include "parity/parity_check.h"
+#include "parity/properties.h"
 
 namespace diffattn {
 namespace {
@@ -20,15 +22,7 @@ TEST(Parity, EveryBackendThatRunsOnThisCpuMatchesTheOracle) {
   Registry& registry = global_registry();
   const auto platform = make_platform(info, registry);
 
-  std::vector<const BackendDescriptor*> runnable;
-  for (const std::string& name : registry.names()) {
-    const BackendDescriptor* d = registry.find(name).value();
-    if (auto why = testing::backend_unavailable_reason(*d, info, DeviceKind::kCpu)) {
-      std::printf("[ NOT RUN  ] %s: %s\n", name.c_str(), why->c_str());
-      continue;
-    }
-    runnable.push_back(d);
-  }
+  const auto runnable = testing::runnable_backends(registry, info, DeviceKind::kCpu);
   ASSERT_FALSE(runnable.empty()) << "no registered backend runs on this CPU; TORCH_SDPA always should";
 
   std::random_device seed_source;
@@ -63,6 +57,80 @@ TEST(Parity, EveryBackendThatRunsOnThisCpuMatchesTheOracle) {
                 passed_cases[d->name], unsupported_cases[d->name]);
   // The correctness reference must cover every case the harness generates.
   EXPECT_EQ(passed_cases["TORCH_SDPA"], static_cast<int>(testing::parity_cases().size()));
+}
+
+std::mt19937_64 fresh_rng(std::uint64_t& seed) {
+  std::random_device source;
+  seed = (static_cast<std::uint64_t>(source()) << 32) | source();
+  return std::mt19937_64(seed);
+}
+
+// Poisons the outputs, runs `p` through a fresh instance of `d` and returns its status; a backend
+// that cannot even be created for the call has refused it too.
+Status run_poisoned(const BackendDescriptor& d, const PlatformInfo& info, const AttentionProblem& init_problem,
+                    const AttentionProblem& p) {
+  testing::poison(init_problem.out);
+  if (init_problem.lse) testing::poison(*init_problem.lse);
+  auto backend = global_registry().create(d.name, testing::init_for(init_problem, info));
+  if (!backend.ok()) return backend.status();
+  return (*backend)->forward(p, nullptr);
+}
+
+TEST(Parity, FullyMaskedRowsGiveZerosAndNegativeInfinityLseOrAreRefused) {
+  const PlatformInfo info = probe_cpu_platform();
+  const auto platform = make_platform(info, global_registry());
+  std::uint64_t seed = 0;
+  std::mt19937_64 rng = fresh_rng(seed);
+  int checked = 0;
+  for (const BackendDescriptor* d : testing::runnable_backends(global_registry(), info, DeviceKind::kCpu)) {
+    const auto c = testing::fully_masked_case_for(*d, *platform, DeviceKind::kCpu);
+    if (!c) {
+      std::printf("[ NOT APPLICABLE ] %s takes no mask here\n", d->name.c_str());
+      continue;
+    }
+    auto data = testing::make_case_data(*c, rng);
+    const Status status = run_poisoned(*d, info, data->problem, data->problem);
+    if (status.code() == ErrorCode::kUnsupported) {  // a refusal that names the alternative is allowed
+      EXPECT_EQ(testing::check_untouched(data->problem), "") << d->name << " " << c->name() << ": " << status.message();
+      continue;
+    }
+    ASSERT_TRUE(status.ok()) << d->name << " " << c->name() << ": " << status.message();
+    EXPECT_EQ(testing::check_fully_masked_rows(*c, data->problem), "") << d->name << " " << c->name() << " (seed " << seed << ")";
+    ++checked;
+  }
+  EXPECT_GE(checked, 1) << "TORCH_SDPA always runs fully masked rows on the CPU";
+}
+
+TEST(Parity, RefusedCallsWriteNothing) {
+  const PlatformInfo info = probe_cpu_platform();
+  const auto platform = make_platform(info, global_registry());
+  std::uint64_t seed = 0;
+  std::mt19937_64 rng = fresh_rng(seed);
+  int refusals = 0;
+  for (const BackendDescriptor* d : testing::runnable_backends(global_registry(), info, DeviceKind::kCpu)) {
+    // Calls whose shapes disagree: every backend must refuse them.
+    if (auto c = testing::plain_case_for(*d, *platform, DeviceKind::kCpu)) {
+      for (const testing::InvalidCall& bad : testing::invalid_calls()) {
+        auto data = testing::make_case_data(*c, rng);
+        AttentionProblem call = data->problem;
+        bad.apply(call);
+        const Status status = run_poisoned(*d, info, data->problem, call);
+        EXPECT_FALSE(status.ok()) << d->name << " ran a call with " << bad.name;
+        EXPECT_EQ(testing::check_untouched(data->problem), "") << d->name << ", " << bad.name << ": " << status.message();
+        ++refusals;
+      }
+    }
+    // Cases the backend declares it cannot run: refused as well, with nothing written.
+    for (const testing::ParityCase& c : testing::parity_cases()) {
+      auto data = testing::make_case_data(c, rng);
+      if (testing::case_unsupported_reasons(*d, *platform, data->problem.shape()).empty()) continue;
+      const Status status = run_poisoned(*d, info, data->problem, data->problem);
+      EXPECT_FALSE(status.ok()) << d->name << " ran " << c.name() << ", which it declares unsupported";
+      EXPECT_EQ(testing::check_untouched(data->problem), "") << d->name << " " << c.name() << ": " << status.message();
+      ++refusals;
+    }
+  }
+  EXPECT_GE(refusals, static_cast<int>(testing::invalid_calls().size()));
 }
 
 }  // namespace
