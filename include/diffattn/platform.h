@@ -47,8 +47,9 @@ struct PlatformInfo {
   bool operator==(const PlatformInfo&) const = default;
 };
 
-// JSON form of DESIGN.md §6: {"kind": "cuda", "compute_capability": "10.0", "device_name": ...,
-// "cudnn_version": "9.5.0", "features": {...}}; absent features are false. Unknown keys are errors.
+// JSON form of a PlatformInfo (docs/design/selection_contract.md): {"kind": "cuda",
+// "compute_capability": "10.0", "device_name": ..., "cudnn_version": "9.5.0", "features": {...}};
+// absent features are false. Unknown keys are errors.
 Result<PlatformInfo> platform_from_json(const nlohmann::json& value);
 nlohmann::json platform_to_json(const PlatformInfo& info);
 
@@ -75,7 +76,7 @@ class Platform {
  public:
   virtual ~Platform() = default;
   virtual const PlatformInfo& info() const = 0;
-  // The seeds' get_diffusion_attn_backend_cls. `selected` names an explicit backend (any case):
+  // The Python system's get_diffusion_attn_backend_cls. `selected` names an explicit backend (any case):
   // validate it and fail with an actionable error when it cannot run. Without one, choose the first
   // compatible default and record what was passed over. head_size <= 0 skips head-size checks.
   virtual Result<PlatformDecision> select_backend(std::optional<std::string_view> selected, int head_size,

@@ -73,7 +73,7 @@ class Registry {
 
   // Adds a new name. Registering a name twice is an error; use replace_implementation instead.
   Status add(BackendDescriptor descriptor);
-  // The seeds' register_diffusion_backend: swap the implementation behind an existing name at run
+  // The Python system's register_diffusion_backend: swap the implementation behind an existing name at run
   // time without changing the name. The last registration wins.
   Status replace_implementation(std::string_view name, BackendFactory factory);
   bool is_overridden(std::string_view name) const;

@@ -1,4 +1,4 @@
-// Default CUDA routing (inventory §4.2), first compatible wins:
+// Default CUDA routing (docs/design/selection_contract.md), first compatible wins:
 //   1 TRTLLM_ATTN  datacenter Blackwell, model allows it, head 128, trtllm-gen present
 //   2 CUDNN_ATTN   Blackwell with cuDNN >= 9.5 and a cuDNN head size
 //   3 FLASHINFER   Blackwell with FlashInfer's prefill kernels and head 64/128/256

@@ -1,5 +1,6 @@
-// Explicit CUDA selections, checked in the order of inventory §4.2. The architecture rules of
-// SAGE_ATTN, SAGE_ATTN_3 and TRTLLM_ATTN come first: on the wrong GPU no build would help.
+// Explicit CUDA selections, checked in the order of docs/design/selection_contract.md. The
+// architecture rules of SAGE_ATTN, SAGE_ATTN_3 and TRTLLM_ATTN come first: on the wrong GPU no
+// build would help.
 
 #include <string>
 

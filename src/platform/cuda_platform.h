@@ -1,7 +1,7 @@
 #pragma once
-// CUDA policy (inventory §4.2): explicit selections are validated in a fixed order and fail with
-// an actionable error, never a silent swap; defaults follow the per-architecture routing and
-// record every candidate passed over.
+// CUDA policy (docs/design/selection_contract.md): explicit selections are validated in a fixed
+// order and fail with an actionable error, never a silent swap; defaults follow the
+// per-architecture routing and record every candidate passed over.
 
 #include <string>
 #include <utility>

@@ -120,7 +120,7 @@ TEST_F(CudaDefaultRoutingTest, BlackwellWithOldCudnnFallsThroughFlashinferThenFa
   EXPECT_THAT(no_cudnn->considered[1], candidate("CUDNN_ATTN", "no cuDNN library found"));
 }
 
-// inventory §7, test_cuda_backend_selection: an sm_120 device without FlashAttention.
+// The Python system's test_cuda_backend_selection case: an sm_120 device without FlashAttention.
 TEST_F(CudaDefaultRoutingTest, WorkstationBlackwellCases) {
   const CudaDescription sm120{.major = 12, .minor = 0, .cudnn_version = 90500};
   EXPECT_EQ(backend(described_cuda(sm120), 128), "CUDNN_ATTN");
