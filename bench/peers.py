@@ -8,6 +8,12 @@ peer. Without --ours it times the peers alone (the development tools in dev/ use
              [--commit SHA] [--driver VERSION] [--workloads-file CSV]
     peers.py [--workloads a,b] [--csv FILE]      # peers only
     peers.py --print-workloads                   # the parsed table, one workload a line (no GPU)
+    peers.py --report REPORT.json [--warmup 2] [--iters 5]
+
+With --report it times the peers on the role shapes of a `diffattn run` report instead, one call per
+sample like the run, on fresh normal inputs of the same shapes and dtype (not the run's generated
+activations: kernel speed moves a few percent with the data, so the like-for-like comparison is
+between the backends of the run, which share inputs), and ends with a PEERS_JSON line.
 """
 import argparse
 import csv
@@ -110,6 +116,47 @@ def rel_l2(out, s):
     return ((got - ref).norm() / ref.norm()).item()
 
 
+def report_peers(path, warmup, iters):
+    report = json.load(open(path))
+    dtypes = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+    dtype = dtypes[report["workload"]["dtype"]]
+    batch = report["workload"]["batch"]
+    peers = []
+    print("role     B   H      Sq     Skv    D   torch flash            torch cudnn")
+    for role in report["roles"]:
+        h, hkv, d = role["heads"], role["kv_heads"], role["head_size"]
+        sq, skv = role["seqlen_q"], role["seqlen_kv"]
+        # DiT layout [B, S, H, D] viewed as [B, H, S, D], as a DiT passes it to SDPA.
+        q = torch.randn(batch, sq, h, d, device="cuda", dtype=dtype).transpose(1, 2)
+        k = torch.randn(batch, skv, hkv, d, device="cuda", dtype=dtype).transpose(1, 2)
+        v = torch.randn(batch, skv, hkv, d, device="cuda", dtype=dtype).transpose(1, 2)
+        flops = 4.0 * batch * h * sq * skv * d
+        row = {"role": role["role"], "batch": batch, "heads": h, "seqlen_q": sq, "seqlen_kv": skv, "head_size": d}
+        cells = []
+        for name, backend in [("torch_flash", SDPBackend.FLASH_ATTENTION), ("torch_cudnn", SDPBackend.CUDNN_ATTENTION)]:
+            try:
+                with sdpa_kernel([backend]):
+                    for _ in range(warmup):
+                        F.scaled_dot_product_attention(q, k, v)
+                    times = []
+                    for _ in range(iters):
+                        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        start.record()
+                        F.scaled_dot_product_attention(q, k, v)
+                        stop.record()
+                        stop.synchronize()
+                        times.append(start.elapsed_time(stop))
+                ms = statistics.median(times)
+                row[name] = {"time_ms": ms, "tflops": flops / ms * 1e-9}
+                cells.append(f"{ms:8.3f} ms {flops / ms * 1e-9:6.1f} TF/s")
+            except RuntimeError as e:
+                row[name] = {"error": str(e).splitlines()[0]}
+                cells.append("n/a")
+        peers.append(row)
+        print(f"{role['role']:8} {batch:<3} {h:<6} {sq:<6} {skv:<6} {d:<3} {cells[0]:22} {cells[1]}")
+    print("PEERS_JSON " + json.dumps(peers))
+
+
 def peers_only(args):
     names = args.workloads.split(",") if args.workloads else list(WORKLOADS)
     unknown = [n for n in names if n not in WORKLOADS]
@@ -148,8 +195,9 @@ def main():
     ap.add_argument("--workloads-file", default=WORKLOADS_FILE)
     ap.add_argument("--workloads", help="peers only: comma-separated names from the workloads file")
     ap.add_argument("--print-workloads", action="store_true")
-    ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--iters", type=int, help="timed samples (default 10; 5 with --report)")
+    ap.add_argument("--warmup", type=int, help="warm-up calls (default 3; 2 with --report)")
+    ap.add_argument("--report", help="a diffattn run report.json: time the peers on its role shapes")
     ap.add_argument("--sets", type=int, default=2)
     ap.add_argument("--rest-ms", type=int, default=1000, help="idle time before each row (same power state for every row)")
     ap.add_argument("--commit", default="unknown")
@@ -161,6 +209,11 @@ def main():
             print(f"{name} {b} {h} {sq} {skv} {d}")
         return
     import_torch()
+    if args.report:
+        report_peers(args.report, 2 if args.warmup is None else args.warmup, 5 if args.iters is None else args.iters)
+        return
+    args.warmup = 3 if args.warmup is None else args.warmup
+    args.iters = 10 if args.iters is None else args.iters
     if not args.ours:
         peers_only(args)
         return

@@ -28,4 +28,4 @@ fi
   echo "torch $(python3 -c 'import torch; print(torch.__version__, "cudnn", torch.backends.cudnn.version())')"
 } >"$out/env.txt"
 "$diffattn" run "$@" --out-dir "$out/report" 2>&1 | tee "$out/terminal.txt"
-python3 tests/runner/torch_peers.py "$out/report/report.json" | tee "$out/peers.txt"
+python3 bench/peers.py --report "$out/report/report.json" | tee "$out/peers.txt"
