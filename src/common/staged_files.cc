@@ -81,9 +81,9 @@ Status StagedFiles::commit() {
   // Checked again here: a target may have become a folder since it was staged.
   for (const Entry& e : entries_) {
     if (!exists_but_not_regular(e.target)) continue;
-    const std::string target = e.target;
-    roll_back();
-    return InvalidInput(target + " exists and is not a regular file (a folder or device); no file was changed");
+    Status failed = InvalidInput(e.target + " exists and is not a regular file (a folder or device); no file was changed");
+    roll_back();  // clears entries_, e included
+    return failed;
   }
   // A single file needs no backup: one rename replaces it atomically.
   if (entries_.size() > 1) {
@@ -100,19 +100,20 @@ Status StagedFiles::commit() {
       ::unlink(e.backup.c_str());
       if (::link(e.target.c_str(), e.backup.c_str()) == 0) continue;
       if (::rename(e.target.c_str(), e.backup.c_str()) != 0) {
-        const std::string why = errno_text(errno);
+        Status failed = InvalidInput("cannot replace " + e.target + ": " + errno_text(errno) + "; no file was changed");
         e.backup.clear();
-        roll_back();
-        return InvalidInput("cannot replace " + e.target + ": " + why + "; no file was changed");
+        roll_back();  // clears entries_, e included
+        return failed;
       }
       e.backup_moved = true;
     }
   }
   for (Entry& e : entries_) {
     if (::rename(e.temporary.c_str(), e.target.c_str()) != 0) {
-      const std::string why = errno_text(errno);
-      roll_back();
-      return InvalidInput("cannot move the result to " + e.target + ": " + why + "; no file was changed");
+      Status failed =
+          InvalidInput("cannot move the result to " + e.target + ": " + errno_text(errno) + "; no file was changed");
+      roll_back();  // clears entries_, e included
+      return failed;
     }
     e.placed = true;
     e.temporary.clear();
