@@ -152,12 +152,13 @@ Status check_folder_writable(const std::string& folder, std::string_view flag) {
   if (!fs::is_directory(existing, ec))
     return InvalidInput(std::string(flag) + " " + folder + ": " + existing.string() +
                         " is not a folder; choose a folder path you can write to");
-  auto created = create_beside((existing / "probe").string(), "writable");
-  if (!created.ok())
-    return InvalidInput(std::string(flag) + " " + folder + " cannot be written: " + created.status().message() +
-                        "; choose another folder before the run starts");
-  ::close(created->second);
-  ::unlink(created->first.c_str());
+  const std::string probe = (existing / (".diffattn-writable." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return InvalidInput(std::string(flag) + " " + folder + " cannot be written: creating a file in " + existing.string() +
+                        " failed (" + errno_text(errno) + "); choose a folder you can write to");
+  ::close(fd);
+  ::unlink(probe.c_str());
   return Status::Ok();
 }
 

@@ -168,18 +168,33 @@ std::vector<std::string> attend_with(const std::string& flag, const std::string&
   return args;
 }
 
+std::vector<std::string> with_json(std::vector<std::string> args) {
+  args.push_back("--json");
+  return args;
+}
+
 TEST_F(BadInputFiles, BytesThatAreNotUtf8AreReportedInJson) {
   const std::string bad = "\xff\xfe";
   const std::vector<Row> rows = {
       {"subcommand", {bad, "--json"}, 2, "is not a diffattn subcommand", true},
       {"unknown flag", {"resolve", "--platform", "cpu", "--" + bad, "--json"}, 2, "unknown flag", true},
-      {"role", {"resolve", "--platform", "cpu", "--role", bad, "--json"}, 2, bad, true},
-      {"model", {"resolve", "--platform", "cpu", "--model", bad, "--json"}, 2, bad, true},
-      {"run model", {"run", "--platform", "cpu", "--model", bad, "--json"}, 2, bad, true},
-      {"input path", attend({"--out", "{d}/new_out.npy", "--json", "--q", "{d}/" + bad + ".npy"}), 2, "cannot open", true},
-      {"backend", attend({"--out", "{d}/new_out.npy", "--json", "--backend", bad}), 2, bad, true},
+      {"role", {"resolve", "--platform", "cpu", "--role", bad, "--head-size", "64", "--json"}, 0, "", true},
+      {"model", {"resolve", "--platform", "cpu", "--model", bad, "--json"}, 2, "unknown model", true},
+      {"run model", {"run", "--platform", "cpu", "--model", bad, "--json"}, 2, "unknown model", true},
+      {"input path", with_json(attend_with("--q", "{d}/" + bad + ".npy")), 2, "cannot open", true},
+      {"backend", attend({"--out", "{d}/new_out.npy", "--json", "--backend", bad}), 2, "not valid UTF-8", true},
   };
   for (const Row& row : rows) check(row);
+}
+
+TEST_F(BadInputFiles, AnOutputNameThatIsNotUtf8IsWrittenAndReported) {
+  const std::string name = "out_\xff\xfe.npy";
+  const CliResult r = run_cli(expand(attend({"--out", "{d}/" + name, "--json"})));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = r.json();
+  ASSERT_TRUE(doc.is_object()) << "stdout is not JSON: " << r.out;
+  EXPECT_EQ(doc.at("out").get<std::string>(), dir_.string() + "/out_\ufffd\ufffd.npy");
+  EXPECT_TRUE(fs::is_regular_file(dir_ / name));
 }
 
 TEST_F(BadInputFiles, InputsThatAreNotRegularFilesOrLieAboutTheirSizeAreRefused) {
@@ -194,12 +209,15 @@ TEST_F(BadInputFiles, InputsThatAreNotRegularFilesOrLieAboutTheirSizeAreRefused)
       {"shape larger than the file", attend_with("--q", "{d}/lying_shape.npy"), 2, "the file is truncated or corrupt"},
       {"header longer than the file", attend_with("--k", "{d}/lying_header.npy"), 2, "header of 4294967280 bytes"},
       {"header not text", attend_with("--v", "{d}/binary_header.npy"), 2, "header holds bytes that are not text"},
-      {"--platform device", {"resolve", "--platform", "/dev/zero"}, 2, "/dev/zero is a character device"},
-      {"--platform folder", {"resolve", "--platform", "{d}/folder"}, 2, "is a folder, not a file"},
-      {"--platform pipe", {"resolve", "--platform", "{d}/pipe.npy"}, 2, "is a pipe"},
-      {"--platform huge", {"resolve", "--platform", "{d}/huge_platform.json"}, 2, "a platform description is at most"},
+      {"--platform device", {"resolve", "--model", "tiny-dit", "--platform", "/dev/zero"}, 2, "/dev/zero is a character device"},
+      {"--platform folder", {"resolve", "--model", "tiny-dit", "--platform", "{d}/folder"}, 2, "is a folder, not a file"},
+      {"--platform pipe", {"resolve", "--model", "tiny-dit", "--platform", "{d}/pipe.npy"}, 2, "is a pipe"},
+      {"--platform huge", {"resolve", "--model", "tiny-dit", "--platform", "{d}/huge_platform.json"}, 2, "a platform description is at most"},
       {"--platform device json", {"backends", "--platform", "/dev/zero", "--json"}, 2, "character device", true},
-      {"activation dump lies", {"run", "--platform", "cpu", "--activations", "{d}/acts", "--out-dir", "{d}/run_out"},
+      {"--plugin folder", {"backends", "--platform", "cpu", "--plugin", "{d}/folder"}, 2, "not a file; name a plugin library"},
+      {"--plugin pipe", {"backends", "--platform", "cpu", "--plugin", "{d}/pipe.npy"}, 2, "not a file; name a plugin library"},
+      {"--plugin device", {"backends", "--platform", "cpu", "--plugin", "/dev/zero"}, 2, "not a file; name a plugin library"},
+      {"activation dump lies", {"run", "--platform", "cpu", "--activations", "{d}/acts", "--out-dir", "{d}/run_out", "--json"},
        2, "the file is truncated or corrupt", true},
   };
   for (Row row : rows) {
