@@ -23,9 +23,12 @@ Result<std::pair<std::string, int>> create_beside(const std::string& target, std
   const fs::path path(target);
   const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const std::string name = (folder / ("." + path.filename().string() + "." + std::string(purpose) + "." +
-                                        std::to_string(::getpid()) + "." + std::to_string(counter++)))
-                                 .string();
+    std::string leaf = ".";
+    for (const std::string& part : {path.filename().string(), std::string(purpose), std::to_string(::getpid()),
+                                    std::to_string(counter++)})
+      leaf.append(part).append(".");
+    leaf.pop_back();
+    const std::string name = (folder / leaf).string();
     const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) return std::pair{name, fd};
     if (errno != EEXIST)
@@ -65,7 +68,10 @@ Status StagedFiles::stage(const std::string& path, std::vector<std::string_view>
     return InvalidInput(path + " exists and is not a regular file (a folder or device); name a file to write");
   DIFFATTN_ASSIGN_OR_RETURN(auto created, create_beside(path, "tmp"));
   auto [temporary, fd] = created;
-  entries_.push_back(Entry{.target = path, .temporary = temporary});
+  Entry entry;
+  entry.target = path;
+  entry.temporary = temporary;
+  entries_.push_back(std::move(entry));
   Status written = Status::Ok();
   for (std::string_view piece : pieces) {
     written = write_all(fd, piece);
