@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: build, unit/conformance/parity tests (GPU tests skip without a GPU), the
-# concurrency tests under ThreadSanitizer, and a bounded libFuzzer run of the configuration parsers.
+# concurrency tests under ThreadSanitizer, the whole CPU suite under AddressSanitizer and
+# UndefinedBehaviorSanitizer, and a bounded libFuzzer run of the parsers (from the same sanitizer build).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset="${PRESET:-default}"
@@ -14,19 +15,25 @@ cmake --preset tsan >/dev/null
 cmake --build --preset tsan --target diffattn_tests
 TSAN_OPTIONS="halt_on_error=1" build/tsan/tests/diffattn_tests --gtest_filter='*Concurren*:*Thread*'
 
-echo "== fuzzing the configuration parsers (${fuzz_seconds}s each)"
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz
-for target in build/fuzz/fuzz/fuzz_*; do
+echo "== the whole CPU test suite under AddressSanitizer and UndefinedBehaviorSanitizer"
+# One build serves the suite and the fuzz targets; any report, leaks and undefined behaviour included, fails.
+export ASAN_OPTIONS="detect_leaks=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+cmake --preset asan >/dev/null
+cmake --build --preset asan
+ctest --preset asan -j "$(nproc)"
+
+echo "== fuzzing the parsers (${fuzz_seconds}s each)"
+for target in build/asan/fuzz/fuzz_*; do
   [ -x "$target" ] || continue
   corpus="fuzz/corpus/$(basename "$target")"
-  work="build/fuzz/corpus-$(basename "$target")"
+  work="build/asan/corpus-$(basename "$target")"
   mkdir -p "$work"
-  log="build/fuzz/$(basename "$target").log"
+  log="build/asan/$(basename "$target").log"
   if ! "$target" -max_total_time="$fuzz_seconds" -timeout=5 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix=build/fuzz/ "$work" "$corpus" >"$log" 2>&1; then
+      -artifact_prefix=build/asan/ "$work" "$corpus" >"$log" 2>&1; then
     tail -n 60 "$log"
-    echo "== $(basename "$target") found an input that crashes or hangs (saved under build/fuzz/)" >&2
+    echo "== $(basename "$target") found an input that crashes or hangs (saved under build/asan/)" >&2
     exit 1
   fi
   tail -n 3 "$log"

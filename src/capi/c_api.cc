@@ -2,6 +2,7 @@
 // selector and a parsed configuration; layers hold a resolved backend. Every entry point catches
 // everything, so no exception crosses into C, and records its failure in a per-thread message.
 
+#include "common/json_text.h"
 #include "diffattn/c_api.h"
 
 #include <cstdlib>
@@ -138,7 +139,7 @@ diffattn_code diffattn_session_load_plugin(diffattn_session* session, const char
     // Decisions cached before the load may have refused a name the plugin now provides.
     session->selector = std::make_unique<diffattn::Selector>(session->platform, session->registry.get());
     if (out_names_json != nullptr) {
-      char* copy = malloc_copy(nlohmann::json(*names).dump());
+      char* copy = malloc_copy(diffattn::json_text(nlohmann::json(*names)));
       if (copy == nullptr) return fail(ErrorCode::kInternal, "diffattn_session_load_plugin: out of host memory");
       *out_names_json = copy;
     }
@@ -157,7 +158,7 @@ diffattn_code diffattn_resolve(diffattn_session* session, const char* role, cons
     std::shared_lock lock(session->mu);
     auto resolution = session->selector->resolve(role, head_size, session->config, cat, allow_trtllm_default != 0);
     if (!resolution.ok()) return fail(resolution.status());
-    char* copy = malloc_copy(diffattn::resolution_to_json(*resolution).dump());
+    char* copy = malloc_copy(diffattn::json_text(diffattn::resolution_to_json(*resolution)));
     if (copy == nullptr) return fail(ErrorCode::kInternal, "diffattn_resolve: out of host memory");
     *out_json = copy;
     return DIFFATTN_OK;

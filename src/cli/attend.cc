@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -17,7 +16,9 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/output_paths.h"
 #include "common/npy.h"
+#include "common/staged_files.h"
 #include "diffattn/platform.h"
 #include "diffattn/problem.h"
 #include "diffattn/registry.h"
@@ -320,27 +321,43 @@ Status run_on_device(Backend& backend, Inputs& in) {
   return Status::Ok();
 }
 
+// out and lse are written together: both files appear, or neither changes.
 Status write_outputs(const AttendFlags& flags, Inputs& in) {
   const AttentionProblem& p = in.problem;
   npy::Array out;
   out.type = storage_of(in.dtype);
   out.shape = {p.out.size(0), p.out.size(1), p.out.size(2), p.out.size(3)};
   out.data = std::move(in.out_storage);
-  DIFFATTN_RETURN_IF_ERROR(npy::write_file(flags.out, out));
-  if (!flags.lse) return Status::Ok();
+  DIFFATTN_ASSIGN_OR_RETURN(const std::string out_header, npy::file_header(out));
+  StagedFiles files;
+  DIFFATTN_RETURN_IF_ERROR(files.stage(flags.out, {out_header, npy::data_bytes(out)}));
   npy::Array lse;
-  lse.type = npy::ElementType::kFloat32;
-  lse.shape = {p.lse->size(0), p.lse->size(1), p.lse->size(2)};
-  const auto* bytes = reinterpret_cast<const std::byte*>(in.lse_storage.data());
-  lse.data.assign(bytes, bytes + in.lse_storage.size() * sizeof(float));
-  const Status written = npy::write_file(*flags.lse, lse);
-  if (!written.ok()) std::remove(flags.out.c_str());  // all or nothing
-  return written;
+  std::string lse_header;
+  if (flags.lse) {
+    lse.type = npy::ElementType::kFloat32;
+    lse.shape = {p.lse->size(0), p.lse->size(1), p.lse->size(2)};
+    const auto* bytes = reinterpret_cast<const std::byte*>(in.lse_storage.data());
+    lse.data.assign(bytes, bytes + in.lse_storage.size() * sizeof(float));
+    DIFFATTN_ASSIGN_OR_RETURN(lse_header, npy::file_header(lse));
+    DIFFATTN_RETURN_IF_ERROR(files.stage(*flags.lse, {lse_header, npy::data_bytes(lse)}));
+  }
+  return files.commit();
+}
+
+// Outputs must not overwrite an input or each other, and their folders must take files.
+Status check_attend_paths(const AttendFlags& flags) {
+  std::vector<FlagPath> inputs = {{"--q", flags.q}, {"--k", flags.k}, {"--v", flags.v}};
+  if (flags.mask) inputs.push_back({"--mask", *flags.mask});
+  std::vector<FlagPath> outputs = {{"--out", flags.out}};
+  if (flags.lse) outputs.push_back({"--lse", *flags.lse});
+  return check_output_paths(inputs, outputs);
 }
 
 int attend_with_options(std::vector<std::string>& args, const CommonOptions& options) {
   auto flags = take_attend_flags(args);
   if (!flags.ok()) return report_error(flags.status(), options.json);
+  const Status paths = check_attend_paths(*flags);
+  if (!paths.ok()) return report_error(paths, options.json);
   auto info = platform_from_options(options);
   if (!info.ok()) return report_error(info.status(), options.json);
   auto inputs = load_inputs(*flags);

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "common/json_text.h"
 #include "diffattn/log.h"
 
 namespace diffattn::cli {
@@ -190,7 +191,7 @@ nlohmann::json decision_to_json(const PlatformDecision& decision) {
 Result<std::string> matrix_text(const Registry& registry, bool json) {
   if (!json) return backend_matrix_markdown(registry);
   DIFFATTN_ASSIGN_OR_RETURN(const nlohmann::json document, backend_matrix_json(registry));
-  return document.dump(2) + "\n";
+  return json_text(document, 2) + "\n";
 }
 
 }  // namespace

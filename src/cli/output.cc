@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "common/json_text.h"
 #include "diffattn/status.h"
 
 namespace diffattn::cli {
@@ -41,7 +42,7 @@ std::string Table::render() const {
 }
 
 void print_json(const nlohmann::json& document) {
-  std::cout << document.dump(2) << std::endl;
+  std::cout << json_text(document, 2) << std::endl;
 }
 
 std::string join(const std::vector<std::string>& items, const std::string& separator,
@@ -59,7 +60,7 @@ int report_error(const Status& status, bool json) {
   if (json) {
     const nlohmann::json error = {
         {"error", {{"code", std::string(error_code_name(shown.code()))}, {"message", shown.message()}}}};
-    std::cout << error.dump() << std::endl;
+    std::cout << json_text(error) << std::endl;
   }
   return exit_code_for(shown.code());
 }

@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "common/json_text.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
 #include "diffattn/selector.h"
@@ -176,7 +177,7 @@ void print_table(const PlatformInfo& info, const ResolveRequest& request,
   Table table({"role", "category", "head size", "backend", "source", "spec", "passed over"});
   for (const auto& r : resolutions) {
     table.add_row({r.role, r.category.value_or("-"), std::to_string(r.head_size), r.backend,
-                   std::string(source_name(r.source)), r.spec ? spec_to_json(*r.spec).dump() : "-",
+                   std::string(source_name(r.source)), r.spec ? json_text(spec_to_json(*r.spec)) : "-",
                    join(passed_over_names(r), ", ")});
   }
   std::cout << table.render();

@@ -4,13 +4,14 @@
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "common/json_text.h"
+#include "common/staged_files.h"
 #include "diffattn/registry.h"
 #include "runner/configurations.h"
 #include "runner/progress_bar.h"
@@ -173,22 +174,20 @@ std::string default_out_dir(const std::string& model) {
   return (fs::path("diffattn-runs") / (model + "-" + stamp)).string();
 }
 
-Status write_file(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  f.close();
-  if (!f) return InvalidInput("could not write " + path.string() + "; check that --out-dir is writable");
-  return Status::Ok();
-}
-
+// report.json and report.html are replaced together, so a failed write keeps an earlier run's pair.
 Status write_reports(const runner::RunReport& report, const std::string& out_dir, bool quiet) {
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return InvalidInput("could not create --out-dir " + out_dir + ": " + ec.message());
-  DIFFATTN_RETURN_IF_ERROR(write_file(fs::path(out_dir) / "report.json", runner::report_to_json(report).dump(2) + "\n"));
-  DIFFATTN_RETURN_IF_ERROR(write_file(fs::path(out_dir) / "report.html", runner::report_to_html(report)));
-  if (!quiet) std::cout << "\nreports: " << (fs::path(out_dir) / "report.json").string() << ", "
-                        << (fs::path(out_dir) / "report.html").string() << "\n";
+  const std::string json_path = (fs::path(out_dir) / "report.json").string();
+  const std::string html_path = (fs::path(out_dir) / "report.html").string();
+  const std::string json = json_text(runner::report_to_json(report), 2) + "\n";
+  const std::string html = runner::report_to_html(report);
+  StagedFiles files;
+  DIFFATTN_RETURN_IF_ERROR(files.stage(json_path, {json}));
+  DIFFATTN_RETURN_IF_ERROR(files.stage(html_path, {html}));
+  DIFFATTN_RETURN_IF_ERROR(files.commit());
+  if (!quiet) std::cout << "\nreports: " << json_path << ", " << html_path << "\n";
   return Status::Ok();
 }
 
@@ -241,6 +240,10 @@ int run_with_options(std::vector<std::string>& args, const CommonOptions& option
   if (!configs.ok()) return report_error(configs.status(), options.json);
   auto plan = runner::plan_workload(request, on_device, static_cast<int>(configs->size()));
   if (!plan.ok()) return report_error(plan.status(), options.json);
+  // A folder that cannot take the reports is found before the workload runs, not after.
+  const std::string out_dir = flags->out_dir.empty() ? default_out_dir(plan->model->name) : flags->out_dir;
+  const Status writable = check_folder_writable(out_dir, "--out-dir");
+  if (!writable.ok()) return report_error(writable, options.json);
   auto platform = make_platform(*info, global_registry());
   Selector selector(platform);
   if (request.compare.empty()) {
@@ -258,7 +261,6 @@ int run_with_options(std::vector<std::string>& args, const CommonOptions& option
                                          });
   bar.finish();
   if (!report.ok()) return report_error(report.status(), options.json);
-  const std::string out_dir = flags->out_dir.empty() ? default_out_dir(plan->model->name) : flags->out_dir;
   if (options.json) print_json(runner::report_to_json(*report));
   else std::cout << runner::report_to_text(*report);
   Status written = write_reports(*report, out_dir, options.json);

@@ -1,13 +1,11 @@
 #include "common/npy.h"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
+#include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
+
+#include "common/input_file.h"
+#include "common/staged_files.h"
 
 namespace diffattn::npy {
 
@@ -15,6 +13,10 @@ namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicSize = 6;
+// Magic, version and the longest (4-byte) header length field.
+constexpr std::size_t kPrefixBytes = kMagicSize + 2 + 4;
+// Format version 1's limit, far more than the header of any array diffattn reads needs.
+constexpr std::size_t kMaxHeaderBytes = 65535;
 
 struct TypeInfo {
   ElementType type;
@@ -115,25 +117,43 @@ std::string Array::shape_string() const {
   return text + ")";
 }
 
-Result<Array> parse(const std::byte* bytes, std::size_t size, std::string_view name) {
-  if (size < kMagicSize + 4 || std::memcmp(bytes, kMagic, kMagicSize) != 0)
+namespace {
+
+// Where the header dict lies: after the magic, version and length fields.
+struct HeaderSpan {
+  std::size_t start = 0;
+  std::size_t length = 0;
+};
+
+// Reads the fixed prefix (the first kPrefixBytes of a file of `size` bytes, or all of it when shorter).
+Result<HeaderSpan> header_span(const std::byte* prefix, std::size_t size, std::string_view name) {
+  if (size < kMagicSize + 4 || std::memcmp(prefix, kMagic, kMagicSize) != 0)
     return invalid(name, "not a .npy file (the magic string \\x93NUMPY is missing); save arrays with numpy.save");
-  const auto major = static_cast<unsigned>(bytes[6]);
-  std::size_t header_len = 0, header_start = 0;
+  const auto major = static_cast<unsigned>(prefix[6]);
+  HeaderSpan span;
   if (major == 1) {
-    header_len = static_cast<std::size_t>(bytes[8]) | static_cast<std::size_t>(bytes[9]) << 8;
-    header_start = 10;
+    span.length = static_cast<std::size_t>(prefix[8]) | static_cast<std::size_t>(prefix[9]) << 8;
+    span.start = 10;
   } else if (major == 2 || major == 3) {
-    if (size < 12) return invalid(name, "truncated .npy header");
-    header_len = 0;
-    for (int i = 0; i < 4; ++i) header_len |= static_cast<std::size_t>(bytes[8 + i]) << (8 * i);
-    header_start = 12;
+    if (size < kPrefixBytes) return invalid(name, "truncated .npy header");
+    for (int i = 0; i < 4; ++i) span.length |= static_cast<std::size_t>(prefix[8 + i]) << (8 * i);
+    span.start = kPrefixBytes;
   } else {
     return invalid(name, ".npy format version " + std::to_string(major) + " is not supported; use version 1, 2 or 3");
   }
-  if (header_start + header_len > size) return invalid(name, "truncated .npy header");
-  const std::string header(reinterpret_cast<const char*>(bytes + header_start), header_len);
+  if (span.length > kMaxHeaderBytes)
+    return invalid(name, ".npy header of " + std::to_string(span.length) + " bytes is longer than the " +
+                             std::to_string(kMaxHeaderBytes) + " any plain array needs; the file is corrupt");
+  if (span.start + span.length > size) return invalid(name, "truncated .npy header");
+  return span;
+}
 
+// The element type and shape the header dict describes; the data is not read here.
+Result<Array> parse_header(const std::string& header, std::string_view name) {
+  // NumPy writes the header as ASCII text; anything else is damage, and must not reach a message.
+  const auto not_text = [](char c) { return c != '\n' && (c < 0x20 || c > 0x7e); };
+  if (std::any_of(header.begin(), header.end(), not_text))
+    return invalid(name, ".npy header holds bytes that are not text; the file is corrupt: save it again with numpy.save");
   std::string descr_text, order_text, shape_text;
   if (!header_value(header, "descr", descr_text) || !header_value(header, "fortran_order", order_text) ||
       !header_value(header, "shape", shape_text))
@@ -165,24 +185,47 @@ Result<Array> parse(const std::byte* bytes, std::size_t size, std::string_view n
       return invalid(name, "shape " + shape_text + " is too large");
     numel *= s;
   }
-  const std::size_t data_start = header_start + header_len;
-  const std::size_t expected = static_cast<std::size_t>(numel) * element_size(array.type);
-  if (size - data_start != expected)
-    return invalid(name, "holds " + std::to_string(size - data_start) + " data bytes but shape " + shape_text +
-                             " of " + d + " needs " + std::to_string(expected) + "; the file is truncated or corrupt");
+  return array;
+}
+
+// The data section must be exactly what the shape needs, checked before any of it is read.
+Status check_data_size(const Array& array, std::uint64_t data_bytes, std::string_view name) {
+  const std::uint64_t expected = static_cast<std::uint64_t>(array.numel()) * element_size(array.type);
+  if (data_bytes == expected) return Status::Ok();
+  return invalid(name, "holds " + std::to_string(data_bytes) + " data bytes but shape " + array.shape_string() +
+                           " of " + std::string(descr(array.type)) + " needs " + std::to_string(expected) +
+                           "; the file is truncated or corrupt");
+}
+
+}  // namespace
+
+Result<Array> parse(const std::byte* bytes, std::size_t size, std::string_view name) {
+  DIFFATTN_ASSIGN_OR_RETURN(const HeaderSpan span, header_span(bytes, size, name));
+  const std::string header(reinterpret_cast<const char*>(bytes + span.start), span.length);
+  DIFFATTN_ASSIGN_OR_RETURN(Array array, parse_header(header, name));
+  const std::size_t data_start = span.start + span.length;
+  DIFFATTN_RETURN_IF_ERROR(check_data_size(array, size - data_start, name));
   array.data.assign(bytes + data_start, bytes + size);
   return array;
 }
 
 Result<Array> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidInput("cannot open " + path + ": " + std::strerror(errno) + "; check the path");
-  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return InvalidInput("cannot read " + path + ": " + std::strerror(errno));
-  return parse(reinterpret_cast<const std::byte*>(raw.data()), raw.size(), path);
+  DIFFATTN_ASSIGN_OR_RETURN(const InputFile file, InputFile::open(path));
+  std::byte prefix[kPrefixBytes] = {};
+  const std::size_t prefix_size = static_cast<std::size_t>(std::min<std::uint64_t>(file.size(), kPrefixBytes));
+  DIFFATTN_RETURN_IF_ERROR(file.read_at(0, prefix, prefix_size));
+  DIFFATTN_ASSIGN_OR_RETURN(const HeaderSpan span, header_span(prefix, static_cast<std::size_t>(file.size()), path));
+  std::string header(span.length, '\0');
+  DIFFATTN_RETURN_IF_ERROR(file.read_at(span.start, header.data(), header.size()));
+  DIFFATTN_ASSIGN_OR_RETURN(Array array, parse_header(header, path));
+  const std::uint64_t data_start = span.start + span.length;
+  DIFFATTN_RETURN_IF_ERROR(check_data_size(array, file.size() - data_start, path));
+  array.data.resize(static_cast<std::size_t>(file.size() - data_start));
+  DIFFATTN_RETURN_IF_ERROR(file.read_at(data_start, array.data.data(), array.data.size()));
+  return array;
 }
 
-Status write_file(const std::string& path, const Array& array) {
+Result<std::string> file_header(const Array& array) {
   std::string header = "{'descr': '" + std::string(descr(array.type)) +
                        "', 'fortran_order': False, 'shape': " + array.shape_string() + ", }";
   // Version 1 header: magic (6) + version (2) + length (2) + header, padded with spaces to a
@@ -190,30 +233,21 @@ Status write_file(const std::string& path, const Array& array) {
   const std::size_t unpadded = kMagicSize + 4 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
-  if (header.size() > 65535) return InvalidInput("shape " + array.shape_string() + " is too long for a .npy header");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return InvalidInput("cannot create " + tmp + ": " + std::strerror(errno) + "; check that the folder exists and is writable");
-    const char version[2] = {1, 0};
-    const char len[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
-    out.write(kMagic, kMagicSize);
-    out.write(version, 2);
-    out.write(len, 2);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(array.data.data()), static_cast<std::streamsize>(array.data.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return InvalidInput("cannot write " + tmp + ": " + std::strerror(errno));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return InvalidInput("cannot move the result to " + path + ": " + why);
-  }
-  return Status::Ok();
+  if (header.size() > kMaxHeaderBytes) return InvalidInput("shape " + array.shape_string() + " is too long for a .npy header");
+  const char prefix[] = {kMagic[0], kMagic[1], kMagic[2], kMagic[3], kMagic[4], kMagic[5], 1, 0,
+                         static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+  return std::string(prefix, sizeof prefix) + header;
+}
+
+std::string_view data_bytes(const Array& array) {
+  return {reinterpret_cast<const char*>(array.data.data()), array.data.size()};
+}
+
+Status write_file(const std::string& path, const Array& array) {
+  DIFFATTN_ASSIGN_OR_RETURN(const std::string header, file_header(array));
+  StagedFiles files;
+  DIFFATTN_RETURN_IF_ERROR(files.stage(path, {header, data_bytes(array)}));
+  return files.commit();
 }
 
 }  // namespace diffattn::npy

@@ -31,8 +31,14 @@ Result<Array> read_file(const std::string& path);
 // Parses a whole .npy image held in memory; `name` is used in messages.
 Result<Array> parse(const std::byte* bytes, std::size_t size, std::string_view name);
 
+// The bytes of a .npy file before its data: magic, version, header length and header.
+Result<std::string> file_header(const Array& array);
+// The array's data as the bytes that follow the header.
+std::string_view data_bytes(const Array& array);
+
 // Writes `path` through a temporary file in the same folder and a rename, so a failed write never
-// leaves a partial file behind.
+// leaves a partial file behind. Several files written together go through StagedFiles
+// (common/staged_files.h) with file_header and data_bytes.
 Status write_file(const std::string& path, const Array& array);
 
 }  // namespace diffattn::npy

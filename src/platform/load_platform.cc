@@ -1,22 +1,24 @@
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "common/input_file.h"
 #include "diffattn/platform.h"
 
 namespace diffattn {
 namespace {
 
+// Platform descriptions are a few hundred bytes; anything far larger is not one.
+constexpr std::uint64_t kMaxPlatformFileBytes = 1 << 20;
+
 Result<PlatformInfo> load_platform_file(std::string_view path) {
-  std::ifstream file{std::string(path)};
-  if (!file) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::string(path), ec)) {
     return InvalidConfig("--platform '" + std::string(path) +
                          "' is neither 'cpu', 'cuda' nor a readable JSON platform description file.");
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  const nlohmann::json value = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  Result<std::string> text = read_small_file(std::string(path), kMaxPlatformFileBytes, "platform description");
+  if (!text.ok()) return InvalidConfig("--platform " + text.status().message());
+  const nlohmann::json value = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     return InvalidConfig("platform description '" + std::string(path) + "' is not valid JSON.");
   }

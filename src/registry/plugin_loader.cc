@@ -2,6 +2,7 @@
 // backend that checks every call before handing it to the plugin's C function.
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <memory>
 #include <string>
@@ -154,6 +155,10 @@ Capabilities caps_of(const diffattn_plugin_backend& b) {
 Result<std::vector<std::string>> load_plugin(std::string_view path_view, Registry& registry) {
   const std::string path(path_view);
   if (path.empty()) return InvalidConfig("load_plugin needs the path of a plugin library (a .so file)");
+  // dlopen blocks on a pipe and reads a device to its end: only a regular file can be a library.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return InvalidConfig(path + " is a folder, device or pipe, not a file; name a plugin library (a .so file)");
   auto library = std::make_shared<PluginLibrary>();
   library->path = path;
   library->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -1,15 +1,14 @@
 #include "runner/safetensors.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
+
+#include "common/input_file.h"
 
 namespace diffattn::safetensors {
 namespace {
@@ -243,22 +242,14 @@ Result<Header> parse(const std::byte* bytes, std::size_t size, std::string_view 
 }
 
 Result<Header> read_header(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    return InvalidInput("cannot read " + path + ": it is not a file; check the path");
-  const std::uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) return InvalidInput("cannot read " + path + ": " + ec.message() + "; check the path and its permissions");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidInput("cannot open " + path + ": " + std::strerror(errno) + "; check the path and its permissions");
+  DIFFATTN_ASSIGN_OR_RETURN(const InputFile file, InputFile::open(path));
   unsigned char prefix[8] = {};
-  if (size >= 8 && !in.read(reinterpret_cast<char*>(prefix), 8))
-    return InvalidInput("cannot read " + path + ": " + std::strerror(errno));
-  const std::uint64_t header_len = size >= 8 ? little_endian_u64(prefix) : 0;
-  DIFFATTN_RETURN_IF_ERROR(check_header_length(header_len, size, path));
+  if (file.size() >= 8) DIFFATTN_RETURN_IF_ERROR(file.read_at(0, prefix, 8));
+  const std::uint64_t header_len = file.size() >= 8 ? little_endian_u64(prefix) : 0;
+  DIFFATTN_RETURN_IF_ERROR(check_header_length(header_len, file.size(), path));
   std::string text(header_len, '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(header_len)))
-    return invalid(path, "the file ended inside its header; it changed while being read or is truncated; copy it again");
-  return parse_header(text, size - 8 - header_len, path);
+  DIFFATTN_RETURN_IF_ERROR(file.read_at(8, text.data(), text.size()));
+  return parse_header(text, file.size() - 8 - header_len, path);
 }
 
 Result<std::vector<std::byte>> read_tensor_data(const std::string& path, const Header& header, const std::string& tensor) {
@@ -266,12 +257,11 @@ Result<std::vector<std::byte>> read_tensor_data(const std::string& path, const H
   if (it == header.tensors.end())
     return invalid(path, "has no tensor " + quote_name(tensor) + "; it holds " + tensor_names(header));
   const TensorInfo& info = it->second;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidInput("cannot open " + path + ": " + std::strerror(errno) + "; check the path and its permissions");
-  std::vector<std::byte> data(info.end - info.begin);
-  in.seekg(static_cast<std::streamoff>(header.data_start + info.begin));
-  if (!in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size())))
+  DIFFATTN_ASSIGN_OR_RETURN(const InputFile file, InputFile::open(path));
+  if (header.data_start + info.end > file.size())
     return invalid(path, "the file ended inside tensor " + quote_name(tensor) + "; it changed while being read or is truncated; copy it again");
+  std::vector<std::byte> data(info.end - info.begin);
+  DIFFATTN_RETURN_IF_ERROR(file.read_at(header.data_start + info.begin, data.data(), data.size()));
   return data;
 }
 
