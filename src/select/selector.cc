@@ -1,10 +1,12 @@
 #include "diffattn/selector.h"
 
+#include <cctype>
 #include <utility>
 
 #include "diffattn/log.h"
 #include "diffattn/registry.h"
 #include "registry/option_checks.h"
+#include "registry/unknown_backend_message.h"
 
 namespace diffattn {
 namespace {
@@ -23,6 +25,14 @@ std::string resolution_log_line(const Resolution& r, std::string_view display_na
   std::string line = "Resolved diffusion attention backend '" + std::string(display_name) + "' for role='" + r.role + "'";
   if (r.category) line += " (role_category='" + *r.category + "')";
   return line + " via " + r.source_detail;
+}
+
+// Names match case-insensitively; an unknown one is reported as the user wrote it, not upper-cased.
+Status check_registered(const Registry& registry, std::string_view as_written) {
+  std::string upper(as_written);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (registry.find(upper).ok()) return Status::Ok();
+  return UnknownBackend(unknown_backend_message(as_written, registry.names()));
 }
 
 // The typed blocks and extra keys of an explicit spec must be ones the chosen backend reads.
@@ -48,9 +58,11 @@ Result<PlatformDecision> Selector::decide(const Key& key) {
   const auto& [name, head_size, allow_trtllm] = key;
   // Held while the platform decides, so that each key is decided exactly once under concurrency.
   ++platform_queries_;
+  const Status registered = name.empty() ? Status::Ok() : check_registered(*registry_, name);
   Result<PlatformDecision> decision =
-      platform_->select_backend(name.empty() ? std::nullopt : std::optional<std::string_view>(name), head_size,
-                                allow_trtllm);
+      !registered.ok() ? Result<PlatformDecision>(registered)
+                       : platform_->select_backend(name.empty() ? std::nullopt : std::optional<std::string_view>(name),
+                                                   head_size, allow_trtllm);
   cache_.emplace(key, decision);
   return decision;
 }
