@@ -3,6 +3,8 @@
 #include <sstream>
 #include <string>
 
+#include "common/json_duplicates.h"
+#include "common/name_hints.h"
 #include "diffattn/platform.h"
 
 namespace diffattn {
@@ -16,10 +18,14 @@ Result<PlatformInfo> load_platform_file(std::string_view path) {
   }
   std::stringstream text;
   text << file.rdbuf();
-  const nlohmann::json value = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  std::string duplicate;
+  const nlohmann::json value = parse_json_noting_duplicates(text.str(), duplicate, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     return InvalidConfig("platform description '" + std::string(path) + "' is not valid JSON.");
   }
+  if (!duplicate.empty())
+    return InvalidConfig("platform description '" + std::string(path) + "' has the key '" + bounded_echo(duplicate) +
+                         "' twice; keep one.");
   Result<PlatformInfo> info = platform_from_json(value);
   if (!info.ok()) return InvalidConfig(std::string(path) + ": " + info.status().message());
   info->origin = std::filesystem::path(std::string(path)).filename().string();
