@@ -224,6 +224,10 @@ TEST_F(BadInputAcceptance, ListingOnTheCpuNeitherNarratesASelectionNorSuggestsGp
                             "Select FLASHINFER_ATTN"})
     check({std::string("backends listing without '") + never + "'", {"backends", "--platform", "cpu"}, 0,
            "can run here", never});
+  check({"explicit selection on the CPU suggests only what runs there",
+         {"resolve", "--platform", "cpu", "--role", "self", "--head-size", "64", "--diffusion-attention-backend",
+          "SAGE_ATTN"},
+         3, "Select TORCH_SDPA instead.", "FLASH_ATTN"});
 }
 
 }  // namespace
