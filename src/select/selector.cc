@@ -1,6 +1,5 @@
 #include "diffattn/selector.h"
 
-#include <cctype>
 #include <utility>
 
 #include "diffattn/log.h"
@@ -27,14 +26,6 @@ std::string resolution_log_line(const Resolution& r, std::string_view display_na
   return line + " via " + r.source_detail;
 }
 
-// Names match case-insensitively; an unknown one is reported as the user wrote it, not upper-cased.
-Status check_registered(const Registry& registry, std::string_view as_written) {
-  std::string upper(as_written);
-  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (registry.find(upper).ok()) return Status::Ok();
-  return UnknownBackend(unknown_backend_message(as_written, registry.names()));
-}
-
 // The typed blocks and extra keys of an explicit spec must be ones the chosen backend reads.
 Status validate_spec_for_backend(const BackendDescriptor& backend, const AttentionSpec& spec) {
   DIFFATTN_RETURN_IF_ERROR(check_option_blocks(backend, spec));
@@ -58,11 +49,12 @@ Result<PlatformDecision> Selector::decide(const Key& key) {
   const auto& [name, head_size, allow_trtllm] = key;
   // Held while the platform decides, so that each key is decided exactly once under concurrency.
   ++platform_queries_;
-  const Status registered = name.empty() ? Status::Ok() : check_registered(*registry_, name);
   Result<PlatformDecision> decision =
-      !registered.ok() ? Result<PlatformDecision>(registered)
-                       : platform_->select_backend(name.empty() ? std::nullopt : std::optional<std::string_view>(name),
-                                                   head_size, allow_trtllm);
+      platform_->select_backend(name.empty() ? std::nullopt : std::optional<std::string_view>(name), head_size,
+                                allow_trtllm);
+  // Platforms look names up upper-cased; the user is told the name as they wrote it.
+  if (!decision.ok() && decision.status().code() == ErrorCode::kUnknownBackend && !name.empty())
+    decision = Result<PlatformDecision>(UnknownBackend(unknown_backend_message(name, registry_->names())));
   cache_.emplace(key, decision);
   return decision;
 }
