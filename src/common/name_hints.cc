@@ -30,7 +30,10 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 std::string bounded_echo(std::string_view text, std::size_t limit) {
   if (text.size() <= limit) return std::string(text);
-  return std::string(text.substr(0, limit)) + "...";
+  // Cut on a character boundary: half a UTF-8 sequence would make the message unprintable as JSON.
+  std::size_t cut = limit;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+  return std::string(text.substr(0, cut)) + "...";
 }
 
 std::optional<std::string> nearest_name(std::string_view given, const std::vector<std::string>& known) {

@@ -8,7 +8,8 @@
 
 namespace diffattn {
 
-// `text` as the user wrote it, cut to `limit` characters with "..." appended when longer.
+// `text` as the user wrote it, cut to at most `limit` bytes (never inside a UTF-8 character) with
+// "..." appended when longer.
 std::string bounded_echo(std::string_view text, std::size_t limit = 64);
 
 // The known name closest to `given` (case-insensitive edit distance), when it is close enough to be
