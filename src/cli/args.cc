@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cli/commands.h"
+#include "diffattn/log.h"
 #include "diffattn/registry.h"
 
 namespace diffattn::cli {
@@ -163,6 +164,7 @@ int run_subcommand(std::vector<std::string>& args, std::string_view help, Subcom
     return 0;
   }
   const bool json = wants_json(args);
+  env_log_threshold();  // an unknown DIFFATTN_LOG_LEVEL warns now, not only when something logs
   auto options = take_common_options(args);
   if (!options.ok()) return report_error(options.status(), json);
   // Plugins join the process's registry before anything resolves, so their names can be selected.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include "diffattn/registry.h"
 #include "diffattn/selector.h"
 #include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/score_range.h"
 #include "runner/device_buffers.h"
 
 namespace diffattn::cli {
@@ -142,6 +144,22 @@ Result<DType> call_dtype(const AttendFlags& flags, const npy::Array& q) {
   }
 }
 
+// The largest finite value of an attention dtype.
+double largest_finite(DType dtype) {
+  if (dtype == DType::kFloat16) return 65504.0;
+  if (dtype == DType::kBFloat16) return 3.3895313892515355e38;
+  return std::numeric_limits<float>::max();
+}
+
+// A finite value the call dtype cannot hold would turn into Inf on conversion; say so, not "holds Inf".
+Status check_fits_dtype(double x, DType dtype, const std::string& path, std::size_t index) {
+  if (!std::isfinite(x) || std::fabs(x) <= largest_finite(dtype)) return Status::Ok();
+  char text[64];
+  std::snprintf(text, sizeof text, "%.6g at flat index %zu is finite but outside %s's range (largest %.6g)", x, index,
+                std::string(dtype_name(dtype)).c_str(), largest_finite(dtype));
+  return InvalidInput(path + " holds " + text + "; scale the input into range before the call");
+}
+
 // Converts float64 arrays to the call's dtype; any other mismatch is an error.
 Status conform(npy::Array& array, DType dtype, const std::string& path) {
   const npy::ElementType want = storage_of(dtype);
@@ -154,6 +172,7 @@ Status conform(npy::Array& array, DType dtype, const std::string& path) {
   const auto* src = reinterpret_cast<const double*>(array.data.data());
   std::vector<std::byte> converted(n * npy::element_size(want));
   for (std::size_t i = 0; i < n; ++i) {
+    DIFFATTN_RETURN_IF_ERROR(check_fits_dtype(src[i], dtype, path, i));
     const auto f = static_cast<float>(src[i]);
     if (dtype == DType::kFloat32) {
       reinterpret_cast<float*>(converted.data())[i] = f;
@@ -365,6 +384,11 @@ int attend_with_options(std::vector<std::string>& args, const CommonOptions& opt
   Inputs& in = **inputs;
   auto selected = select_backend(*flags, options, *info, in.problem);
   if (!selected.ok()) return report_error(selected.status(), options.json);
+  // The CPU kernels check this themselves; device kernels cannot, but the arrays are still on the host here.
+  if (info->kind == PlatformKind::kCuda) {
+    const Status fits = check_scores_fit_float32(in.problem);
+    if (!fits.ok()) return report_error(fits, options.json);
+  }
 
   const auto start = std::chrono::steady_clock::now();
   const Status ran = info->kind == PlatformKind::kCuda ? run_on_device(*selected->backend, in)

@@ -14,6 +14,7 @@
 #include "cli/output.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
+#include "platform/backend_checks.h"
 
 namespace diffattn::cli {
 namespace {
@@ -74,20 +75,34 @@ nlohmann::json capabilities_to_json(const Capabilities& caps) {
           {"option_blocks", caps.option_blocks}};
 }
 
+// The platform words its refusals for someone who selected the backend; a listing selected nothing.
+std::string as_listing_reason(std::string message, const std::string& backend) {
+  for (const std::string& preamble : {backend + " was explicitly selected, but ", backend + " was explicitly selected but "}) {
+    if (!message.starts_with(preamble)) continue;
+    const std::string rest = message.substr(preamble.size());
+    const bool verb_follows = rest.starts_with("is ") || rest.starts_with("does ") || rest.starts_with("requires ");
+    return backend + (verb_follows ? " " : ": ") + rest;
+  }
+  return message;
+}
+
 // Why an explicit selection of `d` fails here: the platform's policy first, then the backend's own
 // availability (kernels not built, a library missing).
-std::optional<std::string> why_unavailable(const BackendDescriptor& d, const Platform& platform, int head_size) {
+std::optional<std::string> why_unavailable(const BackendDescriptor& d, const Platform& platform, int head_size,
+                                           const Registry& registry) {
   auto decision = platform.select_backend(d.name, head_size, /*allow_trtllm_default=*/true);
-  if (!decision.ok()) return decision.status().message();
-  if (d.unavailable_reason) return d.unavailable_reason(platform.info());
-  return std::nullopt;
+  if (!decision.ok()) return as_listing_reason(decision.status().message(), d.name);
+  if (!d.unavailable_reason) return std::nullopt;
+  const std::optional<std::string> reason = d.unavailable_reason(platform.info());
+  if (!reason) return std::nullopt;
+  return platform_checks::suggest_only_runnable(*reason, registry, platform.info());
 }
 
 Result<std::vector<BackendRow>> collect_rows(const Registry& registry, const Platform& platform, int head_size) {
   std::vector<BackendRow> rows;
   for (const auto& name : registry.names()) {
     DIFFATTN_ASSIGN_OR_RETURN(const BackendDescriptor* d, registry.find(name));
-    rows.push_back({d, why_unavailable(*d, platform, head_size)});
+    rows.push_back({d, why_unavailable(*d, platform, head_size, registry)});
   }
   return rows;
 }

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/json_text.h"
+#include "common/name_hints.h"
 #include "common/staged_files.h"
 #include "diffattn/registry.h"
 #include "runner/configurations.h"
@@ -93,11 +94,16 @@ Result<double> parse_positive_double(const std::string& text, std::string_view f
   return v;
 }
 
-std::vector<std::string> split_commas(const std::string& text) {
+// Every comma-separated entry must name something: "", "," and "A,,B" are typing mistakes.
+Result<std::vector<std::string>> split_compare(const std::string& text) {
   std::vector<std::string> items;
   std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) items.push_back(item);
+  for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
+  if (text.empty() || text.back() == ',') items.push_back("");
+  for (const std::string& item : items)
+    if (item.empty())
+      return UsageError("--compare '" + bounded_echo(text) + "' has an empty entry; give comma-separated backend "
+                        "names, e.g. --compare TORCH_SDPA,FLASH_ATTN (or auto, all)");
   return items;
 }
 
@@ -130,8 +136,10 @@ Result<RunFlags> take_run_flags(std::vector<std::string>& args) {
     r.dtype = *parsed;
   }
   DIFFATTN_ASSIGN_OR_RETURN(std::vector<std::string> compare, reader.take_all("--compare"));
-  for (const std::string& c : compare)
-    for (std::string& item : split_commas(c)) r.compare.push_back(std::move(item));
+  for (const std::string& c : compare) {
+    DIFFATTN_ASSIGN_OR_RETURN(std::vector<std::string> items, split_compare(c));
+    for (std::string& item : items) r.compare.push_back(std::move(item));
+  }
   DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> bound, reader.take_value("--quality-bound"));
   if (bound) {
     DIFFATTN_ASSIGN_OR_RETURN(r.quality_bound, parse_positive_double(*bound, "--quality-bound"));

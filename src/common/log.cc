@@ -3,18 +3,30 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
+
+#include "common/name_hints.h"
 
 namespace diffattn {
 namespace {
 
+std::optional<LogLevel> parse_log_level(std::string_view v) {
+  if (v == "debug") return LogLevel::kDebug;
+  if (v == "info") return LogLevel::kInfo;
+  if (v == "warning") return LogLevel::kWarning;
+  if (v == "error") return LogLevel::kError;
+  return std::nullopt;
+}
+
 LogLevel threshold_from_env() {
   const char* env = std::getenv("DIFFATTN_LOG_LEVEL");
   if (env == nullptr) return LogLevel::kInfo;
-  const std::string v(env);
-  if (v == "debug") return LogLevel::kDebug;
-  if (v == "warning") return LogLevel::kWarning;
-  if (v == "error") return LogLevel::kError;
+  if (std::optional<LogLevel> level = parse_log_level(env)) return *level;
+  // Written directly: the sink that would carry it is the one being configured.
+  const std::string shown = bounded_echo(env);
+  std::fprintf(stderr, "[diffattn] WARNING DIFFATTN_LOG_LEVEL='%s' is not a log level; valid values are debug, "
+               "info, warning and error. Using info.\n", shown.c_str());
   return LogLevel::kInfo;
 }
 
@@ -29,8 +41,7 @@ std::string_view level_name(LogLevel level) {
 }
 
 void stderr_sink(LogLevel level, std::string_view message) {
-  static const LogLevel threshold = threshold_from_env();
-  if (level < threshold) return;
+  if (level < env_log_threshold()) return;
   std::fprintf(stderr, "[diffattn] %.*s %.*s\n", static_cast<int>(level_name(level).size()),
                level_name(level).data(), static_cast<int>(message.size()), message.data());
 }
@@ -46,6 +57,11 @@ LogSink& current_sink() {
 }
 
 }  // namespace
+
+LogLevel env_log_threshold() {
+  static const LogLevel threshold = threshold_from_env();
+  return threshold;
+}
 
 LogSink set_log_sink(LogSink sink) {
   std::lock_guard<std::mutex> lock(sink_mutex());

@@ -67,26 +67,30 @@ Result<std::vector<std::int64_t>> parse_shape(const std::string& text, std::stri
     return invalid(name, "header shape '" + text + "' is not a tuple");
   std::vector<std::int64_t> shape;
   std::string item;
-  auto flush = [&]() -> bool {
+  // Empty when the item is a size (or blank), else what is wrong with it.
+  auto flush = [&]() -> std::string {
     std::size_t b = item.find_first_not_of(' '), e = item.find_last_not_of(' ');
     if (b == std::string::npos) {
       item.clear();
-      return true;
+      return "";
     }
     const std::string digits = item.substr(b, e - b + 1);
     item.clear();
-    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+    const bool negative = digits.size() > 1 && digits[0] == '-' && digits.find_first_not_of("0123456789", 1) == std::string::npos;
+    if (negative) return "a negative size (" + digits + "); sizes are 0 or more";
+    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
+      return "a non-integer size";
     shape.push_back(std::stoll(digits));
-    return true;
+    return "";
   };
   for (std::size_t i = 1; i + 1 < text.size(); ++i) {
     if (text[i] == ',') {
-      if (!flush()) return invalid(name, "header shape '" + text + "' holds a non-integer size");
+      if (const std::string why = flush(); !why.empty()) return invalid(name, "header shape '" + text + "' holds " + why);
     } else {
       item += text[i];
     }
   }
-  if (!flush()) return invalid(name, "header shape '" + text + "' holds a non-integer size");
+  if (const std::string why = flush(); !why.empty()) return invalid(name, "header shape '" + text + "' holds " + why);
   return shape;
 }
 

@@ -146,7 +146,10 @@ Status check_head_size(std::int64_t size, std::string_view what) {
 }
 
 Status check_gqa(std::int64_t heads_q, std::int64_t heads_kv) {
-  if (heads_kv > 0 && heads_q % heads_kv == 0) return Status::Ok();
+  if (heads_q < 1 || heads_kv < 1)
+    return InvalidInput("head counts must be >= 1, got q_heads=" + std::to_string(heads_q) + " and kv_heads=" +
+                        std::to_string(heads_kv) + " (dimension 2 of q [B, Sq, Hq, D] and k [B, Skv, Hkv, D])");
+  if (heads_q % heads_kv == 0) return Status::Ok();
   return InvalidInput("GQA requires query heads to be a multiple of KV heads, got q_heads=" + std::to_string(heads_q) +
                       " and kv_heads=" + std::to_string(heads_kv) + "; repeat or regroup the KV heads");
 }

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "common/json_duplicates.h"
+#include "common/name_hints.h"
 #include "config/json_values.h"
 
 namespace diffattn::config_detail {
@@ -83,8 +85,12 @@ Result<json> typed_flag_value(std::string_view text, std::string_view flag) {
     return InvalidConfig(std::string(flag) + " has a value nested deeper than " + std::to_string(kMaxJsonDepth) +
                          " levels.");
   }
-  json value = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  std::string duplicate;
+  json value = parse_json_noting_duplicates(text, duplicate, /*allow_exceptions=*/false);
   if (value.is_discarded()) return json(std::string(text));
+  if (!duplicate.empty())
+    return InvalidConfig(std::string(flag) + " has the key '" + sanitize_utf8(bounded_echo(duplicate)) +
+                         "' twice; keep one (a repeated key would silently override the first).");
   return value;
 }
 

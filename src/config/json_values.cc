@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 
+#include "common/json_duplicates.h"
+#include "common/name_hints.h"
+
 namespace diffattn::config_detail {
 
 using nlohmann::json;
@@ -261,7 +264,12 @@ Result<json> parse_json_text(std::string_view text, std::string_view what) {
   }
   // nlohmann reports malformed text (and number overflow) by exception; it stops here.
   try {
-    return json::parse(text.begin(), text.end());
+    std::string duplicate;
+    json value = parse_json_noting_duplicates(text, duplicate, /*allow_exceptions=*/true);
+    if (!duplicate.empty())
+      return InvalidConfig(std::string(what) + " has the key '" + sanitize_utf8(bounded_echo(duplicate)) +
+                           "' twice; keep one (a repeated key would silently override the first).");
+    return value;
   } catch (const json::exception& e) {
     return InvalidConfig(std::string(what) + " is not valid JSON: " + sanitize_utf8(e.what()) +
                          ". Quote the whole object, e.g. '{\"default\": {\"backend\": \"FLASH_ATTN\"}}'.");

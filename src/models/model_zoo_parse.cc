@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "common/json_duplicates.h"
 #include "models/model_zoo.h"
 
 namespace diffattn {
@@ -96,10 +97,13 @@ Result<ModelSpec> parse_model(const json& m) {
 }  // namespace
 
 Result<std::vector<ModelSpec>> parse_model_zoo(std::string_view json_text) {
-  json doc = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  std::string duplicate;
+  json doc = parse_json_noting_duplicates(json_text, duplicate, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("models") || !doc.at("models").is_array())
     return InvalidConfig("model zoo: the document is not a JSON object with a 'models' list; "
                          "fix models/zoo.json");
+  if (!duplicate.empty())
+    return InvalidConfig("model zoo: the key '" + duplicate + "' appears twice in one object; keep one in models/zoo.json");
   std::vector<ModelSpec> models;
   std::set<std::string> seen;
   for (const json& m : doc.at("models")) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
+#include <vector>
 
 namespace diffattn::platform_checks {
 namespace {
@@ -41,12 +43,38 @@ Status check_runs_on_kind(const BackendDescriptor& backend, const PlatformInfo& 
                      here + ". Select " + std::string(suggestion) + " instead.");
 }
 
-Status check_available(const BackendDescriptor& backend, const PlatformInfo& info) {
+Status check_available(const BackendDescriptor& backend, const PlatformInfo& info, const Registry& registry) {
   if (!backend.unavailable_reason) return Status::Ok();
   std::optional<std::string> reason = backend.unavailable_reason(info);
   if (!reason) return Status::Ok();
   return Unavailable(backend.name + " was explicitly selected but is unavailable on " + info.describe() + ": " +
-                     *reason);
+                     suggest_only_runnable(*reason, registry, info));
+}
+
+std::string suggest_only_runnable(const std::string& text, const Registry& registry, const PlatformInfo& info) {
+  std::size_t verb = text.find("Select ");
+  if (verb == std::string::npos) verb = text.find("select ");
+  if (verb == std::string::npos) return text;
+  const std::size_t names_begin = verb + 7;
+  const std::size_t names_end = text.find(" instead", names_begin);
+  if (names_end == std::string::npos) return text;
+  std::string names = text.substr(names_begin, names_end - names_begin);
+  for (std::size_t at = names.find(" or "); at != std::string::npos; at = names.find(" or ")) names.replace(at, 4, ", ");
+  std::vector<std::string> kept;
+  for (std::size_t begin = 0; begin <= names.size();) {
+    const std::size_t end = std::min(names.find(", ", begin), names.size());
+    const std::string name = names.substr(begin, end - begin);
+    auto backend = registry.find(name);
+    if (!backend.ok()) return text;  // not a plain list of backend names: leave the advice as written
+    if (runs_on(**backend, info.kind) && !((*backend)->unavailable_reason && (*backend)->unavailable_reason(info)))
+      kept.push_back(name);
+    begin = end + 2;
+  }
+  if (kept.empty()) return text;
+  std::string list;
+  for (std::size_t i = 0; i < kept.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == kept.size() ? " or " : ", ") + kept[i];
+  return text.substr(0, names_begin) + list + text.substr(names_end);
 }
 
 Status check_head_size(const BackendDescriptor& backend, int head_size) {

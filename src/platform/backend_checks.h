@@ -19,9 +19,13 @@ Result<const BackendDescriptor*> find_backend(const Registry& registry, const st
 // kUnsupported when the backend has no kernels for this kind of platform at all.
 Status check_runs_on_kind(const BackendDescriptor& backend, const PlatformInfo& info, std::string_view suggestion);
 // kUnavailable with the descriptor's reason (kernels or a library missing from this build).
-Status check_available(const BackendDescriptor& backend, const PlatformInfo& info);
+Status check_available(const BackendDescriptor& backend, const PlatformInfo& info, const Registry& registry);
 // kUnsupported when head_size > 0 is outside the backend's head sizes.
 Status check_head_size(const BackendDescriptor& backend, int head_size);
+
+// `text` with its "Select A, B or C instead" advice cut to the backends that can run on `info`
+// (advice written once per backend cannot know the platform); other text is unchanged.
+std::string suggest_only_runnable(const std::string& text, const Registry& registry, const PlatformInfo& info);
 
 // Why `name` cannot be a default here (unregistered, wrong kind, unavailable), or nullopt.
 std::optional<std::string> default_blocker(const Registry& registry, const PlatformInfo& info,

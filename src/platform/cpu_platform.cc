@@ -17,7 +17,7 @@ Result<PlatformDecision> CpuPlatform::validate_explicit(const std::string& name,
   DIFFATTN_ASSIGN_OR_RETURN(const BackendDescriptor* backend, platform_checks::find_backend(registry_, name));
   DIFFATTN_RETURN_IF_ERROR(
       platform_checks::check_runs_on_kind(*backend, info_, "TORCH_SDPA (or another backend with CPU kernels)"));
-  DIFFATTN_RETURN_IF_ERROR(platform_checks::check_available(*backend, info_));
+  DIFFATTN_RETURN_IF_ERROR(platform_checks::check_available(*backend, info_, registry_));
   DIFFATTN_RETURN_IF_ERROR(platform_checks::check_head_size(*backend, head_size));
   log_debug("Using diffusion attention backend " + name + " on " + info_.describe());
   return PlatformDecision{name, {}};

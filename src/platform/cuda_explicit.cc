@@ -92,7 +92,7 @@ Result<PlatformDecision> CudaPlatform::validate_explicit(const std::string& name
 
   DIFFATTN_ASSIGN_OR_RETURN(const BackendDescriptor* backend, platform_checks::find_backend(registry_, name));
   DIFFATTN_RETURN_IF_ERROR(platform_checks::check_runs_on_kind(*backend, info_, cuda_suggestion(f)));
-  DIFFATTN_RETURN_IF_ERROR(platform_checks::check_available(*backend, info_));
+  DIFFATTN_RETURN_IF_ERROR(platform_checks::check_available(*backend, info_, registry_));
 
   if (name == "FLASH_ATTN") DIFFATTN_RETURN_IF_ERROR(check_flash_attn_supported(f));
   if (name == "FLASHINFER_ATTN") DIFFATTN_RETURN_IF_ERROR(check_flashinfer(f, head_size));

@@ -2,6 +2,8 @@
 #include <string>
 
 #include "common/input_file.h"
+#include "common/json_duplicates.h"
+#include "common/name_hints.h"
 #include "diffattn/platform.h"
 
 namespace diffattn {
@@ -18,10 +20,14 @@ Result<PlatformInfo> load_platform_file(std::string_view path) {
   }
   Result<std::string> text = read_small_file(std::string(path), kMaxPlatformFileBytes, "platform description");
   if (!text.ok()) return InvalidConfig("--platform " + text.status().message());
-  const nlohmann::json value = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  std::string duplicate;
+  const nlohmann::json value = parse_json_noting_duplicates(*text, duplicate, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     return InvalidConfig("platform description '" + std::string(path) + "' is not valid JSON.");
   }
+  if (!duplicate.empty())
+    return InvalidConfig("platform description '" + std::string(path) + "' has the key '" + bounded_echo(duplicate) +
+                         "' twice; keep one.");
   Result<PlatformInfo> info = platform_from_json(value);
   if (!info.ok()) return InvalidConfig(std::string(path) + ": " + info.status().message());
   info->origin = std::filesystem::path(std::string(path)).filename().string();

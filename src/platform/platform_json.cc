@@ -1,7 +1,10 @@
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 #include <string>
 
+#include "common/name_hints.h"
 #include "diffattn/platform.h"
 #include "platform/cudnn_version.h"
 
@@ -10,9 +13,16 @@ namespace {
 
 using nlohmann::json;
 
+// "got null" for null (not "null null"); other values show their type and a bounded dump.
+std::string given_text(const json& value) {
+  if (value.is_null()) return "null";
+  const std::string dump = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  return std::string(value.type_name()) + " " + bounded_echo(dump);
+}
+
 Status bad_key(std::string_view key, std::string_view expected, const json& value) {
   return InvalidConfig("platform description: '" + std::string(key) + "' must be " + std::string(expected) +
-                       ", got " + std::string(value.type_name()) + " " + value.dump() + ".");
+                       ", got " + given_text(value) + ".");
 }
 
 Status check_known_keys(const json& object, const std::set<std::string>& known, std::string_view prefix) {
@@ -69,6 +79,24 @@ Status read_flashinfer(const json& features, std::string& out) {
   return bad_key("features.flashinfer", "a FlashInfer version string such as \"0.6.16\" (or false)", value);
 }
 
+// features.plugins lists the names of plugin backends; libraries are loaded with --plugin PATH,
+// so a path here would be silently ignored.
+Status check_plugin_names(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    const bool is_name = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    });
+    if (is_name) continue;
+    std::error_code ec;
+    const bool looks_like_path = name.find('/') != std::string::npos || name.ends_with(".so");
+    const std::string missing = looks_like_path && !std::filesystem::exists(name, ec) ? " (no such file)" : "";
+    return InvalidConfig("platform description: 'features.plugins' lists plugin backend names such as MY_ATTN, but "
+                         "holds '" + bounded_echo(name) + "'" + missing +
+                         "; load a plugin library with --plugin PATH instead.");
+  }
+  return Status::Ok();
+}
+
 Status read_features(const json& value, PlatformFeatures& features) {
   if (!value.is_object()) return bad_key("features", "an object", value);
   DIFFATTN_RETURN_IF_ERROR(check_known_keys(value,
@@ -82,19 +110,30 @@ Status read_features(const json& value, PlatformFeatures& features) {
   DIFFATTN_RETURN_IF_ERROR(read_bool(value, "trtllm_gen", "features.", features.trtllm_gen));
   DIFFATTN_RETURN_IF_ERROR(read_bool(value, "sage_attn", "features.", features.sage_attn));
   DIFFATTN_RETURN_IF_ERROR(read_bool(value, "sage_attn_3", "features.", features.sage_attn_3));
-  return read_string_list(value, "plugins", "features.", features.plugins);
+  DIFFATTN_RETURN_IF_ERROR(read_string_list(value, "plugins", "features.", features.plugins));
+  return check_plugin_names(features.plugins);
+}
+
+// CUDA compute capabilities run from 1.0 to 12.x today; a description beyond kMaxComputeMajor
+// names no GPU that exists, so it is a typo rather than a plan for future hardware.
+constexpr int kMaxComputeMajor = 15;
+
+bool is_digits(std::string_view text) {
+  return !text.empty() && text.size() <= 2 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 Status read_compute_capability(const json& value, PlatformInfo& info) {
-  const char* expected = "a string \"MAJOR.MINOR\" such as \"9.0\"";
+  const std::string expected = "a string \"MAJOR.MINOR\" with MAJOR 1 to " + std::to_string(kMaxComputeMajor) +
+                               " and MINOR 0 to 9, such as \"9.0\"";
   if (!value.is_string()) return bad_key("compute_capability", expected, value);
   const std::string text = value.get<std::string>();
-  int major = -1, minor = -1;
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "%d.%d%c", &major, &minor, &tail) != 2 || major < 1 || major > 99 || minor < 0 ||
-      minor > 9) {
+  const std::size_t dot = text.find('.');
+  if (dot == std::string::npos || !is_digits(std::string_view(text).substr(0, dot)) ||
+      text.size() != dot + 2 || !is_digits(std::string_view(text).substr(dot + 1)))
     return bad_key("compute_capability", expected, value);
-  }
+  const int major = std::stoi(text.substr(0, dot)), minor = text[dot + 1] - '0';
+  if (major < 1 || major > kMaxComputeMajor) return bad_key("compute_capability", expected, value);
   info.cc_major = major;
   info.cc_minor = minor;
   return Status::Ok();

@@ -5,6 +5,9 @@
 #include <string>
 #include <utility>
 
+#include "common/name_hints.h"
+#include "registry/unknown_backend_message.h"
+
 namespace diffattn {
 namespace {
 
@@ -71,14 +74,19 @@ void Registry::clear_override(std::string_view name) {
 }
 
 Result<const BackendDescriptor*> Registry::find(std::string_view name) const {
-  std::shared_lock lock(mu_);
-  std::string valid;
-  for (const auto& descriptor : descriptors_) {
-    if (descriptor->name == name) return static_cast<const BackendDescriptor*>(descriptor.get());
-    valid += (valid.empty() ? "" : ", ") + descriptor->name;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& descriptor : descriptors_)
+      if (descriptor->name == name) return static_cast<const BackendDescriptor*>(descriptor.get());
   }
-  return UnknownBackend("Unknown diffusion attention backend: '" + std::string(name) +
-                        "'. Valid options are: " + (valid.empty() ? "(none registered)" : valid));
+  return UnknownBackend(unknown_backend_message(name, names()));
+}
+
+std::string unknown_backend_message(std::string_view as_written, const std::vector<std::string>& valid) {
+  std::string list;
+  for (const std::string& name : valid) list += (list.empty() ? "" : ", ") + name;
+  return "Unknown diffusion attention backend: '" + bounded_echo(as_written) + "'." + did_you_mean(as_written, valid) +
+         " Valid options are: " + (list.empty() ? "(none registered)" : list);
 }
 
 std::vector<std::string> Registry::names() const {

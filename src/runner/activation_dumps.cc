@@ -30,6 +30,17 @@ std::string join(const std::vector<std::string>& items) {
   return text;
 }
 
+// A folder with some of q.npy, k.npy, v.npy is a broken sample, never one to skip or generate for.
+std::string incomplete_npy_message(const fs::path& dir, const std::vector<std::string>& present) {
+  std::vector<std::string> missing;
+  for (const char* op : kOperands) {
+    const std::string file = std::string(op) + ".npy";
+    if (std::find(present.begin(), present.end(), file) == present.end()) missing.push_back(file);
+  }
+  return dir.string() + " holds " + join(present) + " but no " + join(missing) +
+         "; a sample needs all of q.npy, k.npy and v.npy (or one qkv.safetensors)";
+}
+
 // Refuses folders whose sample is ambiguous: .npy files next to a safetensors file, or several
 // safetensors files of which none is qkv.safetensors.
 Result<SampleFiles> sample_files(const fs::path& dir) {
@@ -44,6 +55,7 @@ Result<SampleFiles> sample_files(const fs::path& dir) {
 
   SampleFiles files;
   files.npy = npy_files.size() == 3;
+  if (!npy_files.empty() && !files.npy) return InvalidInput(incomplete_npy_message(dir, npy_files));
   if (safetensors_files.empty()) return files;
   const bool has_qkv = std::find(safetensors_files.begin(), safetensors_files.end(), "qkv.safetensors") != safetensors_files.end();
   if (!has_qkv && safetensors_files.size() > 1)
@@ -157,6 +169,9 @@ Result<std::vector<std::string>> find_role_dumps(const std::string& activations_
     if (sample) dirs.push_back(entry.path().string());
   }
   std::sort(dirs.begin(), dirs.end());
+  if (dirs.empty())
+    return InvalidInput(role_dir.string() + " holds no q/k/v sample (no q.npy, k.npy, v.npy or .safetensors file, in "
+                        "it or in a subfolder); " + kLayoutHint);
   return dirs;
 }
 

@@ -15,8 +15,9 @@
 
 namespace diffattn::runner {
 
-// The folders holding a complete q/k/v sample for `role`, sorted; empty when the role has none.
-// A folder holding both .npy files and a safetensors file, or several safetensors files and no
+// The folders holding a complete q/k/v sample for `role`, sorted; empty when DIR/<role> does not
+// exist. A role folder with no sample, a folder with only some of q.npy, k.npy and v.npy, a folder
+// holding both .npy files and a safetensors file, or several safetensors files and no
 // qkv.safetensors, is an error; so is a safetensors file without tensors q, k and v.
 Result<std::vector<std::string>> find_role_dumps(const std::string& activations_dir, const std::string& role);
 

@@ -33,6 +33,19 @@ Result<std::vector<ActivationSample>> role_samples(const WorkloadPlan& plan, con
   return samples;
 }
 
+Status check_some_role_has_dumps(const WorkloadPlan& plan, const std::string& activations_dir,
+                                 const std::vector<std::vector<ActivationSample>>& samples) {
+  if (activations_dir.empty()) return Status::Ok();
+  std::string roles;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    if (!samples[i].empty() && !samples[i].front().dump_dir.empty()) return Status::Ok();
+    roles += (roles.empty() ? "" : ", ") + plan.roles[i].role.role;
+  }
+  return InvalidInput("--activations " + activations_dir + " holds no dump for any role of " + plan.model->name + " (" +
+                      roles + "); add DIR/<role>/q.npy, k.npy, v.npy or DIR/<role>/qkv.safetensors, or run without "
+                      "--activations");
+}
+
 Result<QkvTensors> materialize(const WorkloadPlan& plan, const RolePlan& role, const ActivationSample& sample,
                                std::uint64_t seed) {
   if (!sample.dump_dir.empty()) return load_qkv_dump(sample.dump_dir, role.role, plan.dtype);

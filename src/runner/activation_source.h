@@ -24,9 +24,14 @@ struct QkvTensors {
 
 // The samples of one role: the plan's layers x steps, or every dump found for the role under
 // `activations_dir` (DIR/<role>/{q,k,v}.npy or DIR/<role>/qkv.safetensors, or the same in
-// DIR/<role>/<sample>/ for several).
+// DIR/<role>/<sample>/ for several); a role without a folder there keeps generated inputs.
 Result<std::vector<ActivationSample>> role_samples(const WorkloadPlan& plan, const RolePlan& role,
                                                    const std::string& activations_dir);
+
+// With --activations at least one role must have dumps: a folder holding none (empty, or the wrong
+// folder) is refused rather than run on generated inputs under its name.
+Status check_some_role_has_dumps(const WorkloadPlan& plan, const std::string& activations_dir,
+                                 const std::vector<std::vector<ActivationSample>>& samples);
 
 // Produces the sample's tensors in the plan's dtype; dumps are checked against the role's heads
 // and head size and may carry their own sequence lengths.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "registry/unknown_backend_message.h"
+
 namespace diffattn::runner {
 namespace {
 
@@ -20,11 +22,18 @@ std::vector<std::string> available_backends(const PlatformInfo& platform, const 
   return names;
 }
 
-Result<Configuration> compare_entry(const AttentionConfig& user, const std::string& entry) {
+// An entry that names no registered backend is a usage error before any work starts (exit 2).
+Status check_compare_name(const std::string& entry, const Registry& registry) {
+  if (registry.find(upper(entry)).ok()) return Status::Ok();
+  return UnknownBackend("--compare: " + unknown_backend_message(entry, registry.names()) + ", auto or all");
+}
+
+Result<Configuration> compare_entry(const AttentionConfig& user, const std::string& entry, const Registry& registry) {
   Configuration c;
   c.config = user;
   c.config.default_origin = DefaultOrigin::kConfig;
   DIFFATTN_ASSIGN_OR_RETURN(std::optional<AttentionSpec> spec, spec_from_json(nlohmann::json(entry), "--compare"));
+  if (spec) DIFFATTN_RETURN_IF_ERROR(check_compare_name(entry, registry));
   c.config.default_spec = spec;
   c.label = spec ? upper(entry) : "auto";
   return c;
@@ -48,7 +57,7 @@ Result<std::vector<Configuration>> make_configurations(const AttentionConfig& us
   }
   std::vector<Configuration> configs;
   for (const std::string& e : entries) {
-    DIFFATTN_ASSIGN_OR_RETURN(Configuration c, compare_entry(user, e));
+    DIFFATTN_ASSIGN_OR_RETURN(Configuration c, compare_entry(user, e, registry));
     const bool duplicate = std::any_of(configs.begin(), configs.end(), [&](const Configuration& x) { return x.label == c.label; });
     if (!duplicate) configs.push_back(std::move(c));
   }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <set>
 
+#include "common/name_hints.h"
 #include "diffattn/config.h"
 #include "runner/text_padding_mask.h"
 
@@ -23,6 +24,25 @@ std::string format_tflop(double tflop) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", tflop);
   return buf;
+}
+
+// A --layers count or index past every role of the model is a mistake, not a request to skip:
+// it names the model's layer count. Roles with fewer layers than the largest still skip with a note.
+Status check_layers_fit_model(const ModelSpec& model, const std::string& selector) {
+  if (selector.empty() || selector == "all") return Status::Ok();
+  int most = 0;
+  for (const ModelRole& role : model.roles) most = std::max(most, role.layers);
+  const std::string range = "model '" + model.name + "' has " + std::to_string(most) + " layers per role (indices 0-" +
+                            std::to_string(most - 1) + ")";
+  if (all_digits(selector) && selector.size() < 6) {
+    if (std::stoi(selector) <= most) return Status::Ok();
+    return InvalidConfig("--layers " + selector + " asks for more layers than exist: " + range + "; give 1 to " +
+                         std::to_string(most) + ", or 'all'");
+  }
+  DIFFATTN_ASSIGN_OR_RETURN(std::set<std::int64_t> indices, parse_index_selector(selector, "--layers"));
+  if (indices.empty() || *indices.rbegin() < most) return Status::Ok();
+  return InvalidConfig("--layers " + bounded_echo(selector) + " names layer " + std::to_string(*indices.rbegin()) +
+                       ", but " + range + "; give indices below " + std::to_string(most));
 }
 
 // The layers of one role that the --layers selector names.
@@ -145,6 +165,7 @@ Result<WorkloadPlan> plan_workload(const RunRequest& request, bool on_device, in
   DIFFATTN_ASSIGN_OR_RETURN(plan.video_tokens, video_tokens(*model, plan.height, plan.width, plan.frames));
   plan.audio_tokens = audio_tokens(*model, plan.frames);
   plan.sampled_steps = evenly_spaced(plan.steps, request.sample_steps);
+  DIFFATTN_RETURN_IF_ERROR(check_layers_fit_model(*model, request.layers));
   for (const ModelRole& role : model->roles) {
     DIFFATTN_ASSIGN_OR_RETURN(RolePlan rp, plan_role(*model, role, request, plan, plan.notes));
     plan.roles.push_back(std::move(rp));

@@ -252,6 +252,7 @@ Result<RunReport> execute_workload(const RunRequest& request, WorkloadPlan plan,
              static_cast<std::int64_t>(1 + configurations.size());
     samples.push_back(std::move(s));
   }
+  DIFFATTN_RETURN_IF_ERROR(check_some_role_has_dumps(plan, request.activations_dir, samples));
   std::int64_t done = 0;
   RoleExecutor exec(plan, progress, done, total);
   for (std::size_t i = 0; i < plan.roles.size(); ++i) {

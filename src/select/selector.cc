@@ -5,6 +5,7 @@
 #include "diffattn/log.h"
 #include "diffattn/registry.h"
 #include "registry/option_checks.h"
+#include "registry/unknown_backend_message.h"
 
 namespace diffattn {
 namespace {
@@ -51,6 +52,9 @@ Result<PlatformDecision> Selector::decide(const Key& key) {
   Result<PlatformDecision> decision =
       platform_->select_backend(name.empty() ? std::nullopt : std::optional<std::string_view>(name), head_size,
                                 allow_trtllm);
+  // Platforms look names up upper-cased; the user is told the name as they wrote it.
+  if (!decision.ok() && decision.status().code() == ErrorCode::kUnknownBackend && !name.empty())
+    decision = Result<PlatformDecision>(UnknownBackend(unknown_backend_message(name, registry_->names())));
   cache_.emplace(key, decision);
   return decision;
 }

@@ -76,6 +76,16 @@ TEST_F(ValidateProblemTest, GqaNeedsAMultipleOfKvHeads) {
   EXPECT_MESSAGE_HAS("GQA requires query heads to be a multiple of KV heads, got q_heads=3 and kv_heads=2");
 }
 
+TEST_F(ValidateProblemTest, ZeroHeadsAreNamedAsHeadCountsNotGqa) {
+  p_.k.shape[2] = 0;
+  p_.v.shape[2] = 0;
+  EXPECT_MESSAGE_HAS("head counts must be >= 1, got q_heads=4 and kv_heads=0");
+  EXPECT_EQ(error().find("GQA"), std::string::npos) << error();
+  p_.q.shape[2] = 0;
+  p_.out.shape[2] = 0;
+  EXPECT_MESSAGE_HAS("head counts must be >= 1, got q_heads=0 and kv_heads=0");
+}
+
 TEST_F(ValidateProblemTest, HeadSizeLimits) {
   p_.q = TensorView::Contiguous(q_.data(), DType::kFloat32, {1, 1, 1, 4});
   p_.k = TensorView::Contiguous(k_.data(), DType::kFloat32, {1, 1, 1, 4});

@@ -157,5 +157,14 @@ TEST(ModelZoo, MalformedZooIsRejectedWithTheField) {
   EXPECT_FALSE(wrong_type.ok());
 }
 
+TEST(ModelZoo, RepeatedKeysAreRejectedByName) {
+  auto r = parse_model_zoo(R"({"models":[{"name":"x","vae":{"temporal":1,"spatial":8},"patch":[1,2,2],
+      "defaults":{"height":64,"width":64,"frames":1,"steps":1},
+      "roles":[{"role":"self","heads":4,"kv_heads":4,"head_size":64,"layers":1,"layers":2}]}]})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'models.[].roles.[].layers' appears twice"), std::string::npos)
+      << r.status().message();
+}
+
 }  // namespace
 }  // namespace diffattn

@@ -55,7 +55,8 @@ TEST(RegistryTest, UnknownNameListsValidOptions) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), ErrorCode::kUnknownBackend);
   EXPECT_EQ(missing.status().message(),
-            "Unknown diffusion attention backend: 'FLASH_ATTN_9'. Valid options are: TORCH_SDPA, FLASH_ATTN, "
+            "Unknown diffusion attention backend: 'FLASH_ATTN_9'. Did you mean 'FLASH_ATTN'? Valid options are: "
+            "TORCH_SDPA, FLASH_ATTN, "
             "CUDNN_ATTN, FLASHINFER_ATTN, TRTLLM_ATTN, SAGE_ATTN, SAGE_ATTN_3, RAINFUSION_ATTN, FASTVIDEO_VSA");
 }
 

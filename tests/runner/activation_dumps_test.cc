@@ -79,7 +79,7 @@ TEST_F(ActivationDumps, SeveralSamplesPerRoleAreFoundInOrder) {
   for (const char* sample : {"step_10", "step_00"}) {
     for (const char* op : {"q", "k", "v"}) write_f32(dir_ / "cross" / sample / (std::string(op) + ".npy"), {1, 4, 2, 8});
   }
-  write_f32(dir_ / "cross" / "incomplete" / "q.npy", {1, 4, 2, 8});
+  fs::create_directories(dir_ / "cross" / "notes");  // a folder without .npy files is not a sample
   auto found = find_role_dumps(dir_.string(), "cross");
   ASSERT_TRUE(found.ok());
   ASSERT_EQ(found->size(), 2u);
@@ -88,6 +88,20 @@ TEST_F(ActivationDumps, SeveralSamplesPerRoleAreFoundInOrder) {
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
   EXPECT_FALSE(find_role_dumps((dir_ / "missing").string(), "self").ok());
+}
+
+TEST_F(ActivationDumps, IncompleteOrEmptyRoleFoldersAreRefusedNamingWhatIsMissing) {
+  for (const char* op : {"q", "k", "v"}) write_f32(dir_ / "cross" / "step_00" / (std::string(op) + ".npy"), {1, 4, 2, 8});
+  write_f32(dir_ / "cross" / "step_10" / "k.npy", {1, 4, 2, 8});
+  auto incomplete = find_role_dumps(dir_.string(), "cross");
+  ASSERT_FALSE(incomplete.ok());
+  EXPECT_NE(incomplete.status().message().find("holds k.npy but no q.npy and v.npy"), std::string::npos)
+      << incomplete.status().message();
+
+  fs::create_directories(dir_ / "self");
+  auto empty = find_role_dumps(dir_.string(), "self");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("holds no q/k/v sample"), std::string::npos) << empty.status().message();
 }
 
 TEST_F(ActivationDumps, ShapesThatDoNotFitTheRoleAreRefused) {

@@ -52,14 +52,30 @@ TEST(WorkloadPlan, LayerIndicesAreClippedPerRole) {
 
 TEST(WorkloadPlan, BadSelectorsSayWhatToWrite) {
   RunRequest r = request("tiny-dit");
-  r.layers = "7";  // a count: fine
+  r.layers = "2";  // a count up to the model's layers: fine
   EXPECT_TRUE(plan_workload(r, false, 1).ok());
-  r.layers = "5,6";
-  auto none = plan_workload(r, false, 1);
-  ASSERT_FALSE(none.ok());
-  EXPECT_NE(none.status().message().find("names no layer"), std::string::npos);
+  r.layers = "1";
+  EXPECT_TRUE(plan_workload(r, false, 1).ok());
   r.layers = "x";
   EXPECT_FALSE(plan_workload(r, false, 1).ok());
+}
+
+TEST(WorkloadPlan, LayersBeyondTheModelNameItsLayerCount) {
+  // flux.1-dev: 19 double-stream and 38 single-stream blocks; past 38 no role has the layer.
+  RunRequest r = request("flux.1-dev");
+  for (const char* selector : {"39", "100", "0,38", "40-41", "65535"}) {
+    SCOPED_TRACE(selector);
+    r.layers = selector;
+    auto plan = plan_workload(r, true, 1);
+    ASSERT_FALSE(plan.ok());
+    EXPECT_EQ(plan.status().code(), ErrorCode::kInvalidConfig);
+    EXPECT_NE(plan.status().message().find("model 'flux.1-dev' has 38 layers per role"), std::string::npos)
+        << plan.status().message();
+  }
+  for (const char* selector : {"38", "37", "0,37"}) {
+    r.layers = selector;
+    EXPECT_TRUE(plan_workload(r, true, 1).ok()) << selector;
+  }
 }
 
 TEST(WorkloadPlan, CpuRunsOfBigModelsAreSampledOrRefused) {

@@ -15,7 +15,10 @@
 #include <cpuid.h>
 #endif
 
+#include "common/name_hints.h"
+#include "diffattn/log.h"
 #include "kernels/cpu/flash_params.h"
+#include "kernels/cpu/score_range.h"
 #include "kernels/cpu/tiles.h"
 
 namespace diffattn {
@@ -194,13 +197,41 @@ std::optional<CpuIsa> parse_cpu_isa(std::string_view name) {
 
 bool cpu_isa_available(CpuIsa isa) { return cpu_has(isa); }
 
-CpuIsa default_cpu_isa() {
-  if (const char* env = std::getenv("DIFFATTN_CPU_ISA")) {
-    if (auto isa = parse_cpu_isa(env); isa && cpu_has(*isa)) return *isa;
-  }
+namespace {
+
+CpuIsa fastest_cpu_isa() {
   if (cpu_has(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
   if (cpu_has(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
   return CpuIsa::kPortable;
+}
+
+std::string available_isa_names() {
+  std::string names;
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512})
+    if (cpu_has(isa)) names += (names.empty() ? "" : ", ") + std::string(cpu_isa_name(isa));
+  return names;
+}
+
+// DIFFATTN_CPU_ISA is a tuning knob: a value that cannot be honoured warns once and the run-time
+// choice stays, rather than failing every call.
+CpuIsa cpu_isa_from_env() {
+  const char* env = std::getenv("DIFFATTN_CPU_ISA");
+  const CpuIsa fastest = fastest_cpu_isa();
+  if (env == nullptr) return fastest;
+  const std::optional<CpuIsa> isa = parse_cpu_isa(env);
+  if (isa && cpu_has(*isa)) return *isa;
+  const std::string why = isa ? "this CPU or build cannot run the " + std::string(env) + " kernel"
+                              : "'" + bounded_echo(env) + "' is not a CPU kernel; valid values are portable, avx2 and avx512";
+  log_warning("DIFFATTN_CPU_ISA: " + why + ". Using " + std::string(cpu_isa_name(fastest)) + " (available here: " +
+              available_isa_names() + ").");
+  return fastest;
+}
+
+}  // namespace
+
+CpuIsa default_cpu_isa() {
+  static const CpuIsa isa = cpu_isa_from_env();
+  return isa;
 }
 
 Status run_sdpa_cpu(const AttentionProblem& problem) { return run_sdpa_cpu(problem, default_cpu_isa()); }
@@ -212,6 +243,7 @@ Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa) {
                        std::string(cpu_isa_name(default_cpu_isa())));
   if (problem.q.device.kind != DeviceKind::kCpu)
     return Internal("run_sdpa_cpu was given tensors on a CUDA device; route them to run_sdpa_cuda");
+  DIFFATTN_RETURN_IF_ERROR(check_scores_fit_float32(problem));
   const std::vector<Sequence> seqs = sequences(problem);
   const std::int64_t heads = problem.q.size(2);
   std::int64_t longest_q = 0;

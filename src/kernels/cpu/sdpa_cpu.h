@@ -20,7 +20,8 @@ bool cpu_isa_available(CpuIsa isa);
 CpuIsa default_cpu_isa();
 
 // `problem` has passed validate_problem and lives on the CPU. Fully masked rows (and rows with no
-// keys) produce zeros and LSE -inf.
+// keys) produce zeros and LSE -inf. Inputs whose scores or output sums could pass float32's range
+// are refused with kInvalidInput (check_scores_fit_float32) instead of returning zeros.
 Status run_sdpa_cpu(const AttentionProblem& problem);
 // The same with a chosen kernel; kUnsupported when this CPU or build cannot run it.
 Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa);
