@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "registry/nearest_backend_name.h"
+
 namespace diffattn {
 namespace {
 
@@ -36,7 +38,6 @@ Status Registry::add(BackendDescriptor descriptor) {
     return InvalidConfig("Cannot register diffusion attention backend '" + descriptor.name +
                          "' without a factory: set BackendDescriptor::create.");
   }
-  if (descriptor.display_name.empty()) descriptor.display_name = descriptor.name;
   std::unique_lock lock(mu_);
   for (const auto& existing : descriptors_) {
     if (existing->name == descriptor.name) {
@@ -73,12 +74,15 @@ void Registry::clear_override(std::string_view name) {
 Result<const BackendDescriptor*> Registry::find(std::string_view name) const {
   std::shared_lock lock(mu_);
   std::string valid;
+  std::vector<std::string> registered;
   for (const auto& descriptor : descriptors_) {
     if (descriptor->name == name) return static_cast<const BackendDescriptor*>(descriptor.get());
     valid += (valid.empty() ? "" : ", ") + descriptor->name;
+    registered.push_back(descriptor->name);
   }
-  return UnknownBackend("Unknown diffusion attention backend: '" + std::string(name) +
-                        "'. Valid options are: " + (valid.empty() ? "(none registered)" : valid));
+  return UnknownBackend("Unknown diffusion attention backend: '" + std::string(name) + "'." +
+                        did_you_mean(name, registered) +
+                        " Valid options are: " + (valid.empty() ? "(none registered)" : valid));
 }
 
 std::vector<std::string> Registry::names() const {
