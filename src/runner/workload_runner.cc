@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "diffattn/attention.h"
+#include "diffattn/log.h"
 #include "runner/activation_source.h"
 #include "runner/device_buffers.h"
 #include "runner/text_padding_mask.h"
@@ -49,6 +50,30 @@ Candidate resolve_candidate(const std::string& label, const AttentionConfig& con
   c.run.resolution = resolution_to_json(res);
   c.layer.emplace(std::move(layer).value());
   return c;
+}
+
+// The baseline is resolved quietly and logged as what it is: the selector would report it as
+// configuration ("via attention_config.default"), which nobody wrote.
+Candidate resolve_baseline(const AttentionLayerDesc& desc, Selector& selector) {
+  const LogSink previous = set_log_sink([](LogLevel, std::string_view) {});
+  Candidate c = resolve_candidate("baseline", baseline_config(), desc, selector);
+  set_log_sink(previous);
+  c.run.source = "baseline";
+  if (c.run.ok())
+    log_info("Baseline for role='" + desc.role + "': " + c.run.backend +
+             " on the same inputs, the reference for every configuration's time and quality");
+  return c;
+}
+
+bool has_no_options(const std::optional<AttentionSpec>& spec) {
+  return !spec || (!spec->quant && !spec->skip_softmax && !spec->block_sparse && !spec->fastvideo_vsa_topk &&
+                   spec->extra.empty());
+}
+
+// Same backend, no options, same layer: the candidate would repeat the baseline's computation.
+bool repeats_baseline(const Candidate& c, const Candidate& baseline) {
+  return c.layer && baseline.layer && c.layer->resolution().backend == baseline.layer->resolution().backend &&
+         has_no_options(c.layer->resolution().spec);
 }
 
 // The memory one sample's tensors (and its key-padding mask, if any) live in while a backend runs:
@@ -147,8 +172,10 @@ class RoleExecutor {
     return Status::Ok();
   }
 
+  // Calls that will not run leave the total, so the bar counts only calls that run.
   void skip_calls(const std::string& label) {
-    for (int i = 0; i < plan_.warmup + plan_.repeats; ++i) tick(label);
+    total_ -= plan_.warmup + plan_.repeats;
+    if (progress_) progress_(done_, total_, label);
   }
 
  private:
@@ -172,10 +199,12 @@ Status run_role(const RunRequest& request, const WorkloadPlan& plan, Selector& s
                 const std::vector<Configuration>& configurations, RoleReport& report, RoleExecutor& exec,
                 const std::vector<ActivationSample>& samples) {
   const AttentionLayerDesc desc = layer_desc(plan, report.plan);
-  Candidate baseline = resolve_candidate("baseline", baseline_config(), desc, selector);
+  Candidate baseline = resolve_baseline(desc, selector);
   std::vector<Candidate> candidates;
-  for (const Configuration& c : configurations)
+  for (const Configuration& c : configurations) {
     candidates.push_back(resolve_candidate(c.label, c.config, desc, selector));
+    candidates.back().run.same_as_baseline = repeats_baseline(candidates.back(), baseline);
+  }
   for (const ActivationSample& sample : samples) {
     const std::string where = report.plan.role.role + " " + sample.label;
     auto qkv = materialize(plan, report.plan, sample, request.seed);
@@ -199,8 +228,9 @@ Status run_role(const RunRequest& request, const WorkloadPlan& plan, Selector& s
       exec.skip_calls(where + " baseline");
     }
     for (Candidate& c : candidates) {
-      if (!c.run.ok() || !reference) {
+      if (!c.run.ok() || !reference || c.run.same_as_baseline) {
         exec.skip_calls(where + " " + c.run.configuration);
+        if (reference && c.run.same_as_baseline) merge_worst(c.run.quality, compare_outputs(*reference, *reference));
         continue;
       }
       Status s = exec.time_calls(*c.layer, buffers, c.run, where + " " + c.run.configuration);
@@ -212,6 +242,8 @@ Status run_role(const RunRequest& request, const WorkloadPlan& plan, Selector& s
       merge_worst(c.run.quality, compare_outputs(*out, *reference));
     }
   }
+  for (Candidate& c : candidates)
+    if (c.run.same_as_baseline) c.run.times_ms = baseline.run.times_ms;
   report.baseline = std::move(baseline.run);
   for (Candidate& c : candidates) report.runs.push_back(std::move(c.run));
   report.verdict = choose_verdict(report, request.quality_bound);
