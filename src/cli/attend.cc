@@ -122,7 +122,7 @@ Result<AttendFlags> take_attend_flags(std::vector<std::string>& args) {
     DIFFATTN_ASSIGN_OR_RETURN(flags.role, parse_role_flag(*role));
   }
   DIFFATTN_RETURN_IF_ERROR(reader.expect_empty("attend", kAttendFlags));
-  if (flags.bf16_bits && flags.dtype != "bfloat16")
+  if (flags.bf16_bits && (!flags.dtype || parse_dtype(*flags.dtype) != DType::kBFloat16))
     return UsageError("--bf16-bits writes bfloat16 output as raw bits; it needs --dtype bfloat16");
   return flags;
 }
@@ -319,9 +319,8 @@ Result<AttentionConfig> attend_config(const AttendFlags& flags, const CommonOpti
   return config;
 }
 
-Result<Attention> build_layer(const AttendFlags& flags, const CommonOptions& options, const PlatformInfo& info,
+Result<Attention> build_layer(const AttendFlags& flags, const AttentionConfig& config, const PlatformInfo& info,
                               const AttentionProblem& p) {
-  DIFFATTN_ASSIGN_OR_RETURN(const AttentionConfig config, attend_config(flags, options));
   AttentionLayerDesc desc;
   desc.num_heads = static_cast<int>(p.q.size(2));
   desc.num_kv_heads = static_cast<int>(p.k.size(2));
@@ -407,12 +406,15 @@ Status write_outputs(const AttendFlags& flags, Inputs& in) {
 int attend_with_options(std::vector<std::string>& args, const CommonOptions& options) {
   auto flags = take_attend_flags(args);
   if (!flags.ok()) return report_error(flags.status(), options.json);
+  // Usage conflicts are reported before any input is read.
+  auto config = attend_config(*flags, options);
+  if (!config.ok()) return report_error(config.status(), options.json);
   auto info = platform_from_options(options);
   if (!info.ok()) return report_error(info.status(), options.json);
   auto inputs = load_inputs(*flags);
   if (!inputs.ok()) return report_error(inputs.status(), options.json);
   Inputs& in = **inputs;
-  auto layer = build_layer(*flags, options, *info, in.problem);
+  auto layer = build_layer(*flags, *config, *info, in.problem);
   if (!layer.ok()) return report_error(layer.status(), options.json);
 
   const auto start = std::chrono::steady_clock::now();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
+#include <utility>
 
 namespace diffattn {
 namespace {
@@ -10,10 +11,16 @@ namespace {
 // Names longer than this are not typos of a backend name; it also bounds the work per candidate.
 constexpr std::size_t kLongestTypo = 64;
 
-std::string upper_copy(std::string_view text) {
+// Upper case, with '-' and ' ' read as the '_' that separates a name's parts.
+std::string normalised(std::string_view text) {
   std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (char& c : out) c = (c == '-' || c == ' ') ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
+}
+
+std::string without_separators(std::string text) {
+  std::erase(text, '_');
+  return text;
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -31,12 +38,11 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-bool is_name_part(std::string_view part, std::string_view name) {
-  std::size_t start = 0;
-  while (start <= name.size()) {
-    const std::size_t end = std::min(name.find('_', start), name.size());
-    if (name.substr(start, end - start) == part) return true;
-    start = end + 1;
+// Whether `parts` is a run of whole '_'-separated parts of `name` ("SDPA", "MY_SPARSE" of MY_SPARSE_ATTN).
+bool is_whole_parts(std::string_view parts, std::string_view name) {
+  for (std::size_t at = name.find(parts); at != std::string_view::npos; at = name.find(parts, at + 1)) {
+    const std::size_t end = at + parts.size();
+    if ((at == 0 || name[at - 1] == '_') && (end == name.size() || name[end] == '_')) return true;
   }
   return false;
 }
@@ -45,14 +51,17 @@ bool is_name_part(std::string_view part, std::string_view name) {
 
 std::optional<std::string> nearest_backend_name(std::string_view given, const std::vector<std::string>& names) {
   if (given.empty() || given.size() > kLongestTypo) return std::nullopt;
-  const std::string wanted = upper_copy(given);
+  const std::string wanted = normalised(given);
+  const std::string wanted_letters = without_separators(wanted);
   const std::size_t near_enough = std::max<std::size_t>(2, wanted.size() / 3);
   std::optional<std::string> best;
-  std::size_t best_distance = 0;
+  std::pair<std::size_t, std::size_t> best_distance;
   for (const std::string& name : names) {
-    const std::string candidate = upper_copy(name);
-    const std::size_t distance = edit_distance(wanted, candidate);
-    if (distance > near_enough && !is_name_part(wanted, candidate)) continue;
+    const std::string candidate = normalised(name);
+    // Letters first (SAGE_ATTN3 is SAGE_ATTN_3 with a separator missing), then separators.
+    const std::pair distance{edit_distance(wanted_letters, without_separators(candidate)),
+                             edit_distance(wanted, candidate)};
+    if (distance.first > near_enough && !is_whole_parts(wanted, candidate)) continue;
     if (!best || distance < best_distance) {
       best = name;
       best_distance = distance;

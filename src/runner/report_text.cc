@@ -67,9 +67,9 @@ std::string report_to_text(const RunReport& report) {
       if (run.same_as_baseline) same.push_back(role.plan.role.role + " (" + run.configuration + ")");
   if (!same.empty())
     o << "note: " << cli::join(same, ", ", "")
-      << " ran the baseline's own computation (" << report.roles.front().baseline.backend
-      << " with no options), so it was run once and has no ratio; compare other backends with --compare "
-         "(diffattn backends lists those that run here)\n\n";
+      << ": the baseline's own computation (" << report.roles.front().baseline.backend
+      << " with no options), so it ran once and shows no ratio against itself; compare other backends with "
+         "--compare (diffattn backends lists those that run here)\n\n";
   std::vector<std::string> failures;
   for (const RoleReport& role : report.roles) {
     std::vector<const BackendRun*> runs = {&role.baseline};

@@ -52,7 +52,8 @@ Candidate resolve_candidate(const std::string& label, const AttentionConfig& con
   return c;
 }
 
-// The baseline is resolved quietly and logged as what it is: the selector would report it as
+// The baseline is resolved quietly, by a selector of its own (whose once-per-key log memory must not
+// swallow a configuration's line), and logged as what it is: the selector would report it as
 // configuration ("via attention_config.default"), which nobody wrote.
 Candidate resolve_baseline(const AttentionLayerDesc& desc, Selector& selector) {
   const LogSink previous = set_log_sink([](LogLevel, std::string_view) {});
@@ -166,19 +167,25 @@ class RoleExecutor {
       DIFFATTN_RETURN_IF_ERROR(buffers.poison());
       auto ms = time_call_ms(plan_.on_device, [&] { return layer.forward(problem, nullptr); });
       tick(label);
-      if (!ms.ok()) return ms.status();
+      if (!ms.ok()) {
+        drop(plan_.warmup + plan_.repeats - i - 1, label);
+        return ms.status();
+      }
       if (i >= plan_.warmup) run.times_ms.push_back(*ms);
     }
     return Status::Ok();
   }
 
-  // Calls that will not run leave the total, so the bar counts only calls that run.
-  void skip_calls(const std::string& label) {
-    total_ -= plan_.warmup + plan_.repeats;
+  // Counted calls that will not run after all (a failure) leave the total, so the bar counts
+  // only calls that run.
+  void skip_calls(const std::string& label) { drop(plan_.warmup + plan_.repeats, label); }
+
+ private:
+  void drop(std::int64_t calls, const std::string& label) {
+    total_ -= calls;
     if (progress_) progress_(done_, total_, label);
   }
 
- private:
   void tick(const std::string& label) {
     ++done_;
     if (progress_) progress_(done_, total_, label);
@@ -195,16 +202,31 @@ void record_failure(BackendRun& run, const Status& status) {
   run.error_code = std::string(error_code_name(status.code()));
 }
 
-Status run_role(const RunRequest& request, const WorkloadPlan& plan, Selector& selector,
-                const std::vector<Configuration>& configurations, RoleReport& report, RoleExecutor& exec,
-                const std::vector<ActivationSample>& samples) {
-  const AttentionLayerDesc desc = layer_desc(plan, report.plan);
-  Candidate baseline = resolve_baseline(desc, selector);
-  std::vector<Candidate> candidates;
+// A role's baseline and configurations, resolved before anything runs so that the progress total
+// counts only calls that will run.
+struct RoleCandidates {
+  Candidate baseline;
+  std::vector<Candidate> configured;
+};
+
+RoleCandidates resolve_role(const WorkloadPlan& plan, const RolePlan& role, const std::vector<Configuration>& configurations,
+                            Selector& selector, Selector& baseline_selector) {
+  const AttentionLayerDesc desc = layer_desc(plan, role);
+  RoleCandidates r{resolve_baseline(desc, baseline_selector), {}};
   for (const Configuration& c : configurations) {
-    candidates.push_back(resolve_candidate(c.label, c.config, desc, selector));
-    candidates.back().run.same_as_baseline = repeats_baseline(candidates.back(), baseline);
+    r.configured.push_back(resolve_candidate(c.label, c.config, desc, selector));
+    r.configured.back().run.same_as_baseline = repeats_baseline(r.configured.back(), r.baseline);
   }
+  return r;
+}
+
+// Whether a candidate's calls are in the progress total: it resolved and is not the baseline again.
+bool counted(const Candidate& c) { return c.layer.has_value() && !c.run.same_as_baseline; }
+
+Status run_role(const RunRequest& request, const WorkloadPlan& plan, RoleCandidates& resolved, RoleReport& report,
+                RoleExecutor& exec, const std::vector<ActivationSample>& samples) {
+  Candidate& baseline = resolved.baseline;
+  std::vector<Candidate>& candidates = resolved.configured;
   for (const ActivationSample& sample : samples) {
     const std::string where = report.plan.role.role + " " + sample.label;
     auto qkv = materialize(plan, report.plan, sample, request.seed);
@@ -224,12 +246,12 @@ Status run_role(const RunRequest& request, const WorkloadPlan& plan, Selector& s
       auto out = s.ok() ? buffers.fetch_output() : Result<HostTensor>(s);
       if (out.ok()) reference = std::move(out).value();
       else record_failure(baseline.run, out.status());
-    } else {
+    } else if (counted(baseline)) {
       exec.skip_calls(where + " baseline");
     }
     for (Candidate& c : candidates) {
       if (!c.run.ok() || !reference || c.run.same_as_baseline) {
-        exec.skip_calls(where + " " + c.run.configuration);
+        if (counted(c)) exec.skip_calls(where + " " + c.run.configuration);
         if (reference && c.run.same_as_baseline) merge_worst(c.run.quality, compare_outputs(*reference, *reference));
         continue;
       }
@@ -276,12 +298,16 @@ Result<RunReport> execute_workload(const RunRequest& request, WorkloadPlan plan,
   report.platform = platform->info();
   report.created_utc = utc_now();
   Selector selector(platform);
+  Selector baseline_selector(platform);
   std::vector<std::vector<ActivationSample>> samples;
+  std::vector<RoleCandidates> resolved;
   std::int64_t total = 0;
   for (const RolePlan& role : plan.roles) {
     DIFFATTN_ASSIGN_OR_RETURN(std::vector<ActivationSample> s, role_samples(plan, role, request.activations_dir));
-    total += static_cast<std::int64_t>(s.size()) * (plan.warmup + plan.repeats) *
-             static_cast<std::int64_t>(1 + configurations.size());
+    resolved.push_back(resolve_role(plan, role, configurations, selector, baseline_selector));
+    std::int64_t running = counted(resolved.back().baseline) ? 1 : 0;
+    for (const Candidate& c : resolved.back().configured) running += counted(c) ? 1 : 0;
+    total += static_cast<std::int64_t>(s.size()) * (plan.warmup + plan.repeats) * running;
     samples.push_back(std::move(s));
   }
   std::int64_t done = 0;
@@ -290,7 +316,7 @@ Result<RunReport> execute_workload(const RunRequest& request, WorkloadPlan plan,
     RoleReport role;
     role.plan = plan.roles[i];
     if (!samples[i].empty() && !samples[i].front().dump_dir.empty()) role.activations = request.activations_dir;
-    DIFFATTN_RETURN_IF_ERROR(run_role(request, plan, selector, configurations, role, exec, samples[i]));
+    DIFFATTN_RETURN_IF_ERROR(run_role(request, plan, resolved[i], role, exec, samples[i]));
     plan.roles[i] = role.plan;
     report.roles.push_back(std::move(role));
   }
