@@ -1,7 +1,10 @@
 #include "cli/args.h"
 
 #include <charconv>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <utility>
 
 #include "cli/commands.h"
@@ -45,6 +48,40 @@ Result<std::string> take_flag_value(std::vector<std::string>& args, std::size_t 
   return value;
 }
 
+// A configuration file is a small JSON object; anything larger is not one.
+constexpr std::uintmax_t kMaxConfigFileBytes = 1 << 20;
+
+// "@FILE" reads the configuration from FILE (as vLLM accepts a path); any other value is the JSON itself.
+Result<std::string> config_json_from_value(std::string value) {
+  if (!value.starts_with('@')) return value;
+  const std::string path = value.substr(1);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (path.empty() || ec || !fs::exists(status))
+    return UsageError("--diffusion-attention-config @" + path + ": no such file; write @PATH to a JSON file, or "
+                      "pass the JSON object itself.");
+  if (!fs::is_regular_file(status))
+    return UsageError("--diffusion-attention-config @" + path + " is not a regular file (a directory or a device); "
+                      "name a JSON file.");
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (ec || size > kMaxConfigFileBytes)
+    return UsageError("--diffusion-attention-config @" + path + " is larger than " +
+                      std::to_string(kMaxConfigFileBytes) + " bytes; a configuration is a small JSON object.");
+  std::ifstream file(path, std::ios::binary);
+  std::string text(std::istreambuf_iterator<char>(file), {});
+  if (!file && !file.eof()) return UsageError("--diffusion-attention-config @" + path + " could not be read.");
+  return text;
+}
+
+// A bare library name ("name.so") means the file in the current folder when one is there, as users
+// expect; dlopen alone would search only the system's library folders for it.
+std::string plugin_path(std::string path) {
+  if (path.find('/') != std::string::npos) return path;
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec) ? "./" + path : path;
+}
+
 Status reject_repeat(bool already_set, std::string_view name, std::string_view instead) {
   if (!already_set) return Status::Ok();
   return UsageError(std::string(name) + " was given more than once; " + std::string(instead));
@@ -66,7 +103,8 @@ Result<bool> take_one_common_flag(std::vector<std::string>& args, std::size_t i,
     DIFFATTN_RETURN_IF_ERROR(reject_repeat(options.config.config_json.has_value(), name,
                                            "pass one JSON object, or add settings with dotted "
                                            "--diffusion-attention-config.<path> VALUE flags."));
-    DIFFATTN_ASSIGN_OR_RETURN(std::string json, value_of());
+    DIFFATTN_ASSIGN_OR_RETURN(std::string value, value_of());
+    DIFFATTN_ASSIGN_OR_RETURN(std::string json, config_json_from_value(std::move(value)));
     options.config.config_json = std::move(json);
     return true;
   }
@@ -98,7 +136,7 @@ Result<bool> take_one_common_flag(std::vector<std::string>& args, std::size_t i,
   if (flag.name == kPluginFlag) {
     DIFFATTN_ASSIGN_OR_RETURN(std::string path, value_of());
     if (path.empty()) return UsageError("--plugin needs the path of a plugin library (a .so file).");
-    options.plugins.push_back(std::move(path));
+    options.plugins.push_back(plugin_path(std::move(path)));
     return true;
   }
   if (flag.name == kPlatformFlag) {
@@ -173,6 +211,19 @@ int run_subcommand(std::vector<std::string>& args, std::string_view help, Subcom
     if (!names.ok()) return report_error(names.status(), json);
   }
   return body(args, *options);
+}
+
+Result<RoleFlag> parse_role_flag(const std::string& text) {
+  const auto colon = text.find(':');
+  RoleFlag flag;
+  flag.role = text.substr(0, colon);
+  if (colon != std::string::npos) flag.category = text.substr(colon + 1);
+  const bool bad_category = flag.category && (flag.category->empty() || flag.category->find(':') != std::string::npos);
+  if (flag.role.empty() || bad_category) {
+    return UsageError("--role '" + text + "' is not ROLE or ROLE:CATEGORY; write e.g. --role self or "
+                      "--role ltx2.audio_to_video:cross.");
+  }
+  return flag;
 }
 
 Result<AttentionConfig> config_from_options(const CommonOptions& options) {

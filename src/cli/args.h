@@ -27,6 +27,13 @@ bool wants_json(const std::vector<std::string>& args);
 Result<std::int64_t> parse_integer(std::string_view text, std::string_view flag, std::int64_t min,
                                    std::int64_t max);
 
+// A --role value: ROLE or ROLE:CATEGORY (e.g. ltx2.audio_to_video:cross).
+struct RoleFlag {
+  std::string role;
+  std::optional<std::string> category;
+};
+Result<RoleFlag> parse_role_flag(const std::string& text);
+
 // The configuration the common flags describe, with DIFFUSION_ATTENTION_BACKEND applied by the
 // environment rule (used only while nothing on the command line set a default).
 Result<AttentionConfig> config_from_options(const CommonOptions& options);
@@ -41,13 +48,16 @@ int run_subcommand(std::vector<std::string>& args, std::string_view help, Subcom
 
 // The flags every subcommand accepts, for usage messages and help texts.
 inline constexpr std::string_view kCommonFlagsHelp =
-    "  --diffusion-attention-config JSON            the whole configuration as one JSON object\n"
+    "  --diffusion-attention-config JSON|@FILE      the whole configuration as one JSON object, or read\n"
+    "                                               from FILE.json (at most 1 MiB)\n"
     "  --diffusion-attention-config.<path> VALUE    one setting, e.g. .per_role.cross.backend TORCH_SDPA\n"
     "  --diffusion-attention-backend NAME           default backend for every role (not with default.backend)\n"
     "  --fastvideo-vsa-topk N                       top-k cubes of FASTVIDEO_VSA (needs that backend)\n"
-    "  --platform cpu|cuda|FILE.json                platform to decide for (default: probe this machine)\n"
+    "  --platform cpu|cuda|FILE.json                platform to decide for (default: probe this machine;\n"
+    "                                               cpu and cuda in any case)\n"
     "  --plugin PATH                                load a plugin library's backends (repeatable); they run\n"
-    "                                               only when named, never as defaults\n"
+    "                                               only when named, never as defaults. A bare NAME.so is\n"
+    "                                               the file in the current folder when there is one\n"
     "  --json                                       machine-readable output on stdout\n"
     "  Every flag also accepts the --flag=VALUE form.\n";
 

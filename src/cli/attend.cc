@@ -1,5 +1,6 @@
-// `diffattn attend`: one attention call on .npy arrays, through the backend the configuration (or
-// --backend) selects for role "self". Bad input exits non-zero with a message and writes no file.
+// `diffattn attend`: one attention call on .npy arrays, through an attention layer built by
+// Attention::Create for --role (default "self"), so per-role configuration applies. Bad input exits
+// non-zero with a message and writes no file.
 
 #include <chrono>
 #include <cmath>
@@ -20,6 +21,8 @@
 #include "cli/output_paths.h"
 #include "common/npy.h"
 #include "common/staged_files.h"
+#include "diffattn/attention.h"
+#include "diffattn/log.h"
 #include "diffattn/platform.h"
 #include "diffattn/problem.h"
 #include "diffattn/registry.h"
@@ -27,31 +30,43 @@
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/score_range.h"
 #include "runner/device_buffers.h"
+#include "runner/report_format.h"
 
 namespace diffattn::cli {
 namespace {
 
 constexpr std::string_view kAttendFlags =
-    "--q, --k, --v, --out (required), --backend, --mask, --scale, --causal, --dtype, --lse and the common flags";
+    "--q, --k, --v, --out (required), --backend, --role, --mask, --scale, --causal, --dtype, --lse, --bf16-bits and "
+    "the common flags";
 
 constexpr std::string_view kAttendHelp =
-    "usage: diffattn attend [--backend NAME] --q Q.npy --k K.npy --v V.npy [--mask M.npy] [--scale S]\n"
-    "                       [--causal] [--dtype float32|float16|bfloat16] --out OUT.npy [--lse LSE.npy]\n"
+    "usage: diffattn attend [--backend NAME] [--role ROLE[:CATEGORY]] --q Q.npy --k K.npy --v V.npy\n"
+    "                       [--mask M.npy] [--scale S] [--causal] [--dtype float32|float16|bfloat16]\n"
+    "                       --out OUT.npy [--lse LSE.npy] [--bf16-bits]\n"
     "\n"
     "Runs one attention call on arrays from .npy files and writes the result. q is [B, Sq, Hq, D], k is\n"
     "[B, Skv, Hkv, D], v is [B, Skv, Hkv, Dv] (Hq a multiple of Hkv); out is written as [B, Sq, Hq, Dv] in\n"
-    "the inputs' dtype and lse as float32 [B, Hq, Sq] (natural log; -inf for rows whose keys are all masked).\n"
-    "The backend is the one the configuration selects for role \"self\" (platform default when none is set);\n"
-    "--backend NAME is an explicit choice that fails instead of falling back.\n"
+    "the call's dtype (bfloat16 as float32, which holds it exactly and NumPy reads) and lse as float32\n"
+    "[B, Hq, Sq] (natural log; -inf for rows whose keys are all masked).\n"
+    "The backend is the one the configuration selects for --role (platform default when none is set);\n"
+    "--backend NAME is an explicit choice for that role that fails instead of falling back, and may not be\n"
+    "combined with another choice for the same role (--diffusion-attention-backend, default.backend,\n"
+    "per_role.<role> or per_role.<category>).\n"
     "\n"
-    "  --q, --k, --v FILE       inputs; float32 (<f4), float16 (<f2), bfloat16 stored as uint16 (<u2, needs\n"
-    "                           --dtype bfloat16) or float64 (<f8, converted to --dtype, default float32)\n"
+    "  --q, --k, --v FILE       inputs; float32 (<f4), float16 (<f2), float64 (<f8), or bfloat16 stored as\n"
+    "                           uint16 (<u2, needs --dtype bfloat16). Floating inputs in another dtype than\n"
+    "                           the call's are converted to it, and the log says so\n"
     "  --mask FILE              bool keep-mask, [B, Skv] (key padding) or [B|1, H|1, Sq, Skv]\n"
     "  --scale S                softmax scale (default D^-1/2)\n"
     "  --causal                 causal, top-left aligned as PyTorch's is_causal\n"
-    "  --dtype NAME             dtype of the call: float32, float16 or bfloat16 (default: q's)\n"
+    "  --dtype NAME             dtype of the call: float32, float16 or bfloat16 (default: q's; float32 for\n"
+    "                           float64 q)\n"
     "  --out FILE, --lse FILE   where to write the output and the log-sum-exp\n"
-    "  --backend NAME           run this backend (an explicit choice for role \"self\")\n"
+    "  --bf16-bits              with --dtype bfloat16: write out as the raw bfloat16 bits (uint16, <u2), the\n"
+    "                           form the inputs take, instead of float32\n"
+    "  --backend NAME           run this backend (an explicit choice for --role)\n"
+    "  --role ROLE[:CATEGORY]   the attention role of the layer, with its category (default: self); per_role\n"
+    "                           configuration for it applies\n"
     "\n"
     "Inputs with NaN or Inf, mismatched shapes or dtypes, or unreadable files are refused and nothing is\n"
     "written.\n"
@@ -63,6 +78,8 @@ struct AttendFlags {
   std::optional<std::string> mask, lse, backend, dtype;
   std::optional<float> scale;
   bool causal = false;
+  bool bf16_bits = false;
+  RoleFlag role{"self", std::nullopt};
 };
 
 Result<std::string> take_required(ArgReader& reader, std::string_view flag) {
@@ -102,7 +119,14 @@ Result<AttendFlags> take_attend_flags(std::vector<std::string>& args) {
     DIFFATTN_ASSIGN_OR_RETURN(flags.scale, parse_scale(*scale));
   }
   DIFFATTN_ASSIGN_OR_RETURN(flags.causal, reader.take_switch("--causal"));
+  DIFFATTN_ASSIGN_OR_RETURN(flags.bf16_bits, reader.take_switch("--bf16-bits"));
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> role, reader.take_value("--role"));
+  if (role) {
+    DIFFATTN_ASSIGN_OR_RETURN(flags.role, parse_role_flag(*role));
+  }
   DIFFATTN_RETURN_IF_ERROR(reader.expect_empty("attend", kAttendFlags));
+  if (flags.bf16_bits && (!flags.dtype || parse_dtype(*flags.dtype) != DType::kBFloat16))
+    return UsageError("--bf16-bits writes bfloat16 output as raw bits; it needs --dtype bfloat16");
   return flags;
 }
 
@@ -160,20 +184,34 @@ Status check_fits_dtype(double x, DType dtype, const std::string& path, std::siz
   return InvalidInput(path + " holds " + text + "; scale the input into range before the call");
 }
 
-// Converts float64 arrays to the call's dtype; any other mismatch is an error.
+bool is_floating(npy::ElementType type) {
+  return type == npy::ElementType::kFloat32 || type == npy::ElementType::kFloat16 ||
+         type == npy::ElementType::kFloat64;
+}
+
+double stored_value(const npy::Array& array, std::size_t i) {
+  switch (array.type) {
+    case npy::ElementType::kFloat64: return reinterpret_cast<const double*>(array.data.data())[i];
+    case npy::ElementType::kFloat16: return cpu::half_to_float(reinterpret_cast<const std::uint16_t*>(array.data.data())[i]);
+    default: return reinterpret_cast<const float*>(array.data.data())[i];
+  }
+}
+
+// Converts a floating array in another dtype to the call's, saying so in the log; uint16 (bfloat16
+// bits) and non-floating arrays in another dtype are refused, as their meaning is not a float.
 Status conform(npy::Array& array, DType dtype, const std::string& path) {
   const npy::ElementType want = storage_of(dtype);
   if (array.type == want) return Status::Ok();
-  if (array.type != npy::ElementType::kFloat64)
+  if (!is_floating(array.type))
     return InvalidInput(path + " holds " + stored_name(array.type) + " but the call runs in " +
                         std::string(dtype_name(dtype)) + " (stored as " + stored_name(want) + "); save " + path +
-                        " in that dtype or pass --dtype to match");
+                        " as a floating array (float32, float16, float64) or pass --dtype to match");
   const auto n = static_cast<std::size_t>(array.numel());
-  const auto* src = reinterpret_cast<const double*>(array.data.data());
   std::vector<std::byte> converted(n * npy::element_size(want));
   for (std::size_t i = 0; i < n; ++i) {
-    DIFFATTN_RETURN_IF_ERROR(check_fits_dtype(src[i], dtype, path, i));
-    const auto f = static_cast<float>(src[i]);
+    const double x = stored_value(array, i);
+    DIFFATTN_RETURN_IF_ERROR(check_fits_dtype(x, dtype, path, i));
+    const auto f = static_cast<float>(x);
     if (dtype == DType::kFloat32) {
       reinterpret_cast<float*>(converted.data())[i] = f;
     } else {
@@ -181,6 +219,8 @@ Status conform(npy::Array& array, DType dtype, const std::string& path) {
           dtype == DType::kFloat16 ? cpu::float_to_half(f) : cpu::float_to_bf16(f);
     }
   }
+  log_info("attend: converted " + path + " from " + stored_name(array.type) + " to " + std::string(dtype_name(dtype)) +
+           ", the call's dtype");
   array.data = std::move(converted);
   array.type = want;
   return Status::Ok();
@@ -269,51 +309,55 @@ Result<std::unique_ptr<Inputs>> load_inputs(const AttendFlags& flags) {
   return in;
 }
 
-struct Selected {
-  Resolution resolution;
-  std::unique_ptr<Backend> backend;
-};
+// --backend is one explicit choice for the role; another for the same role would silently lose.
+Status check_backend_flag_conflicts(const AttendFlags& flags, const AttentionConfig& config) {
+  const std::string backend = "--backend " + *flags.backend;
+  if (config.default_spec && config.default_origin == DefaultOrigin::kShorthand)
+    return UsageError(backend + " and --diffusion-attention-backend " + config.default_spec->backend +
+                      " both choose attend's backend; give one of them (--backend for this call)");
+  if (config.default_spec && config.default_origin == DefaultOrigin::kConfig)
+    return UsageError(backend + " and default.backend " + config.default_spec->backend +
+                      " (--diffusion-attention-config) both choose attend's backend; drop default.backend or --backend");
+  for (const std::optional<std::string>& key : {std::optional<std::string>(flags.role.role), flags.role.category}) {
+    if (!key) continue;
+    const auto it = config.per_role.find(*key);
+    if (it == config.per_role.end()) continue;
+    return UsageError(backend + " and per_role." + *key + ".backend " + it->second.backend +
+                      " (--diffusion-attention-config) both choose the backend of role '" + flags.role.role +
+                      "'; drop per_role." + *key + " or --backend");
+  }
+  return Status::Ok();
+}
 
-Result<Selected> select_backend(const AttendFlags& flags, const CommonOptions& options, const PlatformInfo& info,
-                                const AttentionProblem& p) {
+// The configuration the call resolves with: the common flags, and --backend as the role's entry.
+Result<AttentionConfig> attend_config(const AttendFlags& flags, const CommonOptions& options) {
   DIFFATTN_ASSIGN_OR_RETURN(AttentionConfig config, config_from_options(options));
-  if (flags.backend) {
-    AttentionSpec spec;
-    spec.backend = *flags.backend;
-    DIFFATTN_RETURN_IF_ERROR(validate_spec(spec, "--backend"));
-    config.per_role["self"] = spec;
-  }
+  if (!flags.backend) return config;
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<AttentionSpec> spec, spec_from_json(nlohmann::json(*flags.backend), "--backend"));
+  if (!spec) return config;  // "auto": no opinion
+  DIFFATTN_RETURN_IF_ERROR(check_backend_flag_conflicts(flags, config));
+  config.per_role[flags.role.role] = *spec;
+  return config;
+}
+
+Result<Attention> build_layer(const AttendFlags& flags, const AttentionConfig& config, const PlatformInfo& info,
+                              const AttentionProblem& p) {
+  AttentionLayerDesc desc;
+  desc.num_heads = static_cast<int>(p.q.size(2));
+  desc.num_kv_heads = static_cast<int>(p.k.size(2));
+  desc.head_size = static_cast<int>(p.q.size(3));
+  desc.scale = p.scale;
+  desc.causal = p.causal;
+  desc.role = flags.role.role;
+  desc.category = flags.role.category;
+  // A call without a mask meets the mask-free contract under which TRTLLM_ATTN may be a default.
+  desc.allow_trtllm_default = !p.mask.has_value();
   Selector selector(make_platform(info, global_registry()));
-  const int head_size = static_cast<int>(p.q.size(3));
-  Selected selected;
-  DIFFATTN_ASSIGN_OR_RETURN(selected.resolution, selector.resolve("self", head_size, config));
-  BackendInit init;
-  init.num_heads = static_cast<int>(p.q.size(2));
-  init.num_kv_heads = static_cast<int>(p.k.size(2));
-  init.head_size = head_size;
-  init.scale = p.scale;
-  init.causal = p.causal;
-  init.role = "self";
-  init.explicit_choice = selected.resolution.source != ResolutionSource::kPlatform;
-  init.spec = selected.resolution.spec;
-  init.platform = info;
-  DIFFATTN_ASSIGN_OR_RETURN(selected.backend, global_registry().create(selected.resolution.backend, init));
-  // The arrays are staged onto the GPU when the platform is CUDA: judge the call where it will run.
-  ProblemShape shape = p.shape();
-  shape.device = info.kind == PlatformKind::kCuda ? DeviceKind::kCuda : DeviceKind::kCpu;
-  const std::vector<std::string> reasons =
-      global_registry().find(selected.resolution.backend).value()->unsupported_reasons(shape);
-  if (!reasons.empty()) {
-    std::string joined;
-    for (const auto& r : reasons) joined += (joined.empty() ? "" : "; ") + r;
-    return Unsupported(selected.resolution.backend + " cannot run this call: " + joined +
-                       "; choose another backend with --backend (TORCH_SDPA runs every valid call)");
-  }
-  return selected;
+  return Attention::Create(desc, config, selector);
 }
 
 // Copies the views' storage to the GPU, runs there, and copies out and lse back.
-Status run_on_device(Backend& backend, Inputs& in) {
+Status run_on_device(const Attention& layer, Inputs& in) {
   AttentionProblem device = in.problem;
   std::vector<runner::DeviceBuffer> buffers;
   auto stage = [&buffers](TensorView& view, bool upload) -> Status {
@@ -331,7 +375,7 @@ Status run_on_device(Backend& backend, Inputs& in) {
   if (device.mask) DIFFATTN_RETURN_IF_ERROR(stage(*device.mask, true));
   DIFFATTN_RETURN_IF_ERROR(stage(device.out, false));
   if (device.lse) DIFFATTN_RETURN_IF_ERROR(stage(*device.lse, false));
-  DIFFATTN_RETURN_IF_ERROR(backend.forward(device, nullptr));
+  DIFFATTN_RETURN_IF_ERROR(layer.forward(device, nullptr));
   // out and lse were staged last: the final buffers.
   const std::size_t out_index = 3 + (device.mask ? 1 : 0);
   DIFFATTN_RETURN_IF_ERROR(buffers[out_index].download(in.problem.out.data, in.out_storage.size()));
@@ -340,13 +384,35 @@ Status run_on_device(Backend& backend, Inputs& in) {
   return Status::Ok();
 }
 
-// out and lse are written together: both files appear, or neither changes.
-Status write_outputs(const AttendFlags& flags, Inputs& in) {
+// bfloat16 output as float32 (exact; NumPy has no bfloat16 dtype), unless --bf16-bits asks for the bits.
+npy::Array output_array(const AttendFlags& flags, Inputs& in) {
   const AttentionProblem& p = in.problem;
   npy::Array out;
   out.type = storage_of(in.dtype);
   out.shape = {p.out.size(0), p.out.size(1), p.out.size(2), p.out.size(3)};
   out.data = std::move(in.out_storage);
+  if (in.dtype != DType::kBFloat16 || flags.bf16_bits) return out;
+  const auto n = static_cast<std::size_t>(out.numel());
+  std::vector<std::byte> widened(n * sizeof(float));
+  for (std::size_t i = 0; i < n; ++i)
+    reinterpret_cast<float*>(widened.data())[i] = cpu::bf16_to_float(reinterpret_cast<const std::uint16_t*>(out.data.data())[i]);
+  out.data = std::move(widened);
+  out.type = npy::ElementType::kFloat32;
+  log_info("attend: wrote the bfloat16 output to " + flags.out +
+           " as float32 (exact); pass --bf16-bits for the raw bits as uint16");
+  return out;
+}
+
+nlohmann::json shape_array(const TensorView& view) {
+  nlohmann::json dims = nlohmann::json::array();
+  for (int i = 0; i < view.ndim; ++i) dims.push_back(view.size(i));
+  return dims;
+}
+
+// out and lse are written together: both files appear, or neither changes.
+Status write_outputs(const AttendFlags& flags, Inputs& in) {
+  const AttentionProblem& p = in.problem;
+  const npy::Array out = output_array(flags, in);
   DIFFATTN_ASSIGN_OR_RETURN(const std::string out_header, npy::file_header(out));
   StagedFiles files;
   DIFFATTN_RETURN_IF_ERROR(files.stage(flags.out, {out_header, npy::data_bytes(out)}));
@@ -375,15 +441,18 @@ Status check_attend_paths(const AttendFlags& flags) {
 int attend_with_options(std::vector<std::string>& args, const CommonOptions& options) {
   auto flags = take_attend_flags(args);
   if (!flags.ok()) return report_error(flags.status(), options.json);
+  // Usage conflicts are reported before any input is read.
   const Status paths = check_attend_paths(*flags);
   if (!paths.ok()) return report_error(paths, options.json);
+  auto config = attend_config(*flags, options);
+  if (!config.ok()) return report_error(config.status(), options.json);
   auto info = platform_from_options(options);
   if (!info.ok()) return report_error(info.status(), options.json);
   auto inputs = load_inputs(*flags);
   if (!inputs.ok()) return report_error(inputs.status(), options.json);
   Inputs& in = **inputs;
-  auto selected = select_backend(*flags, options, *info, in.problem);
-  if (!selected.ok()) return report_error(selected.status(), options.json);
+  auto layer = build_layer(*flags, *config, *info, in.problem);
+  if (!layer.ok()) return report_error(layer.status(), options.json);
   // The CPU kernels check this themselves; device kernels cannot, but the arrays are still on the host here.
   if (info->kind == PlatformKind::kCuda) {
     const Status fits = check_scores_fit_float32(in.problem);
@@ -391,33 +460,34 @@ int attend_with_options(std::vector<std::string>& args, const CommonOptions& opt
   }
 
   const auto start = std::chrono::steady_clock::now();
-  const Status ran = info->kind == PlatformKind::kCuda ? run_on_device(*selected->backend, in)
-                                                        : selected->backend->forward(in.problem, nullptr);
+  const Status ran = info->kind == PlatformKind::kCuda ? run_on_device(*layer, in) : layer->forward(in.problem, nullptr);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!ran.ok()) return report_error(ran, options.json);
   const Status written = write_outputs(*flags, in);
   if (!written.ok()) return report_error(written, options.json);
 
-  const Resolution& r = selected->resolution;
+  const Resolution& r = layer->resolution();
   const AttentionProblem& p = in.problem;
   if (options.json) {
     nlohmann::json doc = {{"backend", r.backend},
                           {"source", std::string(source_name(r.source))},
+                          {"role", r.role},
                           {"platform", platform_to_json(*info)},
                           {"dtype", std::string(dtype_name(in.dtype))},
-                          {"q", p.q.shape_string()},
-                          {"k", p.k.shape_string()},
-                          {"v", p.v.shape_string()},
+                          {"q", shape_array(p.q)},
+                          {"k", shape_array(p.k)},
+                          {"v", shape_array(p.v)},
                           {"out", flags->out},
+                          {"out_shape", shape_array(p.out)},
                           {"milliseconds", ms}};
     doc["lse"] = flags->lse ? nlohmann::json(*flags->lse) : nlohmann::json(nullptr);
     print_json(doc);
   } else {
-    std::cout << r.backend << " (" << source_name(r.source) << ") on " << info->describe() << ": q "
+    std::cout << r.backend << " (" << source_name(r.source) << ", role " << r.role << ") on " << info->describe() << ": q "
               << p.q.shape_string() << ", k " << p.k.shape_string() << ", v " << p.v.shape_string() << ", "
               << dtype_name(in.dtype) << (p.causal ? ", causal" : "") << (p.mask ? ", masked" : "") << " -> "
               << flags->out << " " << p.out.shape_string() << (flags->lse ? " and " + *flags->lse : "") << " in "
-              << ms << " ms\n";
+              << runner::fmt_ms(ms) << "\n";
   }
   return 0;
 }

@@ -134,7 +134,6 @@ nlohmann::json rows_to_json(const PlatformInfo& info, const std::vector<BackendR
   nlohmann::json backends = nlohmann::json::array();
   for (const auto& r : rows) {
     backends.push_back({{"name", r.descriptor->name},
-                        {"display_name", r.descriptor->display_name},
                         {"summary", r.descriptor->summary},
                         {"available", !r.unavailable.has_value()},
                         {"reason", r.unavailable ? nlohmann::json(*r.unavailable) : nlohmann::json(nullptr)},

@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "diffattn/c_api.h"
 
 namespace {
 
@@ -37,6 +38,7 @@ void print_usage(std::ostream& out) {
     out << "  " << s.name << std::string(10 - s.name.size(), ' ') << s.summary << "\n";
   }
   out << "  help      this text, or `diffattn help SUBCOMMAND` for one subcommand\n"
+         "  version   the version of diffattn and whether this build has CUDA kernels (also --version)\n"
          "\n"
          "Flags every subcommand accepts:\n"
       << diffattn::cli::kCommonFlagsHelp
@@ -56,7 +58,13 @@ const Subcommand* find_subcommand(std::string_view name) {
 std::string subcommand_names() {
   std::string names;
   for (const auto& s : kSubcommands) names += (names.empty() ? "" : ", ") + std::string(s.name);
-  return names + ", help";
+  return names + ", help, version";
+}
+
+int print_version() {
+  std::cout << "diffattn " << diffattn_version() << " ("
+            << (DIFFATTN_HAVE_CUDA ? "with CUDA kernels" : "CPU-only build: no CUDA kernels") << ")\n";
+  return 0;
 }
 
 int unknown_subcommand(const std::string& given, const std::vector<std::string>& args) {
@@ -90,6 +98,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (first == "help") return run_help(rest);
+  if (first == "--version" || first == "version") return print_version();
   const Subcommand* s = find_subcommand(first);
   if (s == nullptr) return unknown_subcommand(first, args);
   return s->run(std::move(rest));

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "cli/backend_matrix.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/json_text.h"
@@ -60,18 +61,9 @@ struct ResolveFlags {
   std::optional<std::string> model;
 };
 
-Result<RoleRequest> parse_role_flag(const std::string& text) {
-  const auto colon = text.find(':');
-  RoleRequest request;
-  request.role = text.substr(0, colon);
-  if (colon != std::string::npos) request.category = text.substr(colon + 1);
-  const bool bad_category = request.category && (request.category->empty() ||
-                                                  request.category->find(':') != std::string::npos);
-  if (request.role.empty() || bad_category) {
-    return UsageError("--role '" + text + "' is not ROLE or ROLE:CATEGORY; write e.g. --role self or "
-                      "--role ltx2.audio_to_video:cross.");
-  }
-  return request;
+Result<RoleRequest> parse_role_request(const std::string& text) {
+  DIFFATTN_ASSIGN_OR_RETURN(RoleFlag flag, parse_role_flag(text));
+  return RoleRequest{std::move(flag.role), std::move(flag.category), 0};
 }
 
 Result<ResolveFlags> take_resolve_flags(std::vector<std::string>& args) {
@@ -109,7 +101,7 @@ Result<ResolveRequest> request_from_model(const ResolveFlags& flags) {
     return request;
   }
   for (const auto& text : flags.roles) {
-    DIFFATTN_ASSIGN_OR_RETURN(const RoleRequest wanted, parse_role_flag(text));
+    DIFFATTN_ASSIGN_OR_RETURN(const RoleRequest wanted, parse_role_request(text));
     const ModelRole* found = nullptr;
     for (const auto& r : model->roles) {
       if (r.role == wanted.role) found = &r;
@@ -141,7 +133,7 @@ Result<ResolveRequest> request_from_flags(const ResolveFlags& flags) {
   ResolveRequest request;
   request.allow_trtllm_default = !flags.no_trtllm_default;
   for (const auto& text : flags.roles) {
-    DIFFATTN_ASSIGN_OR_RETURN(RoleRequest role, parse_role_flag(text));
+    DIFFATTN_ASSIGN_OR_RETURN(RoleRequest role, parse_role_request(text));
     role.head_size = *flags.head_size;
     request.roles.push_back(std::move(role));
   }
@@ -160,6 +152,18 @@ Result<std::vector<Resolution>> resolve_all(const ResolveRequest& request, const
     resolutions.push_back(std::move(resolution));
   }
   return resolutions;
+}
+
+// Why this build of diffattn cannot run `backend` on the platform's kind of device, or nullopt:
+// resolve plans for described platforms too, and a plan this build cannot execute must say so.
+std::optional<std::string> missing_kernel(const std::string& backend, const PlatformInfo& info) {
+  const auto descriptor = global_registry().find(backend);
+  if (descriptor.ok() && !(*descriptor)->origin.empty()) return std::nullopt;  // a plugin brings its own kernels
+  if (kernels_in_this_build(backend).empty())
+    return backend + " is registered for planning, but this build of diffattn has no kernel for it";
+  if (info.kind == PlatformKind::kCuda && !DIFFATTN_HAVE_CUDA)
+    return "this build of diffattn has no CUDA kernels (nvcc was not found when it was built)";
+  return std::nullopt;
 }
 
 std::vector<std::string> passed_over_names(const Resolution& r) {
@@ -181,6 +185,15 @@ void print_table(const PlatformInfo& info, const ResolveRequest& request,
                    join(passed_over_names(r), ", ")});
   }
   std::cout << table.render();
+
+  bool kernel_header_printed = false;
+  for (const auto& r : resolutions) {
+    const std::optional<std::string> missing = missing_kernel(r.backend, info);
+    if (!missing) continue;
+    if (!kernel_header_printed) std::cout << "\nNo kernel in this build (diffattn attend and run cannot execute these):\n";
+    kernel_header_printed = true;
+    std::cout << "  " << r.role << ": " << *missing << "\n";
+  }
 
   bool header_printed = false;
   for (const auto& r : resolutions) {
@@ -208,7 +221,13 @@ int resolve_with_options(std::vector<std::string>& args, const CommonOptions& op
 
   if (options.json) {
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& r : *resolutions) list.push_back(resolution_to_json(r));
+    for (const auto& r : *resolutions) {
+      nlohmann::json entry = resolution_to_json(r);
+      const std::optional<std::string> missing = missing_kernel(r.backend, *info);
+      entry["kernel_in_this_build"] = !missing.has_value();
+      if (missing) entry["no_kernel_reason"] = *missing;
+      list.push_back(std::move(entry));
+    }
     print_json({{"platform", platform_to_json(*info)}, {"resolutions", std::move(list)}});
   } else {
     print_table(*info, *request, *resolutions);

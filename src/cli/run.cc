@@ -215,6 +215,8 @@ void print_resolutions(const runner::WorkloadPlan& plan, const std::vector<runne
     }
   }
   std::cout << table.render();
+  std::cout << "baseline: " << runner::baseline_config().default_spec->backend
+            << " on every role and the same inputs, the reference for time and quality\n";
   for (const std::string& r : refusals) std::cout << "cannot run: " << r << "\n";
   std::cout << "\n";
 }

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <string>
 
@@ -34,11 +36,18 @@ Result<PlatformInfo> load_platform_file(std::string_view path) {
   return info;
 }
 
+// "cpu" and "cuda" in any case, like backend names; anything else is a file path, case kept.
+bool names_kind(std::string_view spec, std::string_view kind) {
+  return spec.size() == kind.size() && std::equal(spec.begin(), spec.end(), kind.begin(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == b;
+         });
+}
+
 }  // namespace
 
 Result<PlatformInfo> load_platform(std::string_view spec) {
-  if (spec == "cpu") return probe_cpu_platform();
-  if (spec == "cuda") return probe_cuda_platform(0);
+  if (names_kind(spec, "cpu")) return probe_cpu_platform();
+  if (names_kind(spec, "cuda")) return probe_cuda_platform(0);
   if (spec.empty()) {
     Result<PlatformInfo> cuda = probe_cuda_platform(0);
     if (cuda.ok()) return cuda;

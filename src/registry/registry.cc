@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/name_hints.h"
+#include "registry/nearest_backend_name.h"
 #include "registry/unknown_backend_message.h"
 
 namespace diffattn {
@@ -39,7 +40,6 @@ Status Registry::add(BackendDescriptor descriptor) {
     return InvalidConfig("Cannot register diffusion attention backend '" + descriptor.name +
                          "' without a factory: set BackendDescriptor::create.");
   }
-  if (descriptor.display_name.empty()) descriptor.display_name = descriptor.name;
   std::unique_lock lock(mu_);
   for (const auto& existing : descriptors_) {
     if (existing->name == descriptor.name) {

@@ -38,7 +38,11 @@ void write_run_row(std::ostringstream& o, const RunReport& report, const RoleRep
   const double base = role.baseline.ok() ? role.baseline.median_ms() : 0;
   o << td(fmt_ms(run.median_ms())) << td(fmt_share(share_of_step(report, role, run)))
     << td(fmt("%.3g", tflops(role.plan.flops_per_call, run.median_ms())))
-    << td(base > 0 ? fmt("%.2fx", base / run.median_ms()) : "-");
+    << td(base > 0 && !run.same_as_baseline ? fmt("%.2fx", base / run.median_ms()) : "-");
+  if (run.same_as_baseline) {
+    o << "<td colspan=\"4\" class=\"l\">the baseline's own run</td></tr>\n";
+    return;
+  }
   if (baseline) {
     o << "<td colspan=\"4\" class=\"l\">reference</td></tr>\n";
     return;

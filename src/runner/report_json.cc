@@ -24,8 +24,9 @@ json run_to_json(const RunReport& report, const RoleReport& role, const BackendR
     j["time_ms"] = {{"median", run.median_ms()}, {"min", run.min_ms()}, {"max", run.max_ms()}, {"samples", run.times_ms}};
     j["tflops"] = tflops(role.plan.flops_per_call, run.median_ms());
     j["share_of_step"] = optional_number(share_of_step(report, role, run));
-    j["speedup_vs_baseline"] = base > 0 ? json(base / run.median_ms()) : json(nullptr);
+    j["speedup_vs_baseline"] = base > 0 && !run.same_as_baseline ? json(base / run.median_ms()) : json(nullptr);
   }
+  if (run.configuration != "baseline") j["same_as_baseline"] = run.same_as_baseline;
   if (run.ok() && run.configuration != "baseline" && run.quality.elements > 0) {
     j["quality"] = quality_to_json(run.quality);
     j["within_bound"] = within_bound(run.quality, report.request.quality_bound);

@@ -20,6 +20,10 @@ std::vector<std::string> run_row(const RunReport& report, const RoleReport& role
   row.push_back(fmt_ms(run.median_ms()));
   row.push_back(fmt_share(share_of_step(report, role, run)));
   row.push_back(fmt("%.3g", tflops(role.plan.flops_per_call, run.median_ms())));
+  if (run.same_as_baseline) {
+    row.insert(row.end(), {"-", "= baseline", "", "", ""});
+    return row;
+  }
   row.push_back(base > 0 ? fmt("%.2fx", base / run.median_ms()) : "-");
   if (baseline) {
     row.insert(row.end(), {"(reference)", "", "", ""});
@@ -39,6 +43,10 @@ std::string workload_header_text(const WorkloadPlan& plan, const std::string& pl
   if (plan.audio_tokens > 0) o << ", " << plan.audio_tokens << " audio tokens";
   o << ", " << plan.steps << " steps, seed " << request.seed << ", " << dtype_name(plan.dtype) << "\n";
   o << "platform: " << platform << "\n";
+  if (request.activations_dir.empty())
+    o << "activations: generated from seed " << request.seed << " with DiT-like statistics\n";
+  else
+    o << "activations: " << request.activations_dir << " (real Q/K/V dumps)\n";
   if (plan.prompt_tokens) o << text_mask_summary(plan) << "\n";
   for (const std::string& n : plan.notes) o << "note: " << n << "\n";
   return o.str();
@@ -53,6 +61,15 @@ std::string report_to_text(const RunReport& report) {
     for (const BackendRun& run : role.runs) table.add_row(run_row(report, role, run, false));
   }
   o << table.render() << "\n";
+  std::vector<std::string> same;
+  for (const RoleReport& role : report.roles)
+    for (const BackendRun& run : role.runs)
+      if (run.same_as_baseline) same.push_back(role.plan.role.role + " (" + run.configuration + ")");
+  if (!same.empty())
+    o << "note: " << cli::join(same, ", ", "")
+      << ": the baseline's own computation (" << report.roles.front().baseline.backend
+      << " with no options), so it ran once and shows no ratio against itself; compare other backends with "
+         "--compare (diffattn backends lists those that run here)\n\n";
   std::vector<std::string> failures;
   for (const RoleReport& role : report.roles) {
     std::vector<const BackendRun*> runs = {&role.baseline};
@@ -74,7 +91,7 @@ std::string report_to_text(const RunReport& report) {
   for (const Configuration& c : report.configurations) labels.push_back(c.label);
   for (const std::string& label : labels) {
     const auto step = report.step_ms(label);
-    steps.add_row({label, step ? fmt_ms(*step) : "-", step ? fmt("%.2f s", *step * report.plan.steps / 1000.0) : "-"});
+    steps.add_row({label, step ? fmt_ms(*step) : "-", step ? fmt_ms(*step * report.plan.steps) : "-"});
   }
   o << steps.render();
   return o.str();

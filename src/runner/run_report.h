@@ -31,6 +31,9 @@ struct BackendRun {
   std::string error_code;
   std::vector<double> times_ms;  // every timed call
   QualityMetrics quality;        // worst over the sampled calls, against the baseline
+  // The baseline's own computation (TORCH_SDPA with no options on the same layer): not run twice;
+  // its times are the baseline's and no ratio is reported.
+  bool same_as_baseline = false;
 
   bool ok() const { return error.empty(); }
   double median_ms() const;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "diffattn/attention.h"
+#include "diffattn/log.h"
 #include "runner/activation_source.h"
 #include "runner/device_buffers.h"
 #include "runner/text_padding_mask.h"
@@ -49,6 +50,31 @@ Candidate resolve_candidate(const std::string& label, const AttentionConfig& con
   c.run.resolution = resolution_to_json(res);
   c.layer.emplace(std::move(layer).value());
   return c;
+}
+
+// The baseline is resolved quietly, by a selector of its own (whose once-per-key log memory must not
+// swallow a configuration's line), and logged as what it is: the selector would report it as
+// configuration ("via attention_config.default"), which nobody wrote.
+Candidate resolve_baseline(const AttentionLayerDesc& desc, Selector& selector) {
+  const LogSink previous = set_log_sink([](LogLevel, std::string_view) {});
+  Candidate c = resolve_candidate("baseline", baseline_config(), desc, selector);
+  set_log_sink(previous);
+  c.run.source = "baseline";
+  if (c.run.ok())
+    log_info("Baseline for role='" + desc.role + "': " + c.run.backend +
+             " on the same inputs, the reference for every configuration's time and quality");
+  return c;
+}
+
+bool has_no_options(const std::optional<AttentionSpec>& spec) {
+  return !spec || (!spec->quant && !spec->skip_softmax && !spec->block_sparse && !spec->fastvideo_vsa_topk &&
+                   spec->extra.empty());
+}
+
+// Same backend, no options, same layer: the candidate would repeat the baseline's computation.
+bool repeats_baseline(const Candidate& c, const Candidate& baseline) {
+  return c.layer && baseline.layer && c.layer->resolution().backend == baseline.layer->resolution().backend &&
+         has_no_options(c.layer->resolution().spec);
 }
 
 // The memory one sample's tensors (and its key-padding mask, if any) live in while a backend runs:
@@ -141,17 +167,25 @@ class RoleExecutor {
       DIFFATTN_RETURN_IF_ERROR(buffers.poison());
       auto ms = time_call_ms(plan_.on_device, [&] { return layer.forward(problem, nullptr); });
       tick(label);
-      if (!ms.ok()) return ms.status();
+      if (!ms.ok()) {
+        drop(plan_.warmup + plan_.repeats - i - 1, label);
+        return ms.status();
+      }
       if (i >= plan_.warmup) run.times_ms.push_back(*ms);
     }
     return Status::Ok();
   }
 
-  void skip_calls(const std::string& label) {
-    for (int i = 0; i < plan_.warmup + plan_.repeats; ++i) tick(label);
-  }
+  // Counted calls that will not run after all (a failure) leave the total, so the bar counts
+  // only calls that run.
+  void skip_calls(const std::string& label) { drop(plan_.warmup + plan_.repeats, label); }
 
  private:
+  void drop(std::int64_t calls, const std::string& label) {
+    total_ -= calls;
+    if (progress_) progress_(done_, total_, label);
+  }
+
   void tick(const std::string& label) {
     ++done_;
     if (progress_) progress_(done_, total_, label);
@@ -168,14 +202,31 @@ void record_failure(BackendRun& run, const Status& status) {
   run.error_code = std::string(error_code_name(status.code()));
 }
 
-Status run_role(const RunRequest& request, const WorkloadPlan& plan, Selector& selector,
-                const std::vector<Configuration>& configurations, RoleReport& report, RoleExecutor& exec,
-                const std::vector<ActivationSample>& samples) {
-  const AttentionLayerDesc desc = layer_desc(plan, report.plan);
-  Candidate baseline = resolve_candidate("baseline", baseline_config(), desc, selector);
-  std::vector<Candidate> candidates;
-  for (const Configuration& c : configurations)
-    candidates.push_back(resolve_candidate(c.label, c.config, desc, selector));
+// A role's baseline and configurations, resolved before anything runs so that the progress total
+// counts only calls that will run.
+struct RoleCandidates {
+  Candidate baseline;
+  std::vector<Candidate> configured;
+};
+
+RoleCandidates resolve_role(const WorkloadPlan& plan, const RolePlan& role, const std::vector<Configuration>& configurations,
+                            Selector& selector, Selector& baseline_selector) {
+  const AttentionLayerDesc desc = layer_desc(plan, role);
+  RoleCandidates r{resolve_baseline(desc, baseline_selector), {}};
+  for (const Configuration& c : configurations) {
+    r.configured.push_back(resolve_candidate(c.label, c.config, desc, selector));
+    r.configured.back().run.same_as_baseline = repeats_baseline(r.configured.back(), r.baseline);
+  }
+  return r;
+}
+
+// Whether a candidate's calls are in the progress total: it resolved and is not the baseline again.
+bool counted(const Candidate& c) { return c.layer.has_value() && !c.run.same_as_baseline; }
+
+Status run_role(const RunRequest& request, const WorkloadPlan& plan, RoleCandidates& resolved, RoleReport& report,
+                RoleExecutor& exec, const std::vector<ActivationSample>& samples) {
+  Candidate& baseline = resolved.baseline;
+  std::vector<Candidate>& candidates = resolved.configured;
   for (const ActivationSample& sample : samples) {
     const std::string where = report.plan.role.role + " " + sample.label;
     auto qkv = materialize(plan, report.plan, sample, request.seed);
@@ -195,12 +246,13 @@ Status run_role(const RunRequest& request, const WorkloadPlan& plan, Selector& s
       auto out = s.ok() ? buffers.fetch_output() : Result<HostTensor>(s);
       if (out.ok()) reference = std::move(out).value();
       else record_failure(baseline.run, out.status());
-    } else {
+    } else if (counted(baseline)) {
       exec.skip_calls(where + " baseline");
     }
     for (Candidate& c : candidates) {
-      if (!c.run.ok() || !reference) {
-        exec.skip_calls(where + " " + c.run.configuration);
+      if (!c.run.ok() || !reference || c.run.same_as_baseline) {
+        if (counted(c)) exec.skip_calls(where + " " + c.run.configuration);
+        if (reference && c.run.same_as_baseline) merge_worst(c.run.quality, compare_outputs(*reference, *reference));
         continue;
       }
       Status s = exec.time_calls(*c.layer, buffers, c.run, where + " " + c.run.configuration);
@@ -212,6 +264,8 @@ Status run_role(const RunRequest& request, const WorkloadPlan& plan, Selector& s
       merge_worst(c.run.quality, compare_outputs(*out, *reference));
     }
   }
+  for (Candidate& c : candidates)
+    if (c.run.same_as_baseline) c.run.times_ms = baseline.run.times_ms;
   report.baseline = std::move(baseline.run);
   for (Candidate& c : candidates) report.runs.push_back(std::move(c.run));
   report.verdict = choose_verdict(report, request.quality_bound);
@@ -244,12 +298,16 @@ Result<RunReport> execute_workload(const RunRequest& request, WorkloadPlan plan,
   report.platform = platform->info();
   report.created_utc = utc_now();
   Selector selector(platform);
+  Selector baseline_selector(platform);
   std::vector<std::vector<ActivationSample>> samples;
+  std::vector<RoleCandidates> resolved;
   std::int64_t total = 0;
   for (const RolePlan& role : plan.roles) {
     DIFFATTN_ASSIGN_OR_RETURN(std::vector<ActivationSample> s, role_samples(plan, role, request.activations_dir));
-    total += static_cast<std::int64_t>(s.size()) * (plan.warmup + plan.repeats) *
-             static_cast<std::int64_t>(1 + configurations.size());
+    resolved.push_back(resolve_role(plan, role, configurations, selector, baseline_selector));
+    std::int64_t running = counted(resolved.back().baseline) ? 1 : 0;
+    for (const Candidate& c : resolved.back().configured) running += counted(c) ? 1 : 0;
+    total += static_cast<std::int64_t>(s.size()) * (plan.warmup + plan.repeats) * running;
     samples.push_back(std::move(s));
   }
   DIFFATTN_RETURN_IF_ERROR(check_some_role_has_dumps(plan, request.activations_dir, samples));
@@ -259,7 +317,7 @@ Result<RunReport> execute_workload(const RunRequest& request, WorkloadPlan plan,
     RoleReport role;
     role.plan = plan.roles[i];
     if (!samples[i].empty() && !samples[i].front().dump_dir.empty()) role.activations = request.activations_dir;
-    DIFFATTN_RETURN_IF_ERROR(run_role(request, plan, selector, configurations, role, exec, samples[i]));
+    DIFFATTN_RETURN_IF_ERROR(run_role(request, plan, resolved[i], role, exec, samples[i]));
     plan.roles[i] = role.plan;
     report.roles.push_back(std::move(role));
   }

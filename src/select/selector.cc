@@ -20,8 +20,8 @@ ResolutionSource resolution_source(SpecSource source) {
   return ResolutionSource::kDefault;
 }
 
-std::string resolution_log_line(const Resolution& r, std::string_view display_name) {
-  std::string line = "Resolved diffusion attention backend '" + std::string(display_name) + "' for role='" + r.role + "'";
+std::string resolution_log_line(const Resolution& r, std::string_view backend) {
+  std::string line = "Resolved diffusion attention backend '" + std::string(backend) + "' for role='" + r.role + "'";
   if (r.category) line += " (role_category='" + *r.category + "')";
   return line + " via " + r.source_detail;
 }
@@ -87,9 +87,9 @@ Result<Resolution> Selector::resolve(std::string_view role, int head_size, const
   bool first_time = false;
   {
     std::lock_guard lock(mu_);
-    first_time = logged_.emplace(r.role, r.category.value_or(""), backend->display_name, r.source_detail).second;
+    first_time = logged_.emplace(r.role, r.category.value_or(""), backend->name, r.source_detail).second;
   }
-  if (first_time) log_info(resolution_log_line(r, backend->display_name));
+  if (first_time) log_info(resolution_log_line(r, backend->name));
   return r;
 }
 

@@ -117,15 +117,17 @@ TEST_F(AttendTest, Bfloat16ArraysStoredAsUint16) {
   ASSERT_EQ(attend(args), 0);
   auto out = npy::read_file(path("out.npy"));
   ASSERT_TRUE(out.ok());
-  EXPECT_EQ(out->type, npy::ElementType::kUInt16);
+  // bfloat16 output is written as float32 (NumPy has no bfloat16), each value a bfloat16 one.
+  EXPECT_EQ(out->type, npy::ElementType::kFloat32);
   EXPECT_EQ(out->shape, (std::vector<std::int64_t>{1, 5, 2, 8}));
   // q == k == v: every output is a convex combination of the value rows, so it stays within their range.
   float lo = 1e9f, hi = -1e9f;
   for (auto b : bits) lo = std::min(lo, cpu::bf16_to_float(b)), hi = std::max(hi, cpu::bf16_to_float(b));
-  const auto* o = reinterpret_cast<const std::uint16_t*>(out->data.data());
+  const auto* o = reinterpret_cast<const float*>(out->data.data());
   for (int i = 0; i < 80; ++i) {
-    EXPECT_GE(cpu::bf16_to_float(o[i]), lo - 1e-2f);
-    EXPECT_LE(cpu::bf16_to_float(o[i]), hi + 1e-2f);
+    EXPECT_EQ(cpu::bf16_to_float(cpu::float_to_bf16(o[i])), o[i]);
+    EXPECT_GE(o[i], lo - 1e-2f);
+    EXPECT_LE(o[i], hi + 1e-2f);
   }
 }
 
@@ -161,15 +163,21 @@ TEST_F(AttendTest, WrongRankAndShapeMismatchAreRefused) {
   expect_refused(base_args(), "v must have shape");
 }
 
-TEST_F(AttendTest, DtypeMismatchIsRefused) {
+TEST_F(AttendTest, NonFloatingOrBf16BitsInAFloatCallAreRefused) {
   write_random("q.npy", {1, 4, 2, 8});
   write_random("v.npy", {1, 4, 2, 8});
-  npy::Array half;
-  half.type = npy::ElementType::kFloat16;
-  half.shape = {1, 4, 2, 8};
-  half.data.assign(64 * 2, std::byte{0x3c});
-  ASSERT_TRUE(npy::write_file(path("k.npy"), half).ok());
-  expect_refused(base_args(), "k.npy holds float16");
+  npy::Array bits;
+  bits.type = npy::ElementType::kUInt16;
+  bits.shape = {1, 4, 2, 8};
+  bits.data.assign(64 * 2, std::byte{0x3c});
+  ASSERT_TRUE(npy::write_file(path("k.npy"), bits).ok());
+  expect_refused(base_args(), "k.npy holds uint16");
+  npy::Array ints;
+  ints.type = npy::ElementType::kInt32;
+  ints.shape = {1, 4, 2, 8};
+  ints.data.assign(64 * 4, std::byte{1});
+  ASSERT_TRUE(npy::write_file(path("k.npy"), ints).ok());
+  expect_refused(base_args(), "k.npy holds int32");
 }
 
 TEST_F(AttendTest, UnreadableFilesAndBadMasksAreRefused) {

@@ -44,8 +44,6 @@ TEST(RegistryTest, BuiltinsAreRegisteredInOrder) {
   EXPECT_THAT(registry.names(),
               ElementsAre("TORCH_SDPA", "FLASH_ATTN", "CUDNN_ATTN", "FLASHINFER_ATTN", "TRTLLM_ATTN", "SAGE_ATTN",
                           "SAGE_ATTN_3", "RAINFUSION_ATTN", "FASTVIDEO_VSA"));
-  EXPECT_EQ((*registry.find("TORCH_SDPA"))->display_name, "SDPA");
-  EXPECT_EQ((*registry.find("FLASH_ATTN"))->display_name, "FLASH_ATTN");
 }
 
 TEST(RegistryTest, UnknownNameListsValidOptions) {
@@ -84,7 +82,6 @@ TEST(RegistryTest, NewNamesCanBeRegisteredAndCreated) {
   auto backend = registry.create("MY_SPARSE_ATTN", BackendInit{});
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   EXPECT_EQ((*backend)->name(), "plugin");
-  EXPECT_EQ((*registry.find("MY_SPARSE_ATTN"))->display_name, "MY_SPARSE_ATTN");
 }
 
 TEST(RegistryTest, RejectsBadNamesAndMissingFactories) {

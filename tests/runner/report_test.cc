@@ -4,6 +4,7 @@
 
 #include "diffattn/registry.h"
 #include "runner/configurations.h"
+#include "runner/report_format.h"
 #include "runner/report_html.h"
 #include "runner/report_json.h"
 #include "runner/report_text.h"
@@ -31,11 +32,12 @@ class TinyRun : public ::testing::Test {
     ASSERT_TRUE(configs.ok()) << configs.status().message();
     auto plan = plan_workload(r, false, static_cast<int>(configs->size()));
     ASSERT_TRUE(plan.ok()) << plan.status().message();
-    calls_seen_ = 0;
+    last_done_ = last_total_ = 0;
     auto report = execute_workload(r, *plan, make_platform(info, global_registry()), *configs,
                                    [](std::int64_t done, std::int64_t total, const std::string&) {
                                      EXPECT_LE(done, total);
-                                     ++calls_seen_;
+                                     last_done_ = done;
+                                     last_total_ = total;
                                    });
     ASSERT_TRUE(report.ok()) << report.status().message();
     report_ = new RunReport(std::move(report).value());
@@ -46,11 +48,12 @@ class TinyRun : public ::testing::Test {
   }
 
   static RunReport* report_;
-  static int calls_seen_;
+  static std::int64_t last_done_, last_total_;
 };
 
 RunReport* TinyRun::report_ = nullptr;
-int TinyRun::calls_seen_ = 0;
+std::int64_t TinyRun::last_done_ = 0;
+std::int64_t TinyRun::last_total_ = 0;
 
 TEST_F(TinyRun, EveryRoleHasABaselineAndOneRunPerConfiguration) {
   ASSERT_NE(report_, nullptr);
@@ -61,14 +64,22 @@ TEST_F(TinyRun, EveryRoleHasABaselineAndOneRunPerConfiguration) {
     EXPECT_EQ(role.baseline.times_ms.size(), 2u);
     ASSERT_EQ(role.runs.size(), 3u);
     EXPECT_TRUE(role.runs[0].ok());
-    EXPECT_EQ(role.runs[0].quality.rel_l2, 0.0);  // TORCH_SDPA against itself on the same inputs
-    EXPECT_GT(role.runs[0].quality.elements, 0);
+    // TORCH_SDPA with no options, explicit or as the CPU's default, is the baseline's own computation.
+    for (int i : {0, 1}) {
+      EXPECT_TRUE(role.runs[i].same_as_baseline) << i;
+      EXPECT_EQ(role.runs[i].times_ms, role.baseline.times_ms) << i;
+      EXPECT_EQ(role.runs[i].quality.rel_l2, 0.0);
+      EXPECT_GT(role.runs[i].quality.elements, 0);
+    }
+    EXPECT_FALSE(role.runs[2].same_as_baseline);
     EXPECT_FALSE(role.runs[2].ok());  // CUDNN_ATTN cannot run on a CPU: recorded with the reason
     EXPECT_FALSE(role.runs[2].error.empty());
     ASSERT_TRUE(role.verdict.configuration.has_value());
     EXPECT_NE(*role.verdict.configuration, "CUDNN_ATTN");
   }
-  EXPECT_EQ(calls_seen_, 2 * 4 * 2);  // roles x (baseline + 3 configurations) x timed calls
+  // Only calls that ran count: the baseline's, per role; the others repeat it or cannot run.
+  EXPECT_EQ(last_total_, 2 * 2);
+  EXPECT_EQ(last_done_, last_total_);
 }
 
 TEST_F(TinyRun, JsonCarriesEveryFigureAndParses) {
@@ -109,6 +120,19 @@ TEST_F(TinyRun, TerminalTableShowsVerdicts) {
   EXPECT_NE(text.find("verdict"), std::string::npos);
   EXPECT_NE(text.find("relL2"), std::string::npos);
   EXPECT_NE(text.find("attention/step"), std::string::npos);
+  EXPECT_NE(text.find("TORCH_SDPA (baseline)"), std::string::npos) << text;
+  EXPECT_NE(text.find("= baseline"), std::string::npos) << text;
+  EXPECT_NE(text.find("the baseline's own computation"), std::string::npos) << text;
+}
+
+TEST(ReportFormat, TimesKeepThreeDigitsInAPlainUnit) {
+  EXPECT_EQ(fmt_ms(0.5123), "512.3 us");
+  EXPECT_EQ(fmt_ms(4.554), "4.55 ms");
+  EXPECT_EQ(fmt_ms(999.4), "999 ms");
+  EXPECT_EQ(fmt_ms(23612.0), "23.6 s");
+  EXPECT_EQ(fmt_ms(2361234.0), "2361 s");
+  for (double ms : {0.0123, 0.9999, 999.7, 1234.5, 99990.0, 1e7})
+    EXPECT_EQ(fmt_ms(ms).find('e'), std::string::npos) << fmt_ms(ms);
 }
 
 TEST(Configurations, CompareEntriesReplaceTheDefaultAndKeepPerRole) {

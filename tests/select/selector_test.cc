@@ -180,7 +180,7 @@ TEST_F(SelectorTest, LogsOncePerRoleCategoryBackendAndSource) {
               ElementsAre("Resolved diffusion attention backend 'FLASH_ATTN' for role='cross' "
                           "(role_category='cross') via per_role['cross']",
                           "Resolved diffusion attention backend 'FLASH_ATTN' for role='self' via attention_config.default",
-                          "Resolved diffusion attention backend 'SDPA' for role='self' via platform default"));
+                          "Resolved diffusion attention backend 'TORCH_SDPA' for role='self' via platform default"));
 }
 
 TEST_F(SelectorTest, ResolutionJsonHasTheDocumentedShape) {

@@ -10,7 +10,6 @@ namespace diffattn {
 void register_torch_sdpa(Registry& registry) {
   BackendDescriptor d;
   d.name = "TORCH_SDPA";
-  d.display_name = "SDPA";
   d.summary = "exact scaled-dot-product attention (PyTorch SDPA semantics); the correctness reference";
   d.caps.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
   d.caps.dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
