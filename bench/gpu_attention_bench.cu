@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "diffattn/registry.h"
-#include "kernels/cuda/sdpa/sdpa_launch.h"
+#include "kernels/cuda/dense/sdpa_launch.h"
 
 namespace {
 

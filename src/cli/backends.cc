@@ -77,7 +77,7 @@ nlohmann::json capabilities_to_json(const Capabilities& caps) {
 // Why an explicit selection of `d` fails here: the platform's policy first, then the backend's own
 // availability (kernels not built, a library missing).
 std::optional<std::string> why_unavailable(const BackendDescriptor& d, const Platform& platform, int head_size) {
-  auto decision = platform.select_backend(d.name, head_size, /*allow_trtllm_default=*/true);
+  auto decision = platform.select_backend(d.name, head_size, LayerTraits::Unconstrained());
   if (!decision.ok()) return decision.status().message();
   if (d.unavailable_reason) return d.unavailable_reason(platform.info());
   return std::nullopt;
@@ -100,9 +100,9 @@ void print_human(const PlatformInfo& info, const std::vector<BackendRow>& rows, 
   Table table({"backend", "here", "devices", "dtypes", "head sizes", "masks", "GQA", "causal", "options"});
   for (const auto& r : rows) {
     const Capabilities& caps = r.descriptor->caps;
-    table.add_row({r.descriptor->name, r.unavailable ? "no" : "yes", join(device_names(caps), ","),
-                   join(dtype_names(caps), ","), caps.head_size_rule(), join(mask_names(caps), ","),
-                   yes_no(caps.gqa), yes_no(caps.causal), join(caps.option_blocks, ",")});
+    table.add_row({r.descriptor->name, r.unavailable ? "no" : "yes", join(device_names(caps), ",", "-"),
+                   join(dtype_names(caps), ",", "-"), caps.head_size_rule(), join(mask_names(caps), ",", "-"),
+                   yes_no(caps.gqa), yes_no(caps.causal), join(caps.option_blocks, ",", "-")});
   }
   std::cout << table.render() << "\n";
   std::size_t available = 0;
@@ -136,7 +136,7 @@ int list_backends(const CommonOptions& options, int head_size) {
   const auto platform = make_platform(*info, registry);
   auto rows = collect_rows(registry, *platform, head_size);
   if (!rows.ok()) return report_error(rows.status(), options.json);
-  auto decision = platform->select_backend(std::nullopt, head_size, /*allow_trtllm_default=*/true);
+  auto decision = platform->select_backend(std::nullopt, head_size, LayerTraits::Unconstrained());
   if (!decision.ok()) return report_error(decision.status(), options.json);
 
   if (options.json) {

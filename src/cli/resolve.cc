@@ -47,7 +47,7 @@ struct RoleRequest {
 
 struct ResolveRequest {
   std::vector<RoleRequest> roles;
-  bool allow_trtllm_default = true;
+  LayerTraits traits = LayerTraits::Unconstrained();
   std::optional<std::string> model_display_name;
 };
 
@@ -98,7 +98,7 @@ std::vector<std::string> model_role_names(const ModelSpec& model) {
 Result<ResolveRequest> request_from_model(const ResolveFlags& flags) {
   DIFFATTN_ASSIGN_OR_RETURN(const ModelSpec* model, find_model(*flags.model));
   ResolveRequest request;
-  request.allow_trtllm_default = model->attention_mask_free && !flags.no_trtllm_default;
+  request.traits.allows_trtllm_default = model->attention_mask_free && !flags.no_trtllm_default;
   request.model_display_name = model->display_name;
   auto add = [&](const ModelRole& r) {
     request.roles.push_back({r.role, r.category, flags.head_size.value_or(r.head_size)});
@@ -115,7 +115,7 @@ Result<ResolveRequest> request_from_model(const ResolveFlags& flags) {
     }
     if (found == nullptr) {
       return UsageError("model '" + model->name + "' has no role '" + wanted.role + "'; its roles are: " +
-                        join(model_role_names(*model), ", ") + ".");
+                        join(model_role_names(*model), ", ", "-") + ".");
     }
     if (wanted.category && wanted.category != found->category) {
       return UsageError("model '" + model->name + "' declares role '" + wanted.role + "' with category '" +
@@ -138,7 +138,7 @@ Result<ResolveRequest> request_from_flags(const ResolveFlags& flags) {
                       "or use --model NAME, which declares it.");
   }
   ResolveRequest request;
-  request.allow_trtllm_default = !flags.no_trtllm_default;
+  request.traits.allows_trtllm_default = !flags.no_trtllm_default;
   for (const auto& text : flags.roles) {
     DIFFATTN_ASSIGN_OR_RETURN(RoleRequest role, parse_role_flag(text));
     role.head_size = *flags.head_size;
@@ -155,7 +155,7 @@ Result<std::vector<Resolution>> resolve_all(const ResolveRequest& request, const
     if (r.category) category = *r.category;
     DIFFATTN_ASSIGN_OR_RETURN(Resolution resolution,
                               selector.resolve(r.role, r.head_size, config, category,
-                                               request.allow_trtllm_default));
+                                               request.traits));
     resolutions.push_back(std::move(resolution));
   }
   return resolutions;
@@ -171,13 +171,13 @@ void print_table(const PlatformInfo& info, const ResolveRequest& request,
                  const std::vector<Resolution>& resolutions) {
   std::cout << "Platform: " << info.describe() << " (" << info.origin << ")\n";
   if (request.model_display_name) std::cout << "Model:    " << *request.model_display_name << "\n";
-  std::cout << "TRTLLM_ATTN may be chosen automatically: " << yes_no(request.allow_trtllm_default) << "\n\n";
+  std::cout << "TRTLLM_ATTN may be chosen automatically: " << yes_no(request.traits.allows_trtllm_default) << "\n\n";
 
   Table table({"role", "category", "head size", "backend", "source", "spec", "passed over"});
   for (const auto& r : resolutions) {
     table.add_row({r.role, r.category.value_or("-"), std::to_string(r.head_size), r.backend,
                    std::string(source_name(r.source)), r.spec ? spec_to_json(*r.spec).dump() : "-",
-                   join(passed_over_names(r), ", ")});
+                   join(passed_over_names(r), ", ", "-")});
   }
   std::cout << table.render();
 
