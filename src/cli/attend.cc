@@ -271,8 +271,6 @@ Result<Selected> select_backend(const AttendFlags& flags, const CommonOptions& o
   init.num_heads = static_cast<int>(p.q.size(2));
   init.num_kv_heads = static_cast<int>(p.k.size(2));
   init.head_size = head_size;
-  init.scale = p.scale;
-  init.causal = p.causal;
   init.role = "self";
   init.explicit_choice = selected.resolution.source != ResolutionSource::kPlatform;
   init.spec = selected.resolution.spec;
