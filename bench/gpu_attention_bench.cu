@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "diffattn/registry.h"
-#include "kernels/cuda/sdpa/sdpa_launch.h"
+#include "kernels/cuda/dense/sdpa_launch.h"
 #include "workloads.h"
 
 namespace {

@@ -2,13 +2,13 @@
 # and entered only after a run-time check of the CPU (src/kernels/cpu/sdpa_cpu.cc).
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   # GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_ps idiom.
-  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/flash_avx512.cc
+  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/dense_tile_avx512.cc
     PROPERTIES COMPILE_OPTIONS "-mavx512f;-mfma;-mf16c;$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>")
-  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/flash_avx2.cc
+  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/dense_tile_avx2.cc
     PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
 else()
   # Other architectures build only the portable kernel.
   list(REMOVE_ITEM DIFFATTN_CXX_SOURCES
-    ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/flash_avx512.cc
-    ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/flash_avx2.cc)
+    ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/dense_tile_avx512.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/dense_tile_avx2.cc)
 endif()

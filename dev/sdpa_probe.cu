@@ -12,8 +12,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cuda/sdpa/sdpa_launch.h"
-#include "kernels/cuda/sdpa/sdpa_mma_launch.cuh"
+#include "kernels/cuda/dense/sdpa_launch.h"
+#include "kernels/cuda/dense/sdpa_mma_launch.cuh"
 
 using namespace diffattn;
 using namespace diffattn::cuda;

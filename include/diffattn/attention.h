@@ -21,8 +21,8 @@ struct AttentionLayerDesc {
   bool causal = false;
   std::string role = "self";
   std::optional<std::string> category;
-  // Whether the model's path satisfies the automatic TRTLLM contract (mask-free, packed).
-  bool allow_trtllm_default = false;
+  // What the model's path promises its calls (e.g. mask-free and packed: TRTLLM's automatic contract).
+  LayerTraits traits;
 };
 
 class Attention {

@@ -17,8 +17,6 @@ struct BackendInit {
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_size = 0;
-  std::optional<float> scale;
-  bool causal = false;
   std::string role = "self";
   bool explicit_choice = false;       // the user named this backend: never substitute another
   std::optional<AttentionSpec> spec;  // absent for a platform default
@@ -29,8 +27,10 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
-  // Runs attention. `stream` is a cudaStream_t for CUDA views (nullptr: the default stream) and
-  // ignored for CPU views. Validates before writing: on error, `out` and `lse` are untouched.
+  // Runs one call that the layer (Attention::forward) has checked (validate_problem, the layer's
+  // heads and head size) and completed (scale, causal): backends do not check it again. `stream`
+  // is a cudaStream_t for CUDA views (nullptr: the default stream) and ignored for CPU views. A
+  // call the kernels cannot run fails before anything is written: `out` and `lse` are untouched.
   virtual Status forward(const AttentionProblem& problem, void* stream) = 0;
 };
 

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "diffattn/layer_traits.h"
 #include "diffattn/status.h"
 
 namespace diffattn {
@@ -78,9 +79,10 @@ class Platform {
   virtual const PlatformInfo& info() const = 0;
   // The Python system's get_diffusion_attn_backend_cls. `selected` names an explicit backend (any case):
   // validate it and fail with an actionable error when it cannot run. Without one, choose the first
-  // compatible default and record what was passed over. head_size <= 0 skips head-size checks.
+  // compatible default for a layer with `traits` and record what was passed over. head_size <= 0
+  // skips head-size checks.
   virtual Result<PlatformDecision> select_backend(std::optional<std::string_view> selected, int head_size,
-                                                  bool allow_trtllm_default) const = 0;
+                                                  const LayerTraits& traits) const = 0;
 };
 
 // The CPU or CUDA policy for `info`, consulting `registry` for names and backend availability.

@@ -16,6 +16,7 @@
 #include "diffattn/dtype.h"
 #include "diffattn/platform.h"
 #include "diffattn/problem.h"
+#include "diffattn/requirements.h"
 #include "diffattn/status.h"
 
 namespace diffattn {
@@ -35,7 +36,8 @@ struct Capabilities {
   bool varlen = false;
   bool cross = true;  // Sq != Skv
   // Typed AttentionSpec blocks the backend consumes: "quant", "skip_softmax", "block_sparse",
-  // "fastvideo_vsa_topk".
+  // "fastvideo_vsa_topk". The only declaration of which backend owns a block: configuration
+  // validation derives its owners from here (config/block_owners.cc).
   std::vector<std::string> option_blocks;
 
   bool supports_head_size(int head_size) const;
@@ -45,6 +47,12 @@ struct Capabilities {
 // Reasons a problem is outside `caps` (empty: supported). One small named predicate per rule.
 std::vector<std::string> capability_reasons(const Capabilities& caps, const ProblemShape& problem);
 
+// Which diffattn kernels run a backend on one kind of device, for `diffattn backends --matrix`.
+struct DeviceKernels {
+  DeviceKind device = DeviceKind::kCpu;
+  std::string description;  // "sm_80 (mma.sync) and sm_90a (wgmma + TMA)"
+};
+
 using BackendFactory = std::function<Result<std::unique_ptr<Backend>>(const BackendInit&)>;
 
 struct BackendDescriptor {
@@ -53,8 +61,13 @@ struct BackendDescriptor {
   std::string summary;       // one line for `diffattn backends`
   std::string origin;        // empty for built-ins; the library path for a plugin's backends
   Capabilities caps;
+  // What the backend needs of a CUDA platform, evaluated by the platform (diffattn/requirements.h).
+  CudaRequirements cuda;
+  HeadSizeNeed head_size_reasons;
+  // diffattn's kernels per device (empty: registered, but no kernel in diffattn).
+  std::vector<DeviceKernels> kernels;
   // Why the backend cannot run on `platform` at all (kernels not built for the architecture, a
-  // missing library), or nullopt. Routing-specific policy stays in the platform.
+  // missing library), or nullopt. Routing order stays in the platform.
   std::function<std::optional<std::string>(const PlatformInfo&)> unavailable_reason;
   // Backend-specific reasons beyond `caps` for one call (empty: supported).
   std::function<std::vector<std::string>(const ProblemShape&)> extra_problem_reasons;

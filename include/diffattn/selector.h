@@ -49,16 +49,16 @@ class Selector {
   // Safe to call from many threads.
   Result<Resolution> resolve(std::string_view role, int head_size, const AttentionConfig& config,
                              std::optional<std::string_view> category = std::nullopt,
-                             bool allow_trtllm_default = true);
+                             const LayerTraits& traits = LayerTraits::Unconstrained());
 
   const Platform& platform() const { return *platform_; }
   const Registry& registry() const { return *registry_; }
   std::size_t platform_queries() const;  // how often the platform was consulted (cache misses)
 
  private:
-  // (backend name as given or "" for the default, head size, TRTLLM allowed). Explicit
-  // selections always key with TRTLLM allowed, as the platform ignores it for them.
-  using Key = std::tuple<std::string, int, bool>;
+  // (backend name as given or "" for the default, head size, the layer's traits). Explicit
+  // selections always key with unconstrained traits, as the platform ignores them there.
+  using Key = std::tuple<std::string, int, LayerTraits>;
   Result<PlatformDecision> decide(const Key& key);
 
   std::shared_ptr<const Platform> platform_;

@@ -156,7 +156,8 @@ diffattn_code diffattn_resolve(diffattn_session* session, const char* role, cons
     std::optional<std::string_view> cat;
     if (category != nullptr) cat = category;
     std::shared_lock lock(session->mu);
-    auto resolution = session->selector->resolve(role, head_size, session->config, cat, allow_trtllm_default != 0);
+    auto resolution = session->selector->resolve(role, head_size, session->config, cat,
+                                                  diffattn::LayerTraits{.allows_trtllm_default = allow_trtllm_default != 0});
     if (!resolution.ok()) return fail(resolution.status());
     char* copy = malloc_copy(diffattn::json_text(diffattn::resolution_to_json(*resolution)));
     if (copy == nullptr) return fail(ErrorCode::kInternal, "diffattn_resolve: out of host memory");
@@ -191,7 +192,7 @@ diffattn_code diffattn_layer_create(diffattn_session* session, const diffattn_la
     d.causal = desc->causal != 0;
     d.role = desc->role != nullptr ? desc->role : "self";
     if (desc->category != nullptr) d.category = std::string(desc->category);
-    d.allow_trtllm_default = desc->allow_trtllm_default != 0;
+    d.traits.allows_trtllm_default = desc->allow_trtllm_default != 0;
     std::shared_lock lock(session->mu);
     auto attention = diffattn::Attention::Create(d, session->config, *session->selector);
     if (!attention.ok()) return fail(attention.status());

@@ -351,7 +351,7 @@ Result<Attention> build_layer(const AttendFlags& flags, const AttentionConfig& c
   desc.role = flags.role.role;
   desc.category = flags.role.category;
   // A call without a mask meets the mask-free contract under which TRTLLM_ATTN may be a default.
-  desc.allow_trtllm_default = !p.mask.has_value();
+  desc.traits.allows_trtllm_default = !p.mask.has_value();
   Selector selector(make_platform(info, global_registry()));
   return Attention::Create(desc, config, selector);
 }

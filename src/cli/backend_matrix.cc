@@ -94,7 +94,7 @@ std::string markdown_escape(std::string text) {
 }
 
 Cell decide_cell(const BackendDescriptor& d, const Platform& platform, const std::string& default_backend) {
-  auto explicit_choice = platform.select_backend(d.name, kMatrixHeadSize, /*allow_trtllm_default=*/true);
+  auto explicit_choice = platform.select_backend(d.name, kMatrixHeadSize, LayerTraits::Unconstrained());
   std::optional<std::string> rejected;
   if (!explicit_choice.ok()) {
     rejected = explicit_choice.status().message();
@@ -106,15 +106,16 @@ Cell decide_cell(const BackendDescriptor& d, const Platform& platform, const std
   return {CellStatus::kExplicitOk, "", ""};
 }
 
-std::string cell_markdown(const std::string& backend, const Cell& cell) {
+std::string cell_markdown(const BackendDescriptor& backend, const Cell& cell) {
   if (cell.status == CellStatus::kRejected) return "rejected: " + markdown_escape(cell.brief);
   const std::string status = cell.status == CellStatus::kDefault ? "**default**" : "explicit-ok";
-  return kernels_in_this_build(backend).empty() ? status + " (no kernel in this build)" : status;
+  return backend.kernels.empty() ? status + " (no kernel in this build)" : status;
 }
 
 // The platform default at kMatrixHeadSize, for a mask-free model or not.
 Result<PlatformDecision> default_decision(const Platform& platform, bool allow_trtllm_default) {
-  return platform.select_backend(std::nullopt, kMatrixHeadSize, allow_trtllm_default);
+  return platform.select_backend(std::nullopt, kMatrixHeadSize,
+                                 LayerTraits{.allows_trtllm_default = allow_trtllm_default});
 }
 
 struct PlatformCells {
@@ -146,15 +147,16 @@ Result<std::vector<std::vector<PlatformCells>>> compute(const Registry& registry
 }
 
 // One cell for a column: shared when its platforms agree, else one entry per architecture.
-std::string column_cell_markdown(const std::vector<PlatformCells>& column, const std::string& backend) {
+std::string column_cell_markdown(const std::vector<PlatformCells>& column, const BackendDescriptor& backend) {
+  const std::string& name = backend.name;
   bool same = true;
-  for (const auto& pc : column) same = same && pc.cells.at(backend) == column.front().cells.at(backend);
-  if (same) return cell_markdown(backend, column.front().cells.at(backend));
+  for (const auto& pc : column) same = same && pc.cells.at(name) == column.front().cells.at(name);
+  if (same) return cell_markdown(backend, column.front().cells.at(name));
   std::vector<std::string> parts;
   for (const auto& pc : column) {
-    parts.push_back(pc.info.sm_string() + ": " + cell_markdown(backend, pc.cells.at(backend)));
+    parts.push_back(pc.info.sm_string() + ": " + cell_markdown(backend, pc.cells.at(name)));
   }
-  return join(parts, "; ");
+  return join(parts, "; ", "-");
 }
 
 std::string considered_markdown(const PlatformCells& pc) {
@@ -162,7 +164,7 @@ std::string considered_markdown(const PlatformCells& pc) {
   for (const auto& c : pc.mask_free_default.considered) {
     parts.push_back(c.backend + " (" + markdown_escape(short_reason(c.backend, c.reason, pc.info)) + ")");
   }
-  return join(parts, "; ");
+  return join(parts, "; ", "-");
 }
 
 std::string arch_label(const PlatformInfo& info) {
@@ -208,14 +210,10 @@ std::vector<MatrixColumn> matrix_columns() {
   };
 }
 
-std::string kernels_in_this_build(const std::string& backend) {
-  static const std::map<std::string, std::string> kKernels = {
-      {"TORCH_SDPA", "CPU (tiled, vectorised) and CUDA (tiled)"},
-      {"FLASH_ATTN", "CUDA sm_80 (mma.sync) and sm_90a (wgmma + TMA); no FA4-class kernel"},
-      {"CUDNN_ATTN", "CUDA, through the cuDNN 9 graph API"},
-  };
-  const auto it = kKernels.find(backend);
-  return it == kKernels.end() ? "" : it->second;
+std::string kernels_in_this_build(const BackendDescriptor& backend) {
+  return join(backend.kernels, " and ", "", [](const DeviceKernels& k) {
+    return std::string(k.device == DeviceKind::kCuda ? "CUDA" : "CPU") + " (" + k.description + ")";
+  });
 }
 
 Result<std::string> backend_matrix_markdown(const Registry& registry) {
@@ -230,9 +228,10 @@ Result<std::string> backend_matrix_markdown(const Registry& registry) {
   }
   text += "\n" + rule + "\n";
   for (const auto& name : registry.names()) {
-    const std::string kernels = kernels_in_this_build(name);
+    DIFFATTN_ASSIGN_OR_RETURN(const BackendDescriptor* backend, registry.find(name));
+    const std::string kernels = kernels_in_this_build(*backend);
     text += "| " + name + " | " + (kernels.empty() ? "none: registered, unavailable" : kernels) + " |";
-    for (const auto& column : cells) text += " " + column_cell_markdown(column, name) + " |";
+    for (const auto& column : cells) text += " " + column_cell_markdown(column, *backend) + " |";
     text += "\n";
   }
   return text + "\n" + route_table_markdown(cells);
@@ -257,7 +256,10 @@ Result<nlohmann::json> backend_matrix_json(const Registry& registry) {
     }
   }
   nlohmann::json kernels = nlohmann::json::object();
-  for (const auto& name : registry.names()) kernels[name] = kernels_in_this_build(name);
+  for (const auto& name : registry.names()) {
+    DIFFATTN_ASSIGN_OR_RETURN(const BackendDescriptor* backend, registry.find(name));
+    kernels[name] = kernels_in_this_build(*backend);
+  }
   return nlohmann::json{{"head_size", kMatrixHeadSize}, {"kernels_in_this_build", kernels}, {"platforms", platforms}};
 }
 

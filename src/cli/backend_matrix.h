@@ -25,8 +25,8 @@ struct MatrixColumn {
 
 std::vector<MatrixColumn> matrix_columns();
 
-// Which diffattn kernels run a backend (empty: registered, but no kernel in diffattn).
-std::string kernels_in_this_build(const std::string& backend);
+// Which diffattn kernels run a backend, from its declaration (empty: registered, but no kernel in diffattn).
+std::string kernels_in_this_build(const BackendDescriptor& backend);
 
 // The matrix and the default route per column, as Markdown (what the document embeds) or JSON.
 Result<std::string> backend_matrix_markdown(const Registry& registry);

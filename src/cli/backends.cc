@@ -90,7 +90,7 @@ std::string as_listing_reason(std::string message, const std::string& backend) {
 // availability (kernels not built, a library missing).
 std::optional<std::string> why_unavailable(const BackendDescriptor& d, const Platform& platform, int head_size,
                                            const Registry& registry) {
-  auto decision = platform.select_backend(d.name, head_size, /*allow_trtllm_default=*/true);
+  auto decision = platform.select_backend(d.name, head_size, LayerTraits::Unconstrained());
   if (!decision.ok()) return as_listing_reason(decision.status().message(), d.name);
   if (!d.unavailable_reason) return std::nullopt;
   const std::optional<std::string> reason = d.unavailable_reason(platform.info());
@@ -115,9 +115,9 @@ void print_human(const PlatformInfo& info, const std::vector<BackendRow>& rows, 
   Table table({"backend", "here", "devices", "dtypes", "head sizes", "masks", "GQA", "causal", "options"});
   for (const auto& r : rows) {
     const Capabilities& caps = r.descriptor->caps;
-    table.add_row({r.descriptor->name, r.unavailable ? "no" : "yes", join(device_names(caps), ","),
-                   join(dtype_names(caps), ","), caps.head_size_rule(), join(mask_names(caps), ","),
-                   yes_no(caps.gqa), yes_no(caps.causal), join(caps.option_blocks, ",")});
+    table.add_row({r.descriptor->name, r.unavailable ? "no" : "yes", join(device_names(caps), ",", "-"),
+                   join(dtype_names(caps), ",", "-"), caps.head_size_rule(), join(mask_names(caps), ",", "-"),
+                   yes_no(caps.gqa), yes_no(caps.causal), join(caps.option_blocks, ",", "-")});
   }
   std::cout << table.render() << "\n";
   std::size_t available = 0;
@@ -150,7 +150,7 @@ int list_backends(const CommonOptions& options, int head_size) {
   const auto platform = make_platform(*info, registry);
   auto rows = collect_rows(registry, *platform, head_size);
   if (!rows.ok()) return report_error(rows.status(), options.json);
-  auto decision = platform->select_backend(std::nullopt, head_size, /*allow_trtllm_default=*/true);
+  auto decision = platform->select_backend(std::nullopt, head_size, LayerTraits::Unconstrained());
   if (!decision.ok()) return report_error(decision.status(), options.json);
 
   if (options.json) {

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"  // join, for the subcommands
+
 namespace diffattn::cli {
 
 // Rows of cells printed as columns padded to their widest cell, with a rule under the header.
@@ -25,9 +27,5 @@ void print_json(const nlohmann::json& document);
 
 // "yes" / "no".
 inline std::string yes_no(bool value) { return value ? "yes" : "no"; }
-
-// Items joined by `separator`; `empty` when there are none.
-std::string join(const std::vector<std::string>& items, const std::string& separator,
-                 const std::string& empty = "-");
 
 }  // namespace diffattn::cli

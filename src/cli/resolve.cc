@@ -49,7 +49,7 @@ struct RoleRequest {
 
 struct ResolveRequest {
   std::vector<RoleRequest> roles;
-  bool allow_trtllm_default = true;
+  LayerTraits traits = LayerTraits::Unconstrained();
   std::optional<std::string> model_display_name;
 };
 
@@ -91,7 +91,7 @@ std::vector<std::string> model_role_names(const ModelSpec& model) {
 Result<ResolveRequest> request_from_model(const ResolveFlags& flags) {
   DIFFATTN_ASSIGN_OR_RETURN(const ModelSpec* model, find_model(*flags.model));
   ResolveRequest request;
-  request.allow_trtllm_default = model->attention_mask_free && !flags.no_trtllm_default;
+  request.traits.allows_trtllm_default = model->attention_mask_free && !flags.no_trtllm_default;
   request.model_display_name = model->display_name;
   auto add = [&](const ModelRole& r) {
     request.roles.push_back({r.role, r.category, flags.head_size.value_or(r.head_size)});
@@ -108,7 +108,7 @@ Result<ResolveRequest> request_from_model(const ResolveFlags& flags) {
     }
     if (found == nullptr) {
       return UsageError("model '" + model->name + "' has no role '" + wanted.role + "'; its roles are: " +
-                        join(model_role_names(*model), ", ") + ".");
+                        join(model_role_names(*model), ", ", "-") + ".");
     }
     if (wanted.category && wanted.category != found->category) {
       return UsageError("model '" + model->name + "' declares role '" + wanted.role + "' with category '" +
@@ -131,7 +131,7 @@ Result<ResolveRequest> request_from_flags(const ResolveFlags& flags) {
                       "or use --model NAME, which declares it.");
   }
   ResolveRequest request;
-  request.allow_trtllm_default = !flags.no_trtllm_default;
+  request.traits.allows_trtllm_default = !flags.no_trtllm_default;
   for (const auto& text : flags.roles) {
     DIFFATTN_ASSIGN_OR_RETURN(RoleRequest role, parse_role_request(text));
     role.head_size = *flags.head_size;
@@ -148,7 +148,7 @@ Result<std::vector<Resolution>> resolve_all(const ResolveRequest& request, const
     if (r.category) category = *r.category;
     DIFFATTN_ASSIGN_OR_RETURN(Resolution resolution,
                               selector.resolve(r.role, r.head_size, config, category,
-                                               request.allow_trtllm_default));
+                                               request.traits));
     resolutions.push_back(std::move(resolution));
   }
   return resolutions;
@@ -158,8 +158,8 @@ Result<std::vector<Resolution>> resolve_all(const ResolveRequest& request, const
 // resolve plans for described platforms too, and a plan this build cannot execute must say so.
 std::optional<std::string> missing_kernel(const std::string& backend, const PlatformInfo& info) {
   const auto descriptor = global_registry().find(backend);
-  if (descriptor.ok() && !(*descriptor)->origin.empty()) return std::nullopt;  // a plugin brings its own kernels
-  if (kernels_in_this_build(backend).empty())
+  if (!descriptor.ok() || !(*descriptor)->origin.empty()) return std::nullopt;  // a plugin brings its own kernels
+  if (kernels_in_this_build(**descriptor).empty())
     return backend + " is registered for planning, but this build of diffattn has no kernel for it";
   if (info.kind == PlatformKind::kCuda && !DIFFATTN_HAVE_CUDA)
     return "this build of diffattn has no CUDA kernels (nvcc was not found when it was built)";
@@ -176,13 +176,13 @@ void print_table(const PlatformInfo& info, const ResolveRequest& request,
                  const std::vector<Resolution>& resolutions) {
   std::cout << "Platform: " << info.describe() << " (" << info.origin << ")\n";
   if (request.model_display_name) std::cout << "Model:    " << *request.model_display_name << "\n";
-  std::cout << "TRTLLM_ATTN may be chosen automatically: " << yes_no(request.allow_trtllm_default) << "\n\n";
+  std::cout << "TRTLLM_ATTN may be chosen automatically: " << yes_no(request.traits.allows_trtllm_default) << "\n\n";
 
   Table table({"role", "category", "head size", "backend", "source", "spec", "passed over"});
   for (const auto& r : resolutions) {
     table.add_row({r.role, r.category.value_or("-"), std::to_string(r.head_size), r.backend,
                    std::string(source_name(r.source)), r.spec ? json_text(spec_to_json(*r.spec)) : "-",
-                   join(passed_over_names(r), ", ")});
+                   join(passed_over_names(r), ", ", "-")});
   }
   std::cout << table.render();
 

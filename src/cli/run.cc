@@ -208,7 +208,7 @@ void print_resolutions(const runner::WorkloadPlan& plan, const std::vector<runne
     for (const runner::RolePlan& r : plan.roles) {
       std::optional<std::string_view> category;
       if (r.role.category) category = *r.role.category;
-      auto res = selector.resolve(r.role.role, r.role.head_size, c.config, category, runner::allows_trtllm_default(plan, r));
+      auto res = selector.resolve(r.role.role, r.role.head_size, c.config, category, runner::layer_traits(plan, r));
       table.add_row({c.label, r.role.role, r.role.category.value_or("-"), std::to_string(r.role.head_size),
                      res.ok() ? res->backend : "cannot run here", res.ok() ? std::string(source_name(res->source)) : "-"});
       if (!res.ok()) refusals.push_back(c.label + " / " + r.role.role + ": " + res.status().message());
@@ -226,7 +226,7 @@ Status check_single_configuration(const runner::WorkloadPlan& plan, const runner
   for (const runner::RolePlan& r : plan.roles) {
     std::optional<std::string_view> category;
     if (r.role.category) category = *r.role.category;
-    auto res = selector.resolve(r.role.role, r.role.head_size, config.config, category, runner::allows_trtllm_default(plan, r));
+    auto res = selector.resolve(r.role.role, r.role.head_size, config.config, category, runner::layer_traits(plan, r));
     if (!res.ok()) return res.status();
   }
   return Status::Ok();

@@ -1,30 +1,27 @@
 #include "config/block_owners.h"
 
-#include <array>
+#include <algorithm>
 
 #include "config/json_values.h"
+#include "diffattn/registry.h"
 
 namespace diffattn::config_detail {
-namespace {
 
-constexpr std::array<std::string_view, 1> kSkipSoftmaxBackends = {"TRTLLM_ATTN"};
-constexpr std::array<std::string_view, 2> kQuantBackends = {"TRTLLM_ATTN", "FLASHINFER_ATTN"};
-constexpr std::array<std::string_view, 1> kFastVideoBackends = {"FASTVIDEO_VSA"};
-constexpr std::array<std::string_view, 1> kBlockSparseBackends = {"RAINFUSION_ATTN"};
-
-}  // namespace
-
-BlockOwners skip_softmax_owners() { return {"skip_softmax", kSkipSoftmaxBackends}; }
-BlockOwners quant_owners() { return {"quant", kQuantBackends}; }
-BlockOwners fastvideo_vsa_topk_owners() { return {"fastvideo_vsa_topk", kFastVideoBackends}; }
-BlockOwners block_sparse_owners() { return {"block_sparse", kBlockSparseBackends}; }
+BlockOwners block_owners(std::string_view block, const Registry* registry) {
+  const Registry& r = registry != nullptr ? *registry : global_registry();
+  BlockOwners owners{block, {}};
+  for (const std::string& name : r.names()) {
+    Result<const BackendDescriptor*> d = r.find(name);
+    if (!d.ok()) continue;
+    const auto& blocks = (*d)->caps.option_blocks;
+    if (std::find(blocks.begin(), blocks.end(), block) != blocks.end()) owners.backends.push_back(name);
+  }
+  return owners;
+}
 
 bool owns_block(const BlockOwners& owners, std::string_view backend) {
   const std::string upper = ascii_upper(backend);
-  for (std::string_view name : owners.backends) {
-    if (upper == name) return true;
-  }
-  return false;
+  return std::find(owners.backends.begin(), owners.backends.end(), upper) != owners.backends.end();
 }
 
 std::optional<std::string> block_owner_violation(const BlockOwners& owners, std::string_view backend) {

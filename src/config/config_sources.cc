@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "config/block_owners.h"
 #include "config/dotted_flags.h"
 #include "config/json_values.h"
 #include "diffattn/config.h"
@@ -35,7 +36,7 @@ Result<AttentionSpec> spec_from_backend_name(const std::string& name, std::strin
   return std::move(*spec);
 }
 
-bool is_auto(std::string_view name) { return config_detail::ascii_lower(name) == "auto"; }
+bool is_auto(std::string_view name) { return ascii_lower(name) == "auto"; }
 
 Status apply_shorthand(AttentionConfig& config, const std::optional<std::string>& shorthand) {
   if (!shorthand) return Status::Ok();
@@ -55,13 +56,16 @@ Status apply_shorthand(AttentionConfig& config, const std::optional<std::string>
 
 Status apply_fastvideo_vsa_topk(AttentionConfig& config, std::optional<std::int64_t> topk) {
   if (!topk) return Status::Ok();
+  // The backends that declare the fastvideo_vsa_topk block are the ones the flag may go with.
+  const config_detail::BlockOwners owners = config_detail::fastvideo_vsa_topk_owners();
+  const std::string owner_names = join(owners.backends, " or ");
   if (!config.default_spec) {
-    return InvalidConfig("--fastvideo-vsa-topk requires --diffusion-attention-backend FASTVIDEO_VSA.");
+    return InvalidConfig("--fastvideo-vsa-topk requires --diffusion-attention-backend " + owner_names + ".");
   }
-  if (config_detail::ascii_upper(config.default_spec->backend) != "FASTVIDEO_VSA") {
-    return InvalidConfig("--fastvideo-vsa-topk is only valid with the FASTVIDEO_VSA backend, but the default backend "
-                         "is " + config_detail::repr(config.default_spec->backend) +
-                         ". Remove --fastvideo-vsa-topk or use --diffusion-attention-backend FASTVIDEO_VSA.");
+  if (!config_detail::owns_block(owners, config.default_spec->backend)) {
+    return InvalidConfig("--fastvideo-vsa-topk is only valid with the " + owner_names +
+                         " backend, but the default backend is " + config_detail::repr(config.default_spec->backend) +
+                         ". Remove --fastvideo-vsa-topk or use --diffusion-attention-backend " + owner_names + ".");
   }
   config.default_spec->fastvideo_vsa_topk = *topk;
   return validate_spec(*config.default_spec, "--fastvideo-vsa-topk");

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
 #include "diffattn/status.h"
 
 namespace diffattn::config_detail {
@@ -27,9 +28,6 @@ std::string brief_json(const nlohmann::json& value);
 // UTF-8 are escaped, so messages stay printable).
 std::string repr(std::string_view text);
 std::string format_number(double value);
-std::string ascii_upper(std::string_view text);
-std::string ascii_lower(std::string_view text);
-std::string join(std::span<const std::string_view> items, std::string_view separator);
 bool is_valid_utf8(std::string_view text);
 
 // Every key of `object` must be one of `valid`; otherwise an error listing the valid keys.

@@ -17,7 +17,7 @@ using nlohmann::json;
 constexpr std::array<std::string_view, 6> kSpecKeys = {"backend",            "block_sparse", "extra",
                                                        "fastvideo_vsa_topk", "quant",        "skip_softmax"};
 
-bool is_auto(std::string_view backend) { return config_detail::ascii_lower(backend) == "auto"; }
+bool is_auto(std::string_view backend) { return ascii_lower(backend) == "auto"; }
 
 Status check_owner(const config_detail::BlockOwners& owners, bool present, const AttentionSpec& spec,
                    std::string_view field) {

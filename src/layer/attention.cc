@@ -33,13 +33,11 @@ Result<Attention> Attention::Create(const AttentionLayerDesc& desc, const Attent
   layer.desc_ = desc;
   if (layer.desc_.num_kv_heads == 0) layer.desc_.num_kv_heads = desc.num_heads;
   DIFFATTN_ASSIGN_OR_RETURN(layer.resolution_, selector.resolve(desc.role, desc.head_size, config, desc.category,
-                                                                desc.allow_trtllm_default));
+                                                                desc.traits));
   BackendInit init;
   init.num_heads = layer.desc_.num_heads;
   init.num_kv_heads = layer.desc_.num_kv_heads;
   init.head_size = desc.head_size;
-  init.scale = desc.scale;
-  init.causal = desc.causal;
   init.role = desc.role;
   init.explicit_choice = layer.resolution_.spec.has_value();
   init.spec = layer.resolution_.spec;
@@ -50,7 +48,9 @@ Result<Attention> Attention::Create(const AttentionLayerDesc& desc, const Attent
   return layer;
 }
 
+// The one place a call is checked and completed; backends receive it as it leaves here.
 Status Attention::forward(const AttentionProblem& problem, void* stream) const {
+  DIFFATTN_RETURN_IF_ERROR(validate_problem(problem));
   const ProblemShape shape = problem.shape();
   std::string mismatch;
   if (shape.heads_q != desc_.num_heads) mismatch = expected_vs_got("q heads", desc_.num_heads, shape.heads_q);

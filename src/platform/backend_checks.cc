@@ -1,9 +1,10 @@
 #include "platform/backend_checks.h"
 
 #include <algorithm>
-#include <cctype>
 #include <string>
 #include <vector>
+
+#include "common/strings.h"
 
 namespace diffattn::platform_checks {
 namespace {
@@ -16,24 +17,13 @@ bool runs_on(const BackendDescriptor& backend, PlatformKind kind) {
 }
 
 std::string devices_text(const BackendDescriptor& backend) {
-  std::string out;
-  for (DeviceKind d : backend.caps.devices) out += (out.empty() ? "" : " and ") + std::string(d == DeviceKind::kCuda ? "CUDA" : "CPU");
-  return out.empty() ? "no device" : out;
+  return join(backend.caps.devices, " and ", "no device",
+              [](DeviceKind d) { return std::string(d == DeviceKind::kCuda ? "CUDA" : "CPU"); });
 }
 
 }  // namespace
 
-std::string upper(std::string_view name) {
-  std::string out(name);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::string kind_name(PlatformKind kind) { return kind == PlatformKind::kCuda ? "CUDA" : "CPU"; }
-
-Result<const BackendDescriptor*> find_backend(const Registry& registry, const std::string& name) {
-  return registry.find(name);
-}
 
 Status check_runs_on_kind(const BackendDescriptor& backend, const PlatformInfo& info, std::string_view suggestion) {
   if (runs_on(backend, info.kind)) return Status::Ok();
@@ -75,15 +65,6 @@ std::string suggest_only_runnable(const std::string& text, const Registry& regis
   for (std::size_t i = 0; i < kept.size(); ++i)
     list += (i == 0 ? "" : i + 1 == kept.size() ? " or " : ", ") + kept[i];
   return text.substr(0, names_begin) + list + text.substr(names_end);
-}
-
-Status check_head_size(const BackendDescriptor& backend, int head_size) {
-  if (head_size <= 0 || backend.caps.supports_head_size(head_size)) return Status::Ok();
-  const std::string instead = backend.name == "TORCH_SDPA"
-                                  ? "No built-in backend runs this head size; register one that does."
-                                  : "Select TORCH_SDPA or another backend.";
-  return Unsupported(backend.name + " was explicitly selected but head_size=" + std::to_string(head_size) +
-                     " is unsupported. Supported head sizes: " + backend.caps.head_size_rule() + ". " + instead);
 }
 
 std::optional<std::string> default_blocker(const Registry& registry, const PlatformInfo& info,

@@ -1,5 +1,5 @@
 #pragma once
-// Checks both platforms apply to a backend name: lookup, platform kind, availability, head size.
+// Checks both platforms apply to a backend: platform kind and availability.
 // Each returns a Status whose message names the backend, what failed here, and what to select.
 
 #include <optional>
@@ -11,17 +11,12 @@
 
 namespace diffattn::platform_checks {
 
-std::string upper(std::string_view name);
 std::string kind_name(PlatformKind kind);  // "CPU" / "CUDA"
 
-// Unknown names fail with kUnknownBackend listing the valid ones.
-Result<const BackendDescriptor*> find_backend(const Registry& registry, const std::string& name);
 // kUnsupported when the backend has no kernels for this kind of platform at all.
 Status check_runs_on_kind(const BackendDescriptor& backend, const PlatformInfo& info, std::string_view suggestion);
 // kUnavailable with the descriptor's reason (kernels or a library missing from this build).
 Status check_available(const BackendDescriptor& backend, const PlatformInfo& info, const Registry& registry);
-// kUnsupported when head_size > 0 is outside the backend's head sizes.
-Status check_head_size(const BackendDescriptor& backend, int head_size);
 
 // `text` with its "Select A, B or C instead" advice cut to the backends that can run on `info`
 // (advice written once per backend cannot know the platform); other text is unchanged.

@@ -1,5 +1,5 @@
 #pragma once
-// CPU policy: TORCH_SDPA is the default; explicit names are validated against the registry and
+// CPU policy: the CPU route's default (routes.cc); explicit names are validated against the registry and
 // backends without CPU kernels are rejected by name.
 
 #include <utility>
@@ -15,7 +15,7 @@ class CpuPlatform final : public Platform {
 
   const PlatformInfo& info() const override { return info_; }
   Result<PlatformDecision> select_backend(std::optional<std::string_view> selected, int head_size,
-                                          bool allow_trtllm_default) const override;
+                                          const LayerTraits& traits) const override;
 
  private:
   Result<PlatformDecision> validate_explicit(const std::string& name, int head_size) const;

@@ -1,7 +1,7 @@
 #pragma once
-// CUDA policy (docs/design/selection_contract.md): explicit selections are validated in a fixed
-// order and fail with an actionable error, never a silent swap; defaults follow the
-// per-architecture routing and record every candidate passed over.
+// CUDA policy (docs/design/selection_contract.md): explicit selections are validated against the backend's declared
+// requirements and fail with an actionable error, never a silent swap; defaults follow the
+// per-architecture routes (routes.cc) and record every candidate passed over.
 
 #include <string>
 #include <utility>
@@ -19,11 +19,11 @@ class CudaPlatform final : public Platform {
 
   const PlatformInfo& info() const override { return info_; }
   Result<PlatformDecision> select_backend(std::optional<std::string_view> selected, int head_size,
-                                          bool allow_trtllm_default) const override;
+                                          const LayerTraits& traits) const override;
 
  private:
   Result<PlatformDecision> validate_explicit(const std::string& name, int head_size) const;
-  Result<PlatformDecision> choose_default(int head_size, bool allow_trtllm_default) const;
+  Result<PlatformDecision> choose_default(int head_size, const LayerTraits& traits) const;
 
   PlatformInfo info_;
   const Registry& registry_;

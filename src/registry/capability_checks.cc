@@ -4,20 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "common/strings.h"
+
 namespace diffattn::capability {
 namespace {
 
 std::string device_name(DeviceKind kind) { return kind == DeviceKind::kCuda ? "cuda" : "cpu"; }
-
-template <typename T, typename Name>
-std::string join(const std::vector<T>& items, Name name) {
-  std::string out;
-  for (const T& item : items) {
-    if (!out.empty()) out += ", ";
-    out += name(item);
-  }
-  return out.empty() ? "none" : out;
-}
 
 template <typename T>
 bool contains(const std::vector<T>& items, const T& item) {
@@ -29,13 +21,13 @@ bool contains(const std::vector<T>& items, const T& item) {
 Reason check_device(const Capabilities& caps, const ProblemShape& problem) {
   if (contains(caps.devices, problem.device)) return std::nullopt;
   return "device " + device_name(problem.device) + " is not supported (runs on: " +
-         join(caps.devices, device_name) + ")";
+         join(caps.devices, ", ", "none", device_name) + ")";
 }
 
 Reason check_dtype(const Capabilities& caps, const ProblemShape& problem) {
   if (contains(caps.dtypes, problem.dtype)) return std::nullopt;
   return "dtype " + std::string(dtype_name(problem.dtype)) + " is not supported (supported: " +
-         join(caps.dtypes, [](DType d) { return std::string(dtype_name(d)); }) + ")";
+         join(caps.dtypes, ", ", "none", [](DType d) { return std::string(dtype_name(d)); }) + ")";
 }
 
 Reason check_head_size(const Capabilities& caps, const ProblemShape& problem) {

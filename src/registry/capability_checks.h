@@ -5,12 +5,13 @@
 #include <optional>
 #include <string>
 
+#include "common/reason.h"
 #include "diffattn/problem.h"
 #include "diffattn/registry.h"
 
 namespace diffattn::capability {
 
-using Reason = std::optional<std::string>;
+using diffattn::Reason;
 
 Reason check_device(const Capabilities& caps, const ProblemShape& problem);
 Reason check_dtype(const Capabilities& caps, const ProblemShape& problem);

@@ -3,14 +3,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/strings.h"
+
 namespace diffattn {
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out.empty() ? "(none)" : out;
-}
 
 std::vector<std::string> blocks_set_on(const AttentionSpec& spec) {
   std::vector<std::string> blocks;
@@ -28,7 +24,7 @@ Status check_option_blocks(const BackendDescriptor& descriptor, const AttentionS
   for (const std::string& block : blocks_set_on(spec)) {
     if (std::find(owned.begin(), owned.end(), block) != owned.end()) continue;
     return InvalidConfig("The '" + block + "' block is not read by " + descriptor.name +
-                         " (it reads: " + join(owned) + "). Remove '" + block +
+                         " (it reads: " + join(owned, ", ", "(none)") + "). Remove '" + block +
                          "' or select a backend that consumes it.");
   }
   return Status::Ok();
@@ -42,7 +38,7 @@ Status check_extra_keys(const AttentionSpec& spec, std::string_view backend,
   for (const auto& [key, value] : spec.extra.items()) {
     if (std::find(accepted_keys.begin(), accepted_keys.end(), key) != accepted_keys.end()) continue;
     return InvalidConfig(std::string(backend) + " does not read extra." + key +
-                         " (extra keys it reads: " + join(accepted_keys) +
+                         " (extra keys it reads: " + join(accepted_keys, ", ", "(none)") +
                          "). Remove the key or select the backend that defines it.");
   }
   return Status::Ok();
@@ -51,7 +47,7 @@ Status check_extra_keys(const AttentionSpec& spec, std::string_view backend,
 Status check_value_in(std::string_view backend, std::string_view field, const std::string& value,
                       const std::vector<std::string>& allowed) {
   if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return Status::Ok();
-  return InvalidConfig(std::string(backend) + " supports " + std::string(field) + " in [" + join(allowed) +
+  return InvalidConfig(std::string(backend) + " supports " + std::string(field) + " in [" + join(allowed, ", ", "(none)") +
                        "], got '" + value + "'. Choose one of those values or another backend.");
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/reason.h"
 #include "diffattn/plugin.h"
 #include "diffattn/registry.h"
 #include "registry/option_checks.h"
@@ -31,12 +32,6 @@ struct PluginEntry {
   std::string name, summary;
 };
 
-std::string join(const std::vector<std::string>& items) {
-  std::string text;
-  for (const auto& item : items) text += (text.empty() ? "" : "; ") + item;
-  return text;
-}
-
 class PluginBackend final : public Backend {
  public:
   PluginBackend(std::shared_ptr<const PluginLibrary> library, std::shared_ptr<const PluginEntry> entry,
@@ -45,13 +40,12 @@ class PluginBackend final : public Backend {
 
   std::string_view name() const override { return entry_->name; }
 
-  Status forward(const AttentionProblem& problem, void* stream) override {
-    DIFFATTN_RETURN_IF_ERROR(validate_problem(problem));
-    AttentionProblem call = problem;
-    if (!call.scale) call.scale = init_.scale;
-    call.causal = call.causal || init_.causal;
+  // The layer checked and completed the call; what the plugin declared it runs is checked here,
+  // because the plugin's own code is outside diffattn.
+  Status forward(const AttentionProblem& checked, void* stream) override {
+    AttentionProblem call = checked;  // DLPack views point into the copy's shape and stride arrays
     if (auto reasons = capability_reasons(caps_, call.shape()); !reasons.empty())
-      return Unsupported(entry_->name + " (plugin " + library_->path + ") cannot run this call: " + join(reasons) +
+      return Unsupported(entry_->name + " (plugin " + library_->path + ") cannot run this call: " + reasons_text(reasons) +
                          "; select TORCH_SDPA or another backend");
     DLTensor q = to_dlpack(call.q), k = to_dlpack(call.k), v = to_dlpack(call.v), out = to_dlpack(call.out);
     DLTensor mask{}, lse{};
@@ -179,7 +173,7 @@ Result<std::vector<std::string>> load_plugin(std::string_view path_view, Registr
     std::string why = registrar.errors.empty() ? "its registration returned " + std::to_string(rc) +
                                                      " for plugin ABI version " +
                                                      std::to_string(DIFFATTN_PLUGIN_ABI_VERSION)
-                                               : join(registrar.errors);
+                                               : join(registrar.errors, "; ");
     return InvalidConfig("The diffattn plugin '" + path + "' was not loaded: " + why + ". No backend was added.");
   }
   if (registrar.entries.empty())

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "common/npy.h"
+#include "common/strings.h"
 #include "runner/host_tensor.h"
 #include "runner/safetensors.h"
 
@@ -23,13 +24,6 @@ struct SampleFiles {
   fs::path safetensors;  // empty: none
 };
 
-std::string join(const std::vector<std::string>& items) {
-  std::string text;
-  for (std::size_t i = 0; i < items.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
-  return text;
-}
-
 // A folder with some of q.npy, k.npy, v.npy is a broken sample, never one to skip or generate for.
 std::string incomplete_npy_message(const fs::path& dir, const std::vector<std::string>& present) {
   std::vector<std::string> missing;
@@ -37,7 +31,7 @@ std::string incomplete_npy_message(const fs::path& dir, const std::vector<std::s
     const std::string file = std::string(op) + ".npy";
     if (std::find(present.begin(), present.end(), file) == present.end()) missing.push_back(file);
   }
-  return dir.string() + " holds " + join(present) + " but no " + join(missing) +
+  return dir.string() + " holds " + join_as_sentence(present) + " but no " + join_as_sentence(missing) +
          "; a sample needs all of q.npy, k.npy and v.npy (or one qkv.safetensors)";
 }
 
@@ -59,13 +53,13 @@ Result<SampleFiles> sample_files(const fs::path& dir) {
   if (safetensors_files.empty()) return files;
   const bool has_qkv = std::find(safetensors_files.begin(), safetensors_files.end(), "qkv.safetensors") != safetensors_files.end();
   if (!has_qkv && safetensors_files.size() > 1)
-    return InvalidInput(dir.string() + " holds several safetensors files (" + join(safetensors_files) +
+    return InvalidInput(dir.string() + " holds several safetensors files (" + join_as_sentence(safetensors_files) +
                         ") and no qkv.safetensors; a folder holds one sample: rename the one to load to qkv.safetensors, "
                         "or move each into its own subfolder");
   const std::string chosen = has_qkv ? "qkv.safetensors" : safetensors_files.front();
   if (!npy_files.empty())
-    return InvalidInput(dir.string() + " holds both " + join(npy_files) + " and " + chosen +
-                        " for one sample; keep one format: remove " + join(npy_files) + ", or remove " + chosen +
+    return InvalidInput(dir.string() + " holds both " + join_as_sentence(npy_files) + " and " + chosen +
+                        " for one sample; keep one format: remove " + join_as_sentence(npy_files) + ", or remove " + chosen +
                         " (or move it into its own subfolder)");
   files.safetensors = dir / chosen;
   return files;
@@ -76,7 +70,7 @@ Status check_qkv_tensors(const std::string& file, const safetensors::Header& hea
   for (const char* op : kOperands)
     if (!header.tensors.count(op)) missing.push_back(std::string("\"") + op + "\"");
   if (missing.empty()) return Status::Ok();
-  return InvalidInput(file + " has no tensor named " + join(missing) + "; it holds " + safetensors::tensor_names(header) +
+  return InvalidInput(file + " has no tensor named " + join_as_sentence(missing) + "; it holds " + safetensors::tensor_names(header) +
                       "; an activation dump needs tensors named q, k and v, each [batch, tokens, heads, head_size]");
 }
 

@@ -3,28 +3,24 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/strings.h"
 #include "registry/unknown_backend_message.h"
 
 namespace diffattn::runner {
 namespace {
-
-std::string upper(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return s;
-}
 
 // The platform owns compatibility policy: a backend is "available" when it accepts the backend by name.
 std::vector<std::string> available_backends(const PlatformInfo& platform, const Registry& registry) {
   const auto policy = make_platform(platform, registry);
   std::vector<std::string> names;
   for (const std::string& name : registry.names())
-    if (policy->select_backend(name, 0, /*allow_trtllm_default=*/true).ok()) names.push_back(name);
+    if (policy->select_backend(name, 0, LayerTraits::Unconstrained()).ok()) names.push_back(name);
   return names;
 }
 
 // An entry that names no registered backend is a usage error before any work starts (exit 2).
 Status check_compare_name(const std::string& entry, const Registry& registry) {
-  if (registry.find(upper(entry)).ok()) return Status::Ok();
+  if (registry.find(ascii_upper(entry)).ok()) return Status::Ok();
   return UnknownBackend("--compare: " + unknown_backend_message(entry, registry.names()) + ", auto or all");
 }
 
@@ -35,7 +31,7 @@ Result<Configuration> compare_entry(const AttentionConfig& user, const std::stri
   DIFFATTN_ASSIGN_OR_RETURN(std::optional<AttentionSpec> spec, spec_from_json(nlohmann::json(entry), "--compare"));
   if (spec) DIFFATTN_RETURN_IF_ERROR(check_compare_name(entry, registry));
   c.config.default_spec = spec;
-  c.label = spec ? upper(entry) : "auto";
+  c.label = spec ? ascii_upper(entry) : "auto";
   return c;
 }
 
@@ -49,7 +45,7 @@ Result<std::vector<Configuration>> make_configurations(const AttentionConfig& us
                          "--diffusion-attention-backend / default.backend (per_role entries may stay)");
   std::vector<std::string> entries;
   for (const std::string& e : compare) {
-    if (upper(e) == "ALL") {
+    if (ascii_upper(e) == "ALL") {
       for (const std::string& n : available_backends(platform, registry)) entries.push_back(n);
     } else {
       entries.push_back(e);

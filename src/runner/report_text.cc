@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "cli/output.h"
+#include "common/strings.h"
 #include "runner/report_format.h"
 #include "runner/text_padding_mask.h"
 
@@ -66,7 +67,7 @@ std::string report_to_text(const RunReport& report) {
     for (const BackendRun& run : role.runs)
       if (run.same_as_baseline) same.push_back(role.plan.role.role + " (" + run.configuration + ")");
   if (!same.empty())
-    o << "note: " << cli::join(same, ", ", "")
+    o << "note: " << join(same, ", ")
       << ": the baseline's own computation (" << report.roles.front().baseline.backend
       << " with no options), so it ran once and shows no ratio against itself; compare other backends with "
          "--compare (diffattn backends lists those that run here)\n\n";

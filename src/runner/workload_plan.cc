@@ -139,8 +139,8 @@ double WorkloadPlan::planned_tflop(int configurations) const {
   return flops * (warmup + repeats) * (1 + configurations) / 1e12;
 }
 
-bool allows_trtllm_default(const WorkloadPlan& plan, const RolePlan& role) {
-  return plan.model->attention_mask_free && !role.text_keys_masked;
+LayerTraits layer_traits(const WorkloadPlan& plan, const RolePlan& role) {
+  return LayerTraits{.allows_trtllm_default = plan.model->attention_mask_free && !role.text_keys_masked};
 }
 
 Result<WorkloadPlan> plan_workload(const RunRequest& request, bool on_device, int configurations) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "diffattn/layer_traits.h"
 #include "diffattn/status.h"
 #include "models/model_zoo.h"
 #include "runner/run_request.h"
@@ -40,9 +41,9 @@ struct WorkloadPlan {
 // `configurations` counts the backends compared (the baseline comes on top).
 Result<WorkloadPlan> plan_workload(const RunRequest& request, bool on_device, int configurations);
 
-// Whether TRTLLM may be chosen for the role without being named: only for a mask-free model whose
-// role gets no text-padding mask in this run.
-bool allows_trtllm_default(const WorkloadPlan& plan, const RolePlan& role);
+// What the role's layers promise: TRTLLM may be chosen without being named only for a mask-free
+// model whose role gets no text-padding mask in this run.
+LayerTraits layer_traits(const WorkloadPlan& plan, const RolePlan& role);
 
 // Evenly spaced picks of `count` out of [0, total): 0 and total-1 always among them when count > 1.
 std::vector<int> evenly_spaced(int total, int count);

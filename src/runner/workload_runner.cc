@@ -29,7 +29,7 @@ AttentionLayerDesc layer_desc(const WorkloadPlan& plan, const RolePlan& role_pla
   d.causal = role.causal;
   d.role = role.role;
   d.category = role.category;
-  d.allow_trtllm_default = allows_trtllm_default(plan, role_plan);
+  d.traits = layer_traits(plan, role_plan);
   return d;
 }
 

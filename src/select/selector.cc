@@ -46,12 +46,12 @@ std::size_t Selector::platform_queries() const {
 Result<PlatformDecision> Selector::decide(const Key& key) {
   std::lock_guard lock(mu_);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-  const auto& [name, head_size, allow_trtllm] = key;
+  const auto& [name, head_size, traits] = key;
   // Held while the platform decides, so that each key is decided exactly once under concurrency.
   ++platform_queries_;
   Result<PlatformDecision> decision =
       platform_->select_backend(name.empty() ? std::nullopt : std::optional<std::string_view>(name), head_size,
-                                allow_trtllm);
+                                traits);
   // Platforms look names up upper-cased; the user is told the name as they wrote it.
   if (!decision.ok() && decision.status().code() == ErrorCode::kUnknownBackend && !name.empty())
     decision = Result<PlatformDecision>(UnknownBackend(unknown_backend_message(name, registry_->names())));
@@ -60,15 +60,16 @@ Result<PlatformDecision> Selector::decide(const Key& key) {
 }
 
 Result<Resolution> Selector::resolve(std::string_view role, int head_size, const AttentionConfig& config,
-                                     std::optional<std::string_view> category, bool allow_trtllm_default) {
+                                     std::optional<std::string_view> category, const LayerTraits& traits) {
   const SpecLookup lookup = resolve_spec_for_role(config, role, category);
   Resolution r;
   r.role = std::string(role);
   if (category) r.category = std::string(*category);
   r.head_size = head_size;
 
-  // Explicit names key with TRTLLM allowed: the platform ignores the flag for them.
-  const Key key = lookup.spec ? Key{lookup.spec->backend, head_size, true} : Key{"", head_size, allow_trtllm_default};
+  // Explicit names key with unconstrained traits: the platform ignores traits for them.
+  const Key key = lookup.spec ? Key{lookup.spec->backend, head_size, LayerTraits::Unconstrained()}
+                              : Key{"", head_size, traits};
   DIFFATTN_ASSIGN_OR_RETURN(PlatformDecision decision, decide(key));
   DIFFATTN_ASSIGN_OR_RETURN(const BackendDescriptor* backend, registry_->find(decision.backend));
 

@@ -106,7 +106,7 @@ TEST(AttentionConfigTest, ErrorsInsideRolesNameTheRoleAndBackend) {
   expect_config_error(
       parse_attention_config_json(R"({"per_role": {"cross": {"backend": "TORCH_SDPA", "quant": {"dtype_qk": "int8"}}}})")
           .status(),
-      {"per_role['cross']", "backend='TORCH_SDPA'", "Remove quant or set backend to TRTLLM_ATTN or FLASHINFER_ATTN."});
+      {"per_role['cross']", "backend='TORCH_SDPA'", "Remove quant or set backend to FLASHINFER_ATTN or TRTLLM_ATTN."});
 }
 
 TEST(AttentionConfigTest, MalformedJsonIsAnErrorNotACrash) {

@@ -203,8 +203,8 @@ TEST(AttentionSpecTest, QuantAndSkipSoftmaxCoexistOnTrtllm) {
 
 TEST(AttentionSpecTest, QuantRejections) {
   expect_config_error(spec_from_text(R"({"backend": "TORCH_SDPA", "quant": {"dtype_qk": "int8"}})").status(),
-                      {"quant is only supported by the TRTLLM_ATTN and FLASHINFER_ATTN backends",
-                       "backend='TORCH_SDPA'", "Remove quant or set backend to TRTLLM_ATTN or FLASHINFER_ATTN."});
+                      {"quant is only supported by the FLASHINFER_ATTN and TRTLLM_ATTN backends",
+                       "backend='TORCH_SDPA'", "Remove quant or set backend to FLASHINFER_ATTN or TRTLLM_ATTN."});
   expect_config_error(spec_from_text(R"({"backend": "TRTLLM_ATTN", "quant": {"dtype_qk": "int4"}})").status(),
                       {"quant.dtype_qk='int4' unsupported; use one of ['bfloat16', 'float16', 'fp8_e4m3', 'int8']."});
   expect_config_error(spec_from_text(R"({"backend": "TRTLLM_ATTN", "quant": {"dtype_vo": "fp4"}})").status(),

@@ -58,12 +58,15 @@ TEST(FlashChecks, EmptyKeySetIsRejected) {
 }
 
 TEST(FlashChecks, KernelPerArchitecture) {
-  EXPECT_EQ(flash_kernel_for_capability(9, 0), "hopper");
-  EXPECT_EQ(flash_kernel_for_capability(8, 0), "ampere");
-  EXPECT_EQ(flash_kernel_for_capability(8, 9), "ampere");
+  EXPECT_EQ(flash_kernel_for_capability(9, 0), FlashKernel::kHopper);
+  EXPECT_EQ(flash_kernel_for_capability(8, 0), FlashKernel::kAmpere);
+  EXPECT_EQ(flash_kernel_for_capability(8, 9), FlashKernel::kAmpere);
   EXPECT_FALSE(flash_kernel_for_capability(7, 5).has_value());
   EXPECT_FALSE(flash_kernel_for_capability(10, 0).has_value());
   EXPECT_FALSE(flash_kernel_for_capability(12, 0).has_value());
+  EXPECT_EQ(kernel_name(FlashKernel::kHopper), "hopper");
+  EXPECT_EQ(kernels_text(), "sm_80 mma.sync and sm_90a wgmma + TMA");
+  EXPECT_EQ(architectures_text(), "sm_80..sm_89 and sm_90");
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/sdpa/sdpa_launch.h"
-#include "kernels/cuda/sdpa/tile_config.h"
+#include "kernels/cuda/dense/sdpa_launch.h"
+#include "kernels/cuda/dense/tile_config.h"
 
 namespace diffattn::cuda {
 namespace {

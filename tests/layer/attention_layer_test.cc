@@ -1,6 +1,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -17,14 +18,18 @@ using ::testing::HasSubstr;
 struct Recorded {
   BackendInit init;
   int forwards = 0;
+  std::optional<float> scale;  // of the last call the backend received
+  bool causal = false;
 };
 
 class RecordingBackend final : public Backend {
  public:
   explicit RecordingBackend(Recorded* recorded) : recorded_(recorded) {}
   std::string_view name() const override { return "recording"; }
-  Status forward(const AttentionProblem&, void*) override {
+  Status forward(const AttentionProblem& problem, void*) override {
     ++recorded_->forwards;
+    recorded_->scale = problem.scale;
+    recorded_->causal = problem.causal;
     return Status::Ok();
   }
 
@@ -55,7 +60,7 @@ AttentionLayerDesc wan_self_attention() {
   desc.head_size = 128;
   desc.role = "self";
   desc.category = "self";
-  desc.allow_trtllm_default = true;
+  desc.traits.allows_trtllm_default = true;
   return desc;
 }
 
@@ -122,8 +127,48 @@ TEST_F(AttentionLayerTest, ExplicitSpecReachesTheBackend) {
   ASSERT_TRUE(recorded_.init.spec.has_value());
   EXPECT_EQ(recorded_.init.spec->backend, "torch_sdpa");
   EXPECT_EQ(recorded_.init.num_kv_heads, 4);
-  EXPECT_EQ(recorded_.init.scale, 0.125f);
-  EXPECT_TRUE(recorded_.init.causal);
+}
+
+// Only the layer completes a call: the backend receives the layer's scale and causal flag on
+// every call, and a call's own scale wins over the layer's.
+TEST_F(AttentionLayerTest, TheLayerCompletesEveryCall) {
+  Selector selector = selector_on(testing::described_cpu());
+  AttentionLayerDesc desc = wan_self_attention();
+  desc.num_heads = 4;
+  desc.num_kv_heads = 2;
+  desc.head_size = 16;
+  desc.scale = 0.125f;
+  desc.causal = true;
+  auto layer = Attention::Create(desc, AttentionConfig{}, selector);
+  ASSERT_TRUE(layer.ok()) << layer.status().ToString();
+  Tensors t = random_tensors(4, 2, 16);
+  ASSERT_TRUE(layer->forward(problem_for(t, 4, 2, 16)).ok());
+  EXPECT_EQ(recorded_.scale, 0.125f);
+  EXPECT_TRUE(recorded_.causal);
+  AttentionProblem scaled = problem_for(t, 4, 2, 16);
+  scaled.scale = 0.5f;
+  ASSERT_TRUE(layer->forward(scaled).ok());
+  EXPECT_EQ(recorded_.scale, 0.5f);
+}
+
+// Only the layer checks a call: an invalid one never reaches the backend.
+TEST_F(AttentionLayerTest, InvalidCallsStopAtTheLayer) {
+  Selector selector = selector_on(testing::described_cpu());
+  AttentionLayerDesc desc = wan_self_attention();
+  desc.num_heads = 4;
+  desc.num_kv_heads = 2;
+  desc.head_size = 16;
+  auto layer = Attention::Create(desc, AttentionConfig{}, selector);
+  ASSERT_TRUE(layer.ok()) << layer.status().ToString();
+  Tensors t = random_tensors(4, 2, 16);
+  AttentionProblem short_out = problem_for(t, 4, 2, 16);
+  short_out.out.shape[1] = 3;  // out must have q's sequence length
+  const Status s = layer->forward(short_out);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidInput) << s.ToString();
+  AttentionProblem mixed = problem_for(t, 4, 2, 16);
+  mixed.k.dtype = DType::kFloat16;  // q, k and v must share a dtype
+  EXPECT_EQ(layer->forward(mixed).code(), ErrorCode::kInvalidInput);
+  EXPECT_EQ(recorded_.forwards, 0);
 }
 
 TEST_F(AttentionLayerTest, ForwardChecksTheProblemMatchesTheLayer) {

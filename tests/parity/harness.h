@@ -27,7 +27,7 @@ inline std::optional<std::string> backend_unavailable_reason(const BackendDescri
 // backend's own capability reasons. Empty when it can.
 inline std::vector<std::string> case_unsupported_reasons(const BackendDescriptor& d, const Platform& platform,
                                                          const ProblemShape& shape) {
-  auto decision = platform.select_backend(d.name, static_cast<int>(shape.head_size), true);
+  auto decision = platform.select_backend(d.name, static_cast<int>(shape.head_size), LayerTraits::Unconstrained());
   if (!decision.ok()) return {decision.status().message()};
   return d.unsupported_reasons(shape);
 }

@@ -20,7 +20,7 @@ class CpuPlatformTest : public ::testing::Test {
 
 TEST_F(CpuPlatformTest, DefaultIsTorchSdpa) {
   for (int head_size : {-1, 8, 64, 80, 128, 512}) {
-    auto decision = cpu()->select_backend(std::nullopt, head_size, true);
+    auto decision = cpu()->select_backend(std::nullopt, head_size, LayerTraits::Unconstrained());
     ASSERT_TRUE(decision.ok()) << decision.status().ToString();
     EXPECT_EQ(decision->backend, "TORCH_SDPA");
     EXPECT_THAT(decision->considered, IsEmpty());
@@ -30,7 +30,7 @@ TEST_F(CpuPlatformTest, DefaultIsTorchSdpa) {
 TEST_F(CpuPlatformTest, CudaOnlyBackendsAreRejectedByName) {
   for (const char* name : {"FLASH_ATTN", "CUDNN_ATTN", "FLASHINFER_ATTN", "TRTLLM_ATTN", "SAGE_ATTN_3"}) {
     SCOPED_TRACE(name);
-    auto decision = cpu()->select_backend(name, 128, true);
+    auto decision = cpu()->select_backend(name, 128, LayerTraits::Unconstrained());
     ASSERT_FALSE(decision.ok());
     EXPECT_EQ(decision.status().code(), ErrorCode::kUnsupported);
     EXPECT_THAT(decision.status().message(),
@@ -39,26 +39,26 @@ TEST_F(CpuPlatformTest, CudaOnlyBackendsAreRejectedByName) {
 }
 
 TEST_F(CpuPlatformTest, ExplicitNamesAreUpperCasedAndValidated) {
-  auto sdpa = cpu()->select_backend("torch_sdpa", 64, true);
+  auto sdpa = cpu()->select_backend("torch_sdpa", 64, LayerTraits::Unconstrained());
   ASSERT_TRUE(sdpa.ok());
   EXPECT_EQ(sdpa->backend, "TORCH_SDPA");
 
-  auto unknown = cpu()->select_backend("SDPA", 64, true);
+  auto unknown = cpu()->select_backend("SDPA", 64, LayerTraits::Unconstrained());
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), ErrorCode::kUnknownBackend);
   EXPECT_THAT(unknown.status().message(), HasSubstr("Valid options are: TORCH_SDPA, FLASH_ATTN"));
 
-  auto sage = cpu()->select_backend("SAGE_ATTN", 64, true);
+  auto sage = cpu()->select_backend("SAGE_ATTN", 64, LayerTraits::Unconstrained());
   ASSERT_FALSE(sage.ok());
   EXPECT_EQ(sage.status().code(), ErrorCode::kUnavailable);
 
-  auto big = cpu()->select_backend("TORCH_SDPA", 1024, true);
+  auto big = cpu()->select_backend("TORCH_SDPA", 1024, LayerTraits::Unconstrained());
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().code(), ErrorCode::kUnsupported);
 }
 
 TEST_F(CpuPlatformTest, DefaultOutsideEveryHeadSizeIsAnError) {
-  auto decision = cpu()->select_backend(std::nullopt, 1024, true);
+  auto decision = cpu()->select_backend(std::nullopt, 1024, LayerTraits::Unconstrained());
   ASSERT_FALSE(decision.ok());
   EXPECT_EQ(decision.status().code(), ErrorCode::kUnsupported);
   EXPECT_THAT(decision.status().message(), HasSubstr("TORCH_SDPA supports 8..512"));
@@ -71,7 +71,7 @@ TEST_F(CpuPlatformTest, NewCpuBackendsCanBeSelected) {
   plugin.caps.dtypes = {DType::kFloat32};
   plugin.create = [](const BackendInit&) -> Result<std::unique_ptr<Backend>> { return Unavailable("test"); };
   ASSERT_TRUE(registry_.add(plugin).ok());
-  auto decision = cpu()->select_backend("my_cpu_attn", 64, true);
+  auto decision = cpu()->select_backend("my_cpu_attn", 64, LayerTraits::Unconstrained());
   ASSERT_TRUE(decision.ok()) << decision.status().ToString();
   EXPECT_EQ(decision->backend, "MY_CPU_ATTN");
 }

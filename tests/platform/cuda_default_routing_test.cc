@@ -24,7 +24,7 @@ class CudaDefaultRoutingTest : public ::testing::Test {
  protected:
   void SetUp() override { register_builtin_backends(registry_); }
   Result<PlatformDecision> choose(const PlatformInfo& info, int head_size, bool allow_trtllm = true) {
-    return make_platform(info, registry_)->select_backend(std::nullopt, head_size, allow_trtllm);
+    return make_platform(info, registry_)->select_backend(std::nullopt, head_size, LayerTraits{.allows_trtllm_default = allow_trtllm});
   }
   std::string backend(const PlatformInfo& info, int head_size, bool allow_trtllm = true) {
     auto decision = choose(info, head_size, allow_trtllm);

@@ -17,7 +17,7 @@ class CudaExplicitSelectionTest : public ::testing::Test {
  protected:
   void SetUp() override { register_builtin_backends(registry_); }
   Result<PlatformDecision> select(const PlatformInfo& info, std::string_view name, int head_size = 128) {
-    return make_platform(info, registry_)->select_backend(name, head_size, /*allow_trtllm_default=*/true);
+    return make_platform(info, registry_)->select_backend(name, head_size, LayerTraits::Unconstrained());
   }
   void expect_error(const PlatformInfo& info, std::string_view name, int head_size, ErrorCode code,
                     const std::string& message_part) {

@@ -129,8 +129,8 @@ TEST(TextPaddingMask, JointModelWithoutTextPlacementIsAnError) {
 
 TEST(TextPaddingMask, MaskedRolesAreNotLeftToTrtllmByDefault) {
   const WorkloadPlan plan = plan_with_prompt("tiny-dit", 20);
-  EXPECT_TRUE(allows_trtllm_default(plan, plan.roles[0]));
-  EXPECT_FALSE(allows_trtllm_default(plan, plan.roles[1]));
+  EXPECT_TRUE(layer_traits(plan, plan.roles[0]).allows_trtllm_default);
+  EXPECT_FALSE(layer_traits(plan, plan.roles[1]).allows_trtllm_default);
 }
 
 // TORCH_SDPA on `qkv` with an optional mask and keys [0, keys) of k/v.

@@ -33,7 +33,7 @@ TEST(SelectorConcurrencyTest, ConcurrentResolutionFromEightThreadsDecidesEachKey
     threads.emplace_back([&, t] {
       for (int i = 0; i < 300; ++i) {
         const int head = (i % 2 == 0) ? 64 : 128;
-        auto self = selector.resolve("self", head, config, "self", (i + t) % 3 == 0);
+        auto self = selector.resolve("self", head, config, "self", LayerTraits{.allows_trtllm_default = (i + t) % 3 == 0});
         auto cross = selector.resolve("cross", head, config, "cross");
         auto audio = selector.resolve("ltx2.audio_self", head, config, "self");
         if (!self.ok() || self->backend != "TORCH_SDPA" || self->spec.has_value()) ++failures;

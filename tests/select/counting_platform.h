@@ -24,10 +24,10 @@ class CountingPlatform final : public Platform {
   const PlatformInfo& info() const override { return info_; }
 
   Result<PlatformDecision> select_backend(std::optional<std::string_view> selected, int head_size,
-                                          bool allow_trtllm_default) const override {
+                                          const LayerTraits& traits) const override {
     std::lock_guard lock(mu_);
     calls_.emplace_back(selected ? std::optional<std::string>(std::string(*selected)) : std::nullopt, head_size,
-                        allow_trtllm_default);
+                        traits.allows_trtllm_default);
     if (!selected) return PlatformDecision{default_, {{"FLASH_ATTN", "not on this test platform"}}};
     std::string name(*selected);
     for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

@@ -78,7 +78,7 @@ TEST_F(SelectorTest, EnvironmentDefaultSitsBelowConfigurationAndAbovePlatform) {
 }
 
 TEST_F(SelectorTest, PlatformDefaultHasNoSpec) {
-  auto resolution = selector_->resolve("self", 64, AttentionConfig{}, std::nullopt, /*allow_trtllm_default=*/false);
+  auto resolution = selector_->resolve("self", 64, AttentionConfig{}, std::nullopt, LayerTraits{});
   ASSERT_TRUE(resolution.ok());
   EXPECT_EQ(resolution->backend, "TORCH_SDPA");
   EXPECT_FALSE(resolution->spec.has_value());
@@ -92,11 +92,11 @@ TEST_F(SelectorTest, PlatformIsConsultedOncePerKey) {
   AttentionConfig explicit_config;
   explicit_config.default_spec = spec_for("FLASH_ATTN");
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(selector_->resolve("self", 128, explicit_config, std::nullopt, true).ok());
-    ASSERT_TRUE(selector_->resolve("cross", 128, explicit_config, "cross", false).ok());
-    ASSERT_TRUE(selector_->resolve("self", 128, AttentionConfig{}, std::nullopt, true).ok());
-    ASSERT_TRUE(selector_->resolve("self", 128, AttentionConfig{}, std::nullopt, false).ok());
-    ASSERT_TRUE(selector_->resolve("self", 64, AttentionConfig{}, std::nullopt, false).ok());
+    ASSERT_TRUE(selector_->resolve("self", 128, explicit_config, std::nullopt, LayerTraits::Unconstrained()).ok());
+    ASSERT_TRUE(selector_->resolve("cross", 128, explicit_config, "cross", LayerTraits{}).ok());
+    ASSERT_TRUE(selector_->resolve("self", 128, AttentionConfig{}, std::nullopt, LayerTraits::Unconstrained()).ok());
+    ASSERT_TRUE(selector_->resolve("self", 128, AttentionConfig{}, std::nullopt, LayerTraits{}).ok());
+    ASSERT_TRUE(selector_->resolve("self", 64, AttentionConfig{}, std::nullopt, LayerTraits{}).ok());
   }
   EXPECT_THAT(platform_->calls(), ElementsAre(Call{"FLASH_ATTN", 128, true}, Call{std::nullopt, 128, true},
                                               Call{std::nullopt, 128, false}, Call{std::nullopt, 64, false}));

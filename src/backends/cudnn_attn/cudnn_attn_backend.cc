@@ -7,16 +7,11 @@
 #include "backends/cudnn_attn/cudnn_attn_checks.h"
 #include "backends/cudnn_attn/cudnn_sdpa_runner.h"
 #include "backends/factories.h"
+#include "common/reason.h"
 #include "kernels/cuda/sdpa_cuda.h"
 
 namespace diffattn {
 namespace {
-
-std::string join(const std::vector<std::string>& reasons) {
-  std::string text;
-  for (const auto& r : reasons) text += (text.empty() ? "" : " ") + r;
-  return text;
-}
 
 class CudnnAttnBackend final : public Backend {
  public:
@@ -25,13 +20,12 @@ class CudnnAttnBackend final : public Backend {
   std::string_view name() const override { return "CUDNN_ATTN"; }
 
   Status forward(const AttentionProblem& problem, void* stream) override {
-    DIFFATTN_RETURN_IF_ERROR(validate_problem(problem));
     const ProblemShape shape = problem.shape();
     // cuDNN FMHA has no kernel for one key or none; an automatic choice runs TORCH_SDPA's kernel.
     if (!cudnn_attn::check_kv_length_above_one(shape.seqlen_kv) || explicit_choice_) {
       std::vector<std::string> reasons = cudnn_attn::problem_reasons(shape);
       if (auto mask = cudnn_attn::check_mask_is_key_padding(problem)) reasons.push_back(*mask);
-      if (!reasons.empty()) return Unsupported(join(reasons));
+      if (!reasons.empty()) return Unsupported(reasons_text(reasons));
       return cudnn_attn::run_cudnn_sdpa(problem, stream);
     }
     return run_sdpa_cuda(problem, stream);

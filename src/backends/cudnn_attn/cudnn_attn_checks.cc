@@ -2,37 +2,37 @@
 
 namespace diffattn::cudnn_attn {
 
-std::optional<std::string> check_head_size_multiple_of_8(std::int64_t head_size) {
+Reason check_head_size_multiple_of_8(std::int64_t head_size) {
   if (head_size > 0 && head_size <= kMaxHeadSize && head_size % 8 == 0) return std::nullopt;
   return "CUDNN_ATTN was explicitly selected but head_size=" + std::to_string(head_size) +
          " is unsupported. Blackwell cuDNN FMHA requires head_dim divisible by 8 and no larger than 256. "
          "Select FLASHINFER_ATTN or TORCH_SDPA.";
 }
 
-std::optional<std::string> check_dtype_half_or_bf16(DType dtype) {
+Reason check_dtype_half_or_bf16(DType dtype) {
   if (dtype == DType::kFloat16 || dtype == DType::kBFloat16) return std::nullopt;
   return "CUDNN_ATTN runs float16 and bfloat16 inputs, got " + std::string(dtype_name(dtype)) +
          "; convert the inputs or select TORCH_SDPA, which runs float32";
 }
 
-std::optional<std::string> check_kv_length_above_one(std::int64_t seqlen_kv) {
+Reason check_kv_length_above_one(std::int64_t seqlen_kv) {
   if (seqlen_kv > 1) return std::nullopt;
   return "CUDNN_ATTN was explicitly selected but cuDNN FMHA does not support key/value sequence length " +
          std::to_string(seqlen_kv) + ". Select TORCH_SDPA or another backend for this shape.";
 }
 
-std::optional<std::string> check_not_varlen(const ProblemShape& shape) {
+Reason check_not_varlen(const ProblemShape& shape) {
   if (!shape.varlen) return std::nullopt;
   return "CUDNN_ATTN does not take packed variable-length batches (cu_seqlens); pass padded batches with a "
          "key-padding mask, or select TORCH_SDPA";
 }
 
-std::optional<std::string> check_cuda_device(const ProblemShape& shape) {
+Reason check_cuda_device(const ProblemShape& shape) {
   if (shape.device == DeviceKind::kCuda) return std::nullopt;
   return "CUDNN_ATTN runs on CUDA tensors, got CPU tensors; select TORCH_SDPA for CPU tensors";
 }
 
-std::optional<std::string> check_mask_is_key_padding(const AttentionProblem& problem) {
+Reason check_mask_is_key_padding(const AttentionProblem& problem) {
   if (!problem.mask) return std::nullopt;
   const TensorView& mask = *problem.mask;
   if (mask.ndim == 2) return std::nullopt;

@@ -7,20 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "common/reason.h"
 #include "diffattn/problem.h"
 
 namespace diffattn::cudnn_attn {
 
 inline constexpr int kMaxHeadSize = 256;
 
-std::optional<std::string> check_head_size_multiple_of_8(std::int64_t head_size);
-std::optional<std::string> check_dtype_half_or_bf16(DType dtype);
-std::optional<std::string> check_kv_length_above_one(std::int64_t seqlen_kv);
-std::optional<std::string> check_not_varlen(const ProblemShape& shape);
-std::optional<std::string> check_cuda_device(const ProblemShape& shape);
+Reason check_head_size_multiple_of_8(std::int64_t head_size);
+Reason check_dtype_half_or_bf16(DType dtype);
+Reason check_kv_length_above_one(std::int64_t seqlen_kv);
+Reason check_not_varlen(const ProblemShape& shape);
+Reason check_cuda_device(const ProblemShape& shape);
 // A keep-mask must be per key ([B, Skv], or a dense mask whose head and query dimensions are
 // broadcast); it becomes per-batch key lengths, so it must also keep a prefix (checked on the GPU).
-std::optional<std::string> check_mask_is_key_padding(const AttentionProblem& problem);
+Reason check_mask_is_key_padding(const AttentionProblem& problem);
 
 // Every reason `shape` is outside CUDNN_ATTN (empty: supported, up to the mask's contents).
 std::vector<std::string> problem_reasons(const ProblemShape& shape);

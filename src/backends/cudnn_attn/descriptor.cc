@@ -20,6 +20,25 @@ void register_cudnn_attn(Registry& registry) {
   d.caps.max_head_size = 256;
   d.caps.head_size_multiple = 8;
   d.caps.dense_mask = false;  // key padding runs through per-batch sequence lengths
+  d.cuda.needs = {
+      need(PlatformFact::kCudnn, "no cuDNN library found").at_least(1).only_default(),
+      need(PlatformFact::kCudnn, "")
+          .at_least(90000)
+          .when_explicit("needs cuDNN 9 or newer on {device} ({found}). Install cuDNN 9 (e.g. the libcudnn9 "
+                         "packages) or select TORCH_SDPA.")
+          .only_explicit(),
+      // Before 9.5 cuDNN has no tuned Blackwell kernels, so it is not worth choosing unasked there.
+      need(PlatformFact::kCudnn, "cuDNN {cudnn} < 9.5 has no tuned Blackwell fused attention")
+          .at_least(90500)
+          .on({{100, 129}})
+          .warn("Detected Blackwell {sm} but cuDNN {cudnn} < 9.5: no tuned Blackwell fused attention. Automatic "
+                "selection continues down the route.")
+          .only_default()};
+  d.head_size_reasons.explicit_reason =
+      "head_size={head} is unsupported. cuDNN fused attention needs a head size that is a multiple of 8 and at most "
+      "256. Select FLASHINFER_ATTN or TORCH_SDPA.";
+  d.head_size_reasons.default_reason = "head_dim {head} is outside cuDNN fused attention (multiples of 8, 8-256)";
+  d.kernels = {{DeviceKind::kCuda, "through the cuDNN 9 graph API"}};
   d.extra_problem_reasons = [](const ProblemShape& problem) {
     std::vector<std::string> reasons;
     if (problem.seqlen_kv <= 1) {

@@ -41,6 +41,15 @@ void register_flashinfer_attn(Registry& registry) {
   d.caps.head_sizes = {64, 128, 256};
   d.caps.varlen = true;
   d.caps.option_blocks = {"quant"};
+  d.cuda.needs = {
+      need(PlatformFact::kFlashInfer, "FlashInfer is not available")
+          .when_explicit("FlashInfer is unavailable on {device}. Use a build with FlashInfer or select a different "
+                         "backend."),
+      need(PlatformFact::kFlashInferPrefill, "the FlashInfer build lacks BatchPrefillWithRaggedKVCacheWrapper")
+          .when_explicit("the FlashInfer build does not provide the ragged prefill kernels "
+                         "(BatchPrefillWithRaggedKVCacheWrapper). Use a FlashInfer build that has them, or select "
+                         "{suggest}.")};
+  d.head_size_reasons.default_needs_known = true;
   // A platform whose features list FlashInfer declares a build that holds it.
   d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
     if (!platform.features.flashinfer.empty()) return std::nullopt;

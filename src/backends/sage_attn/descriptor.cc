@@ -27,6 +27,10 @@ void register_sage_attn(Registry& registry) {
   d.caps.key_padding_mask = false;
   d.caps.dense_mask = false;
   d.caps.lse = false;
+  d.cuda.needs = {need(PlatformFact::kArchitecture, "no SageAttention kernel for {sm}")
+                      .on({{80, 80}, {86, 86}, {89, 90}, {120, 121}})
+                      .when_explicit("does not provide a kernel for {sm} (SageAttention kernels exist for sm_80, "
+                                     "sm_86, sm_89, sm_90, sm_120 and sm_121). Select {suggest} instead.")};
   d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
     if (platform.features.sage_attn) return std::nullopt;
     return kNotBuilt;

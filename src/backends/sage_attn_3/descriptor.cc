@@ -28,6 +28,10 @@ void register_sage_attn_3(Registry& registry) {
   d.caps.key_padding_mask = false;
   d.caps.dense_mask = false;
   d.caps.lse = false;
+  d.cuda.needs = {need(PlatformFact::kArchitecture, "Blackwell-class GPUs (compute capability >= 10.0) only; this is {sm}")
+                      .on({{100, 1 << 10}})
+                      .when_explicit("requires a Blackwell-class GPU with compute capability >= 10.0; this is {sm}. "
+                                     "Select {suggest} instead.")};
   d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
     if (platform.features.sage_attn_3) return std::nullopt;
     return kNotBuilt;

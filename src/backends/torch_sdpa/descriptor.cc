@@ -16,6 +16,10 @@ void register_torch_sdpa(Registry& registry) {
   d.caps.min_head_size = 8;
   d.caps.max_head_size = 512;
   d.caps.varlen = true;
+  d.head_size_reasons.explicit_reason =
+      "head_size={head} is unsupported. Supported head sizes: {rule}. No built-in backend runs this head size; "
+      "register one that does.";
+  d.kernels = {{DeviceKind::kCpu, "tiled, vectorised"}, {DeviceKind::kCuda, "tiled"}};
   d.validate_options = [](const AttentionSpec& spec) { return check_extra_keys(spec, "TORCH_SDPA", {}); };
   d.create = create_torch_sdpa_backend;
   register_or_warn(registry, std::move(d));

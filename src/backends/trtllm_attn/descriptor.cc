@@ -42,6 +42,19 @@ void register_trtllm_attn(Registry& registry) {
   d.caps.lse = false;
   d.caps.varlen = true;
   d.caps.option_blocks = {"quant", "skip_softmax"};
+  d.cuda.needs = {
+      need(PlatformFact::kArchitecture, "datacenter Blackwell (SM100 / SM103) only; this is {sm}")
+          .on({{100, 109}})
+          .when_explicit("requires a datacenter Blackwell GPU (SM100 / SM103, compute capability 10.x); this is "
+                         "{device}. Select a different --diffusion-attention-backend, such as {suggest}."),
+      need(PlatformFact::kTrtllmGen, "the trtllm-gen FMHA kernels are not available")
+          .when_explicit("the trtllm-gen FMHA kernels are not available on {device}. Use a build with them, or "
+                         "select {suggest}.")};
+  // Chosen unasked only for layers whose calls are mask-free and packed (docs/design/selection_contract.md).
+  d.cuda.default_needs_trait = &LayerTraits::allows_trtllm_default;
+  d.cuda.trait_reason = "the model does not declare a mask-free attention path (allow_trtllm_default is false)";
+  d.head_size_reasons.default_reason = "head_size {head} != {rule}";
+  d.head_size_reasons.default_needs_known = true;
   d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
     if (platform.features.trtllm_gen) return std::nullopt;
     return kNotBuilt;

@@ -17,7 +17,7 @@
 
 #include "common/name_hints.h"
 #include "diffattn/log.h"
-#include "kernels/cpu/flash_params.h"
+#include "kernels/cpu/dense_tile_params.h"
 #include "kernels/cpu/score_range.h"
 #include "kernels/cpu/tiles.h"
 
@@ -86,8 +86,8 @@ void mask_strides(const TensorView& mask, std::int64_t* dst) {
   for (int i = 0; i < 4; ++i) dst[i] = mask.size(i) == 1 ? 0 : mask.stride(i);
 }
 
-cpu::FlashParams make_params(const AttentionProblem& p, const cpu::CpuTiles& tiles) {
-  cpu::FlashParams f;
+cpu::DenseTileParams make_params(const AttentionProblem& p, const cpu::CpuTiles& tiles) {
+  cpu::DenseTileParams f;
   f.q = p.q.data;
   f.k = p.k.data;
   f.v = p.v.data;
@@ -159,7 +159,7 @@ struct AlignedFree {
   void operator()(float* p) const { std::free(p); }
 };
 
-Status run_items(const cpu::TileKernel& kernel, const cpu::FlashParams& params,
+Status run_items(const cpu::TileKernel& kernel, const cpu::DenseTileParams& params,
                  const std::vector<cpu::WorkItem>& items) {
   const std::size_t bytes = (kernel.workspace_floats(params) * sizeof(float) + 63) / 64 * 64;
   const auto count = static_cast<std::int64_t>(items.size());
@@ -252,7 +252,7 @@ Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa) {
   const cpu::CpuTiles tiles =
       cpu::choose_cpu_tiles(static_cast<std::int64_t>(seqs.size()) * heads, longest_q, threads, problem.q.size(3),
                             problem.v.size(3));
-  const cpu::FlashParams params = make_params(problem, tiles);
+  const cpu::DenseTileParams params = make_params(problem, tiles);
   const std::vector<cpu::WorkItem> items = work_items(seqs, heads, tiles.block_q);
   if (items.empty()) return Status::Ok();
   return run_items(tile_kernel(isa), params, items);

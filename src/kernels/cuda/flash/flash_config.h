@@ -7,8 +7,12 @@
 #include <cstdint>
 #include <string>
 
+#include "common/strings.h"
+
 namespace diffattn::flash {
 
+// The head sizes FLASH_ATTN compiles: the one list that the dispatch ladder (flash_hopper.cu), the
+// checks and the backend's capabilities (backends/flash_attn/descriptor.cc) read.
 inline constexpr std::array<int, 5> kHeadSizes = {64, 96, 128, 192, 256};
 
 constexpr bool is_supported_head_size(int head_size) {
@@ -17,9 +21,7 @@ constexpr bool is_supported_head_size(int head_size) {
 
 // "64, 96, 128, 192, 256": for messages that reject other head sizes.
 inline std::string supported_head_sizes_text() {
-  std::string text;
-  for (int d : kHeadSizes) text += (text.empty() ? "" : ", ") + std::to_string(d);
-  return text;
+  return join(kHeadSizes, ", ", "", [](int d) { return std::to_string(d); });
 }
 
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }

@@ -1,4 +1,4 @@
-// Dispatch ladder of the Hopper flash kernel: the instantiations (head size x dtype) are listed here.
+// Dispatch ladder of the Hopper flash kernel: the instantiations (head size x dtype) come from here.
 
 #include "kernels/cuda/flash/flash_hopper.h"
 
@@ -41,6 +41,20 @@ LaunchStatus launch_dtype(const HopperArgs& args, cudaStream_t stream) {
   return launch_keys<kD, KeyTiles::kShort>(args, stream);
 }
 
+// The ladder over kHeadSizes (flash_config.h), the one list the backend also declares: one
+// instantiation per compiled head size; the default names what was compiled.
+template <std::size_t kIndex = 0>
+LaunchStatus launch_head_size(const HopperArgs& args, cudaStream_t stream) {
+  if constexpr (kIndex == kHeadSizes.size()) {
+    return fail(LaunchStatus::kUnsupported, "FLASH_ATTN: head size " + std::to_string(args.params.head_size) +
+                                                " is not compiled; compiled: " + supported_head_sizes_text() +
+                                                "; select TORCH_SDPA for other head sizes");
+  } else {
+    if (args.params.head_size == kHeadSizes[kIndex]) return launch_dtype<kHeadSizes[kIndex]>(args, stream);
+    return launch_head_size<kIndex + 1>(args, stream);
+  }
+}
+
 }  // namespace
 
 LaunchStatus launch_flash_hopper(const HopperArgs& args, void* stream_ptr) {
@@ -52,17 +66,7 @@ LaunchStatus launch_flash_hopper(const HopperArgs& args, void* stream_ptr) {
     return fail(LaunchStatus::kInvalidInput,
                 "FLASH_ATTN: out must be 4-byte aligned with even batch/sequence/head strides; pass a contiguous "
                 "output tensor");
-  switch (args.params.head_size) {
-    case 64: return launch_dtype<64>(args, stream);
-    case 96: return launch_dtype<96>(args, stream);
-    case 192: return launch_dtype<192>(args, stream);
-    case 256: return launch_dtype<256>(args, stream);
-    case 128: return launch_dtype<128>(args, stream);
-    default:
-      return fail(LaunchStatus::kUnsupported, "FLASH_ATTN: head size " + std::to_string(args.params.head_size) +
-                                                  " is not compiled; compiled: " + supported_head_sizes_text() +
-                                                  "; select TORCH_SDPA for other head sizes");
-  }
+  return launch_head_size(args, stream);
 }
 
 }  // namespace diffattn::flash

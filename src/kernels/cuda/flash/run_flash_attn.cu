@@ -1,6 +1,7 @@
 // FLASH_ATTN for CUDA views: picks the kernel for the device's architecture, turns the views into
 // kernel arguments and launches. Every check runs before the launch.
 
+#include "common/reason.h"
 #include "kernels/cuda/flash/run_flash_attn.h"
 
 #include <cuda_runtime.h>
@@ -15,7 +16,7 @@
 #include "kernels/cuda/flash/flash_checks.h"
 #include "kernels/cuda/flash/flash_hopper.h"
 #include "kernels/cuda/scoped_device.h"
-#include "kernels/cuda/sdpa/sdpa_launch.h"
+#include "kernels/cuda/dense/sdpa_launch.h"
 
 namespace diffattn::flash {
 namespace {
@@ -38,12 +39,6 @@ Result<DeviceFacts> device_facts(int device) {
     cache[device] = f;
   }
   return *cache[device];
-}
-
-std::string join(const std::vector<std::string>& reasons) {
-  std::string text;
-  for (const auto& r : reasons) text += (text.empty() ? "" : "; ") + r;
-  return text;
 }
 
 Status check_contiguous_last_dim(const TensorView& t, const char* name) {
@@ -131,7 +126,7 @@ Result<HopperArgs> hopper_args(const AttentionProblem& pr, int sm_count) {
 Status run_ampere(const AttentionProblem& pr, void* stream) {
   DIFFATTN_ASSIGN_OR_RETURN(cuda::SdpaParams params, cuda::make_sdpa_params(pr));
   if (auto reasons = cuda::mma_path_reasons(params); !reasons.empty())
-    return Unsupported("FLASH_ATTN's Ampere/Ada kernel cannot run this problem: " + join(reasons) +
+    return Unsupported("FLASH_ATTN's Ampere/Ada kernel cannot run this problem: " + reasons_text(reasons) +
                        "; select TORCH_SDPA");
   return cuda::launch_sdpa_mma(params, stream);
 }
@@ -141,7 +136,7 @@ Result<DeviceFacts> enter_device(const AttentionProblem& problem, cuda::ScopedDe
   if (problem.q.device.kind != DeviceKind::kCuda)
     return InvalidInput("FLASH_ATTN runs on CUDA tensors, but q lives on the CPU; move q/k/v/out to a GPU or "
                         "select TORCH_SDPA");
-  if (auto reasons = flash_shape_reasons(problem.shape()); !reasons.empty()) return Unsupported(join(reasons));
+  if (auto reasons = flash_shape_reasons(problem.shape()); !reasons.empty()) return Unsupported(reasons_text(reasons));
   DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
   return device_facts(problem.q.device.index);
 }
@@ -155,9 +150,9 @@ Status run_flash_attn_cuda(const AttentionProblem& problem, void* stream) {
   DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device));
   const auto kernel = flash_kernel_for_capability(facts.cc_major, facts.cc_minor);
   if (!kernel)
-    return Unsupported("FLASH_ATTN has kernels for sm_80..sm_89 and sm_90, but this device is " + sm_name(facts) +
+    return Unsupported("FLASH_ATTN has kernels for " + architectures_text() + ", but this device is " + sm_name(facts) +
                        "; select CUDNN_ATTN or TORCH_SDPA");
-  if (*kernel == "ampere") return run_ampere(problem, stream);
+  if (*kernel == FlashKernel::kAmpere) return run_ampere(problem, stream);
   DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(problem, facts.sm_count));
   return status_from(launch_flash_hopper(args, stream));
 }

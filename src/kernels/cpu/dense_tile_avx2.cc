@@ -2,7 +2,7 @@
 // and only entered after a run-time check of the CPU.
 #include <immintrin.h>
 
-#include "kernels/cpu/flash_tile_impl.h"
+#include "kernels/cpu/dense_tile_impl.h"
 
 namespace diffattn::cpu {
 namespace {
@@ -63,6 +63,6 @@ struct Avx2 {
 
 }  // namespace
 
-TileKernel avx2_tile_kernel() { return FlashTile<Avx2>::kernel("avx2"); }
+TileKernel avx2_tile_kernel() { return DenseTile<Avx2>::kernel("avx2"); }
 
 }  // namespace diffattn::cpu

@@ -5,8 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/sdpa/sdpa_launch.h"
-#include "kernels/cuda/sdpa/tile_config.h"
+#include "common/reason.h"
+#include "kernels/cuda/dense/sdpa_launch.h"
+#include "kernels/cuda/dense/tile_config.h"
 
 namespace diffattn::cuda {
 namespace {
@@ -32,30 +33,30 @@ void set_mask_strides(const TensorView& mask, SdpaParams& p) {
   p.mask_col_stride = broadcast_stride(mask, 3);
 }
 
-std::optional<std::string> check_dtype_has_tensor_cores(const SdpaParams& p) {
+Reason check_dtype_has_tensor_cores(const SdpaParams& p) {
   if (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16) return std::nullopt;
   return "dtype " + std::string(dtype_name(p.dtype)) + " has no tensor-core path (float16 and bfloat16 do)";
 }
 
-std::optional<std::string> check_head_dim_compiled(const SdpaParams& p) {
+Reason check_head_dim_compiled(const SdpaParams& p) {
   const int widest = p.head_dim > p.head_dim_v ? p.head_dim : p.head_dim_v;
   if (head_dim_bucket(widest) != 0) return std::nullopt;
   return "head size " + std::to_string(widest) + " is above the largest compiled bucket (" +
          std::to_string(kMaxTensorCoreHeadDim) + ")";
 }
 
-std::optional<std::string> check_head_dim_multiple_of_8(const SdpaParams& p) {
+Reason check_head_dim_multiple_of_8(const SdpaParams& p) {
   if (p.head_dim % 8 == 0 && p.head_dim_v % 8 == 0) return std::nullopt;
   return "head sizes " + std::to_string(p.head_dim) + "/" + std::to_string(p.head_dim_v) +
          " are not multiples of 8 (16-byte row chunks)";
 }
 
-std::optional<std::string> check_last_dim_contiguous(const SdpaParams& p) {
+Reason check_last_dim_contiguous(const SdpaParams& p) {
   if (p.q_col_stride == 1 && p.k_col_stride == 1 && p.v_col_stride == 1 && p.o_col_stride == 1) return std::nullopt;
   return "the head dimension of q, k, v and out must be contiguous (stride 1)";
 }
 
-std::optional<std::string> check_16_byte_rows(const SdpaParams& p) {
+Reason check_16_byte_rows(const SdpaParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
   const auto multiple_of_8 = [](std::int64_t s) { return s % 8 == 0; };
   const bool ok = aligned(p.q) && aligned(p.k) && aligned(p.v) && aligned(p.out) &&
@@ -67,7 +68,7 @@ std::optional<std::string> check_16_byte_rows(const SdpaParams& p) {
   return "every row of q, k, v and out must start on a 16-byte boundary (aligned data, strides multiple of 8)";
 }
 
-std::optional<std::string> check_positive_scale(const SdpaParams& p) {
+Reason check_positive_scale(const SdpaParams& p) {
   if (p.scale > 0.f && std::isfinite(p.scale)) return std::nullopt;
   return "the softmax scale " + std::to_string(p.scale) + " is not a positive finite number";
 }

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/sdpa/sdpa_mma_kernel.cuh"
-#include "kernels/cuda/sdpa/sdpa_params.h"
-#include "kernels/cuda/sdpa/tile_config.h"
+#include "kernels/cuda/dense/sdpa_mma_kernel.cuh"
+#include "kernels/cuda/dense/sdpa_params.h"
+#include "kernels/cuda/dense/tile_config.h"
 
 namespace diffattn::cuda {
 

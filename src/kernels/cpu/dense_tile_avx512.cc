@@ -2,7 +2,7 @@
 // and only entered after a run-time check of the CPU.
 #include <immintrin.h>
 
-#include "kernels/cpu/flash_tile_impl.h"
+#include "kernels/cpu/dense_tile_impl.h"
 
 namespace diffattn::cpu {
 namespace {
@@ -51,6 +51,6 @@ struct Avx512 {
 
 }  // namespace
 
-TileKernel avx512_tile_kernel() { return FlashTile<Avx512>::kernel("avx512"); }
+TileKernel avx512_tile_kernel() { return DenseTile<Avx512>::kernel("avx512"); }
 
 }  // namespace diffattn::cpu

@@ -9,7 +9,7 @@ namespace diffattn::cpu {
 
 enum class ElemType : std::uint8_t { kF32, kF16, kBF16 };
 
-struct FlashParams {
+struct DenseTileParams {
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
@@ -48,9 +48,9 @@ struct WorkItem {
 // The entry points of one instruction-set build of the kernel.
 struct TileKernel {
   const char* isa = "portable";
-  std::size_t (*workspace_floats)(const FlashParams&) = nullptr;
+  std::size_t (*workspace_floats)(const DenseTileParams&) = nullptr;
   // `workspace` holds workspace_floats(params) floats, 64-byte aligned, owned by one thread.
-  void (*run)(const FlashParams&, const WorkItem&, float* workspace) = nullptr;
+  void (*run)(const DenseTileParams&, const WorkItem&, float* workspace) = nullptr;
 };
 
 TileKernel portable_tile_kernel();

@@ -2,7 +2,7 @@
 // launches the tensor-core kernel or, for what it does not cover, the SIMT kernel.
 
 #include "kernels/cuda/scoped_device.h"
-#include "kernels/cuda/sdpa/sdpa_launch.h"
+#include "kernels/cuda/dense/sdpa_launch.h"
 #include "kernels/cuda/sdpa_cuda.h"
 
 namespace diffattn {

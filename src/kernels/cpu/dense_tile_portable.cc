@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/flash_tile_impl.h"
+#include "kernels/cpu/dense_tile_impl.h"
 
 namespace diffattn::cpu {
 namespace {
@@ -67,6 +67,6 @@ struct Portable {
 
 }  // namespace
 
-TileKernel portable_tile_kernel() { return FlashTile<Portable>::kernel("portable"); }
+TileKernel portable_tile_kernel() { return DenseTile<Portable>::kernel("portable"); }
 
 }  // namespace diffattn::cpu

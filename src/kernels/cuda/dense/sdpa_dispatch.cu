@@ -3,23 +3,16 @@
 
 #include <string>
 
-#include "kernels/cuda/sdpa/sdpa_instances.h"
-#include "kernels/cuda/sdpa/sdpa_launch.h"
-#include "kernels/cuda/sdpa/tile_config.h"
+#include "common/reason.h"
+#include "kernels/cuda/dense/sdpa_instances.h"
+#include "kernels/cuda/dense/sdpa_launch.h"
+#include "kernels/cuda/dense/tile_config.h"
 
 namespace diffattn::cuda {
 namespace {
 
 std::string compiled_buckets() {
-  std::string list;
-  for (int d : kCompiledHeadDims) list += (list.empty() ? "" : ", ") + std::to_string(d);
-  return list;
-}
-
-std::string join(const std::vector<std::string>& reasons) {
-  std::string text;
-  for (const auto& r : reasons) text += (text.empty() ? "" : "; ") + r;
-  return text;
+  return join(kCompiledHeadDims, ", ", "", [](int d) { return std::to_string(d); });
 }
 
 template <typename T>
@@ -43,7 +36,7 @@ Status dispatch_bucket(const SdpaParams& p, cudaStream_t stream) {
 
 Status launch_sdpa_mma(const SdpaParams& p, void* stream) {
   if (auto reasons = mma_path_reasons(p); !reasons.empty()) {
-    return Unsupported("the tensor-core SDPA kernel cannot run this problem: " + join(reasons) +
+    return Unsupported("the tensor-core SDPA kernel cannot run this problem: " + reasons_text(reasons) +
                        "; launch_sdpa runs the SIMT kernel instead");
   }
   if (p.batch == 0 || p.seqlen_q == 0 || p.heads_q == 0) return Status::Ok();

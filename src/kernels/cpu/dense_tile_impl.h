@@ -17,13 +17,13 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/cpu/flash_params.h"
+#include "kernels/cpu/dense_tile_params.h"
 #include "kernels/cpu/half_convert.h"
 
 namespace diffattn::cpu {
 
 template <class I>
-struct FlashTile {
+struct DenseTile {
   using V = typename I::V;
   static constexpr int W = I::kWidth;
   static constexpr int MR = I::kRows;
@@ -39,7 +39,7 @@ struct FlashTile {
   struct Layout {
     std::int64_t bq, bk, d, dv_pad;
     std::int64_t q_off, kt_off, v_off, s_off, o_off, m_off, l_off, alpha_off, bias_off, total;
-    explicit Layout(const FlashParams& p) {
+    explicit Layout(const DenseTileParams& p) {
       bq = round_up(p.block_q, MR);
       bk = round_up(p.block_k, NR);
       d = p.head_size;
@@ -63,7 +63,7 @@ struct FlashTile {
     }
   };
 
-  static std::size_t workspace_floats(const FlashParams& p) { return static_cast<std::size_t>(Layout(p).total); }
+  static std::size_t workspace_floats(const DenseTileParams& p) { return static_cast<std::size_t>(Layout(p).total); }
 
   // Reads n elements at `base + offset + i * stride` as float32.
   static void load_row(const void* base, ElemType elem, std::int64_t offset, std::int64_t stride, std::int64_t n,
@@ -155,12 +155,12 @@ struct FlashTile {
       for (int v = 0; v < NVC; ++v) I::store(o + r * ldo + v * W, acc[r][v]);
   }
 
-  static bool mask_keeps(const FlashParams& p, const WorkItem& w, std::int64_t i_local, std::int64_t j_local) {
+  static bool mask_keeps(const DenseTileParams& p, const WorkItem& w, std::int64_t i_local, std::int64_t j_local) {
     const std::int64_t* ms = p.mask_stride;
     return p.mask[w.mask_batch * ms[0] + w.head * ms[1] + i_local * ms[2] + j_local * ms[3]] != 0;
   }
 
-  static void run(const FlashParams& p, const WorkItem& w, float* ws) {
+  static void run(const DenseTileParams& p, const WorkItem& w, float* ws) {
     const Layout L(p);
     float* qp = ws + L.q_off;
     float* kt = ws + L.kt_off;
@@ -297,7 +297,7 @@ struct FlashTile {
   }
 
   // Normalises and writes the block; fully masked rows get zeros and LSE -inf.
-  static void write_rows(const FlashParams& p, const WorkItem& w, const float* o, std::int64_t ldo, const float* m,
+  static void write_rows(const DenseTileParams& p, const WorkItem& w, const float* o, std::int64_t ldo, const float* m,
                          const float* l) {
     constexpr float kLn2 = 0.6931471805599453f;
     for (std::int64_t r = 0; r < w.q_rows; ++r) {

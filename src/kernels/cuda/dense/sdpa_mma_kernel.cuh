@@ -11,9 +11,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/sdpa/mma_utils.cuh"
-#include "kernels/cuda/sdpa/sdpa_params.h"
-#include "kernels/cuda/sdpa/tile_config.h"
+#include "kernels/cuda/dense/mma_utils.cuh"
+#include "kernels/cuda/dense/sdpa_params.h"
+#include "kernels/cuda/dense/tile_config.h"
 
 namespace diffattn::cuda {
 

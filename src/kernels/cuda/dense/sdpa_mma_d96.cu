@@ -1,5 +1,5 @@
 // Tensor-core SDPA instantiations for the head-dim bucket 96 (float16 and bfloat16).
-#include "kernels/cuda/sdpa/sdpa_mma_launch.cuh"
+#include "kernels/cuda/dense/sdpa_mma_launch.cuh"
 
 namespace diffattn::cuda {
 template Status launch_mma_bucket<__half, 96>(const SdpaParams&, cudaStream_t);

@@ -7,7 +7,7 @@
 
 #include "diffattn/problem.h"
 #include "diffattn/status.h"
-#include "kernels/cuda/sdpa/sdpa_params.h"
+#include "kernels/cuda/dense/sdpa_params.h"
 
 namespace diffattn::cuda {
 
