@@ -147,10 +147,10 @@ TEST(CApi, BadCallsLeaveTheOutputUntouched) {
   const std::vector<float> before = out.data;
   DLTensor tq = q.tensor(), tk = k.tensor(), tv = v.tensor(), to = out.tensor();
 
-  // Heads the layer does not declare.
-  Buffer k3 = random_buffer({1, 8, 3, 16}, rng);
-  DLTensor tk3 = k3.tensor();
-  EXPECT_EQ(diffattn_layer_forward(layer.l, &tq, &tk3, &tv, &to, nullptr, nullptr, nullptr), DIFFATTN_INVALID_INPUT);
+  // Heads the layer does not declare (a valid GQA call, but not this layer's).
+  Buffer k2 = random_buffer({1, 8, 2, 16}, rng), v2 = random_buffer({1, 8, 2, 16}, rng);
+  DLTensor tk2 = k2.tensor(), tv2 = v2.tensor();
+  EXPECT_EQ(diffattn_layer_forward(layer.l, &tq, &tk2, &tv2, &to, nullptr, nullptr, nullptr), DIFFATTN_INVALID_INPUT);
   EXPECT_NE(std::string(diffattn_last_error()).find("heads"), std::string::npos) << diffattn_last_error();
   // Missing tensors.
   EXPECT_EQ(diffattn_layer_forward(layer.l, &tq, nullptr, &tv, &to, nullptr, nullptr, nullptr), DIFFATTN_INVALID_INPUT);

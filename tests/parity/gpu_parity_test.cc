@@ -127,16 +127,16 @@ std::mt19937_64 fresh_rng(std::uint64_t& seed) {
 }
 
 // Poisons the host outputs, uploads the case, runs `call` (the device problem or a variant of it)
-// through a fresh instance of `d` on the default stream and brings the outputs back. A backend
+// through a fresh layer that names `d`, on the default stream and brings the outputs back. A backend
 // that cannot even be created for the call has refused it too.
 Status run_poisoned(const BackendDescriptor& d, const PlatformInfo& info, testing::CaseData& data, DeviceCase& device,
                     const AttentionProblem& call) {
   testing::poison(data.problem.out);
   if (data.problem.lse) testing::poison(*data.problem.lse);
   if (!device.upload()) return Internal("could not copy the case to the GPU");
-  auto backend = global_registry().create(d.name, testing::init_for(data.problem, info));
-  if (!backend.ok()) return backend.status();
-  const Status status = (*backend)->forward(call, nullptr);
+  auto layer = testing::layer_for(d, info, data.problem);
+  if (!layer.ok()) return layer.status();
+  const Status status = layer->forward(call, nullptr);
   if (!device.download()) return Internal("CUDA error after the call (" + status.ToString() + ")");
   return status;
 }

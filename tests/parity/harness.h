@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "diffattn/attention.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
+#include "diffattn/selector.h"
 
 namespace diffattn::testing {
 
@@ -62,6 +64,21 @@ inline BackendInit init_for(const AttentionProblem& p, const PlatformInfo& platf
   init.explicit_choice = true;
   init.platform = platform;
   return init;
+}
+
+// A layer declared for `p`'s shapes with `d` named explicitly: the checked path every caller takes
+// (only the layer checks and completes a call; backends trust it).
+inline Result<Attention> layer_for(const BackendDescriptor& d, const PlatformInfo& platform, const AttentionProblem& p) {
+  AttentionLayerDesc desc;
+  desc.num_heads = static_cast<int>(p.q.size(2));
+  desc.num_kv_heads = static_cast<int>(p.k.size(2));
+  desc.head_size = static_cast<int>(p.q.size(3));
+  AttentionSpec spec;
+  spec.backend = d.name;
+  AttentionConfig config;
+  config.default_spec = spec;
+  Selector selector(make_platform(platform, global_registry()));
+  return Attention::Create(desc, config, selector);
 }
 
 }  // namespace diffattn::testing

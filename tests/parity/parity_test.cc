@@ -8,7 +8,9 @@
 #include <map>
 #include <random>
 
+#include "diffattn/attention.h"
 #include "diffattn/platform.h"
+#include "diffattn/selector.h"
 #include "diffattn/registry.h"
 #include "parity/harness.h"
 #include "parity/parity_check.h"
@@ -67,13 +69,15 @@ std::mt19937_64 fresh_rng(std::uint64_t& seed) {
 
 // Poisons the outputs, runs `p` through a fresh instance of `d` and returns its status; a backend
 // that cannot even be created for the call has refused it too.
+// Runs `p` through a layer declared for `init_problem`'s shapes with `d` named explicitly: the path
+// every caller takes (only the layer checks a call), with the outputs poisoned first.
 Status run_poisoned(const BackendDescriptor& d, const PlatformInfo& info, const AttentionProblem& init_problem,
                     const AttentionProblem& p) {
   testing::poison(init_problem.out);
   if (init_problem.lse) testing::poison(*init_problem.lse);
-  auto backend = global_registry().create(d.name, testing::init_for(init_problem, info));
-  if (!backend.ok()) return backend.status();
-  return (*backend)->forward(p, nullptr);
+  auto layer = testing::layer_for(d, info, init_problem);
+  if (!layer.ok()) return layer.status();
+  return layer->forward(p, nullptr);
 }
 
 TEST(Parity, FullyMaskedRowsGiveZerosAndNegativeInfinityLseOrAreRefused) {
