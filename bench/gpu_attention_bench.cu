@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "kernels/cuda/sdpa/sdpa_launch.h"
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: build, unit/conformance/parity tests (GPU tests skip without a GPU), the
-# concurrency tests under ThreadSanitizer, and a bounded libFuzzer run of the configuration parsers.
+# installed package built against from outside the tree, the concurrency tests under
+# ThreadSanitizer, and a bounded libFuzzer run of the configuration parsers.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset="${PRESET:-default}"
@@ -9,7 +10,10 @@ fuzz_seconds="${FUZZ_SECONDS:-30}"
 scripts/build.sh
 ctest --preset "$preset" -j "$(nproc)"
 
-echo "== concurrency tests under ThreadSanitizer"
+echo "== the installed package, used by a project outside the tree"
+PRESET="$preset" scripts/check_consumer.sh
+
+echo "== concurrency tests under ThreadSanitizer (the selection core alone)"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan --target diffattn_tests
 TSAN_OPTIONS="halt_on_error=1" build/tsan/tests/diffattn_tests --gtest_filter='*Concurren*:*Thread*'

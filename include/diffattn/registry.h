@@ -1,7 +1,8 @@
 #pragma once
 // The registry maps stable configuration names (TORCH_SDPA, FLASH_ATTN, ...) to backend
 // descriptors: capabilities as data, named checks, the option validator and the factory. It is
-// filled by one visible call per backend (register_builtin_backends), never by static initialisers.
+// filled by one visible call per backend (register_builtin_backends in diffattn/builtin_backends.h),
+// never by static initialisers.
 
 #include <functional>
 #include <map>
@@ -95,10 +96,5 @@ class Registry {
 // (built-in or from another plugin: the first registration wins). The library stays loaded while
 // the registry or any backend created from it lives.
 Result<std::vector<std::string>> load_plugin(std::string_view path, Registry& registry);
-
-// Fills `registry` with every built-in backend, one explicit call per backend.
-void register_builtin_backends(Registry& registry);
-// The process-wide registry, filled with the built-ins on first use.
-Registry& global_registry();
 
 }  // namespace diffattn

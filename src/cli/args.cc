@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cli/commands.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 
 namespace diffattn::cli {

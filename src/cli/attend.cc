@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/npy.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/platform.h"
 #include "diffattn/problem.h"
 #include "diffattn/registry.h"
@@ -263,7 +264,7 @@ Result<Selected> select_backend(const AttendFlags& flags, const CommonOptions& o
     DIFFATTN_RETURN_IF_ERROR(validate_spec(spec, "--backend"));
     config.per_role["self"] = spec;
   }
-  Selector selector(make_platform(info, global_registry()));
+  Selector selector(make_platform(info, global_registry()), &global_registry());
   const int head_size = static_cast<int>(p.q.size(3));
   Selected selected;
   DIFFATTN_ASSIGN_OR_RETURN(selected.resolution, selector.resolve("self", head_size, config));

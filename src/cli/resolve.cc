@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
 #include "diffattn/selector.h"
@@ -201,7 +202,7 @@ int resolve_with_options(std::vector<std::string>& args, const CommonOptions& op
   auto info = platform_from_options(options);
   if (!info.ok()) return report_error(info.status(), options.json);
 
-  Selector selector(make_platform(*info, global_registry()));
+  Selector selector(make_platform(*info, global_registry()), &global_registry());
   auto resolutions = resolve_all(*request, *config, selector);
   if (!resolutions.ok()) return report_error(resolutions.status(), options.json);
 

@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "runner/configurations.h"
 #include "runner/progress_bar.h"
@@ -242,7 +243,7 @@ int run_with_options(std::vector<std::string>& args, const CommonOptions& option
   auto plan = runner::plan_workload(request, on_device, static_cast<int>(configs->size()));
   if (!plan.ok()) return report_error(plan.status(), options.json);
   auto platform = make_platform(*info, global_registry());
-  Selector selector(platform);
+  Selector selector(platform, &global_registry());
   if (request.compare.empty()) {
     Status s = check_single_configuration(*plan, configs->front(), selector);
     if (!s.ok()) return report_error(s, options.json);

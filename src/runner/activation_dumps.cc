@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "common/npy.h"
+#include "common/safetensors.h"
 #include "runner/host_tensor.h"
-#include "runner/safetensors.h"
 
 namespace diffattn::runner {
 namespace {

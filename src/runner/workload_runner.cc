@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "diffattn/attention.h"
+#include "diffattn/builtin_backends.h"
 #include "runner/activation_source.h"
 #include "runner/device_buffers.h"
 #include "runner/text_padding_mask.h"
@@ -243,7 +244,7 @@ Result<RunReport> execute_workload(const RunRequest& request, WorkloadPlan plan,
   report.request = request;
   report.platform = platform->info();
   report.created_utc = utc_now();
-  Selector selector(platform);
+  Selector selector(platform, &global_registry());
   std::vector<std::vector<ActivationSample>> samples;
   std::int64_t total = 0;
   for (const RolePlan& role : plan.roles) {

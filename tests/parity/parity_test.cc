@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "diffattn/builtin_backends.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
 #include "parity/harness.h"
