@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "kernels/cuda/dense/sdpa_launch.h"
 #include "workloads.h"

@@ -15,4 +15,4 @@ extern const char* const kEmbeddedModelZooJson;
 const char* const kEmbeddedModelZooJson = R\"zoo(@DIFFATTN_ZOO_TEXT@)zoo\";
 }  // namespace diffattn::internal
 " @ONLY)
-target_sources(diffattn_lib PRIVATE ${DIFFATTN_ZOO_CC})
+target_sources(diffattn_core PRIVATE ${DIFFATTN_ZOO_CC})

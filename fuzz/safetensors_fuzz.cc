@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/safetensors.h"
+#include "common/safetensors.h"
 
 namespace st = diffattn::safetensors;
 

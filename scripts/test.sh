@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: build, unit/conformance/parity tests (GPU tests skip without a GPU), the
-# concurrency tests under ThreadSanitizer, the whole CPU suite under AddressSanitizer and
-# UndefinedBehaviorSanitizer, and a bounded libFuzzer run of the parsers (from the same sanitizer build).
+# installed package built against from outside the tree, the concurrency tests under ThreadSanitizer,
+# the whole CPU suite under AddressSanitizer and UndefinedBehaviorSanitizer, and a bounded libFuzzer
+# run of the parsers (from the same sanitizer build).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset="${PRESET:-default}"
@@ -10,7 +11,10 @@ fuzz_seconds="${FUZZ_SECONDS:-30}"
 scripts/build.sh
 ctest --preset "$preset" -j "$(nproc)"
 
-echo "== concurrency tests under ThreadSanitizer"
+echo "== the installed package, used by a project outside the tree"
+PRESET="$preset" scripts/check_consumer.sh
+
+echo "== concurrency tests under ThreadSanitizer (the selection core alone)"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan --target diffattn_tests
 TSAN_OPTIONS="halt_on_error=1" build/tsan/tests/diffattn_tests --gtest_filter='*Concurren*:*Thread*'

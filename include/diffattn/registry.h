@@ -1,7 +1,8 @@
 #pragma once
 // The registry maps stable configuration names (TORCH_SDPA, FLASH_ATTN, ...) to backend
 // descriptors: capabilities as data, named checks, the option validator and the factory. It is
-// filled by one visible call per backend (register_builtin_backends), never by static initialisers.
+// filled by one visible call per backend (register_builtin_backends in diffattn/builtin_backends.h),
+// never by static initialisers.
 
 #include <functional>
 #include <map>
@@ -109,9 +110,10 @@ class Registry {
 // the registry or any backend created from it lives.
 Result<std::vector<std::string>> load_plugin(std::string_view path, Registry& registry);
 
-// Fills `registry` with every built-in backend, one explicit call per backend.
-void register_builtin_backends(Registry& registry);
-// The process-wide registry, filled with the built-ins on first use.
+// The process-wide registry. Declared here so the core can read backend declarations (e.g. which
+// backends own a typed option block) without naming any backend; defined by the backends layer,
+// which fills it with the built-ins on first use (diffattn/builtin_backends.h). A core-only build
+// defines it empty.
 Registry& global_registry();
 
 }  // namespace diffattn

@@ -42,9 +42,9 @@ class Registry;
 
 class Selector {
  public:
-  // `registry` supplies display names, option validation and factories; nullptr: global_registry().
-  // It must outlive the selector.
-  explicit Selector(std::shared_ptr<const Platform> platform, const Registry* registry = nullptr);
+  // `registry` (not null; usually the one `platform` was made with) supplies display names, option
+  // validation and factories. It must outlive the selector.
+  Selector(std::shared_ptr<const Platform> platform, const Registry* registry);
 
   // Safe to call from many threads.
   Result<Resolution> resolve(std::string_view role, int head_size, const AttentionConfig& config,

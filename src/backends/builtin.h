@@ -2,7 +2,7 @@
 // One registration function per built-in backend, each defined in its backend's folder
 // (src/backends/<name>/descriptor.cc); register_builtin_backends calls them in order.
 
-#include "diffattn/registry.h"
+#include "diffattn/builtin_backends.h"
 
 namespace diffattn {
 

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "diffattn/attention.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/config.h"
 #include "diffattn/platform.h"
 #include "diffattn/problem.h"

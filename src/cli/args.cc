@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cli/commands.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/log.h"
 #include "diffattn/registry.h"
 

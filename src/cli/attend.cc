@@ -22,6 +22,7 @@
 #include "common/npy.h"
 #include "common/staged_files.h"
 #include "diffattn/attention.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/log.h"
 #include "diffattn/platform.h"
 #include "diffattn/problem.h"
@@ -352,7 +353,7 @@ Result<Attention> build_layer(const AttendFlags& flags, const AttentionConfig& c
   desc.category = flags.role.category;
   // A call without a mask meets the mask-free contract under which TRTLLM_ATTN may be a default.
   desc.traits.allows_trtllm_default = !p.mask.has_value();
-  Selector selector(make_platform(info, global_registry()));
+  Selector selector(make_platform(info, global_registry()), &global_registry());
   return Attention::Create(desc, config, selector);
 }
 

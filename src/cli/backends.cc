@@ -12,6 +12,7 @@
 #include "cli/backend_matrix.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
 #include "platform/backend_checks.h"

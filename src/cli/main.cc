@@ -8,7 +8,6 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "diffattn/c_api.h"
 
 namespace {
 
@@ -62,7 +61,7 @@ std::string subcommand_names() {
 }
 
 int print_version() {
-  std::cout << "diffattn " << diffattn_version() << " ("
+  std::cout << "diffattn " << DIFFATTN_VERSION_STRING << " ("
             << (DIFFATTN_HAVE_CUDA ? "with CUDA kernels" : "CPU-only build: no CUDA kernels") << ")\n";
   return 0;
 }

@@ -7,20 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"  // join, for the subcommands
+#include "common/text_table.h"
 
 namespace diffattn::cli {
 
-// Rows of cells printed as columns padded to their widest cell, with a rule under the header.
-class Table {
- public:
-  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
-  void add_row(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  std::string render() const;
-
- private:
-  std::vector<std::string> header_;
-  std::vector<std::vector<std::string>> rows_;
-};
+// The table lives in common/ because the runner's reports print tables too.
+using Table = TextTable;
 
 // Writes `document` to stdout, indented, followed by a newline.
 void print_json(const nlohmann::json& document);

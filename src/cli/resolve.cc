@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "common/json_text.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
 #include "diffattn/selector.h"
@@ -215,7 +216,7 @@ int resolve_with_options(std::vector<std::string>& args, const CommonOptions& op
   auto info = platform_from_options(options);
   if (!info.ok()) return report_error(info.status(), options.json);
 
-  Selector selector(make_platform(*info, global_registry()));
+  Selector selector(make_platform(*info, global_registry()), &global_registry());
   auto resolutions = resolve_all(*request, *config, selector);
   if (!resolutions.ok()) return report_error(resolutions.status(), options.json);
 

@@ -13,6 +13,7 @@
 #include "common/json_text.h"
 #include "common/name_hints.h"
 #include "common/staged_files.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "runner/configurations.h"
 #include "runner/progress_bar.h"
@@ -255,7 +256,7 @@ int run_with_options(std::vector<std::string>& args, const CommonOptions& option
   const Status writable = check_folder_writable(out_dir, "--out-dir");
   if (!writable.ok()) return report_error(writable, options.json);
   auto platform = make_platform(*info, global_registry());
-  Selector selector(platform);
+  Selector selector(platform, &global_registry());
   if (request.compare.empty()) {
     Status s = check_single_configuration(*plan, configs->front(), selector);
     if (!s.ok()) return report_error(s, options.json);

@@ -26,6 +26,9 @@ bool owns_block(const BlockOwners& owners, std::string_view backend) {
 
 std::optional<std::string> block_owner_violation(const BlockOwners& owners, std::string_view backend) {
   if (owns_block(owners, backend)) return std::nullopt;
+  if (owners.backends.empty())
+    return std::string(owners.block) + " is accepted by no backend registered in this build, but backend=" +
+           repr(backend) + ". Remove " + std::string(owners.block) + ".";
   const bool one = owners.backends.size() == 1;
   return std::string(owners.block) + " is only supported by the " + join(owners.backends, " and ") +
          (one ? " backend" : " backends") + ", but backend=" + repr(backend) + ". Remove " +

@@ -5,9 +5,9 @@
 #include <filesystem>
 
 #include "common/npy.h"
+#include "common/safetensors.h"
 #include "common/strings.h"
 #include "runner/host_tensor.h"
-#include "runner/safetensors.h"
 
 namespace diffattn::runner {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <sstream>
 
-#include "cli/output.h"
 #include "common/strings.h"
+#include "common/text_table.h"
 #include "runner/report_format.h"
 #include "runner/text_padding_mask.h"
 
@@ -55,7 +55,7 @@ std::string workload_header_text(const WorkloadPlan& plan, const std::string& pl
 
 std::string report_to_text(const RunReport& report) {
   std::ostringstream o;
-  cli::Table table({"role", "configuration", "backend (source)", "time/call", "share", "TFLOP/s", "vs base", "relL2",
+  TextTable table({"role", "configuration", "backend (source)", "time/call", "share", "TFLOP/s", "vs base", "relL2",
                     "cosine", "max abs", "PSNR"});
   for (const RoleReport& role : report.roles) {
     table.add_row(run_row(report, role, role.baseline, true));
@@ -81,13 +81,13 @@ std::string report_to_text(const RunReport& report) {
   for (const std::string& f : failures) o << "did not run: " << f << "\n";
   if (!failures.empty()) o << "\n";
   if (!report.request.compare.empty()) {
-    cli::Table verdicts({"role", "verdict", "why"});
+    TextTable verdicts({"role", "verdict", "why"});
     for (const RoleReport& role : report.roles)
       verdicts.add_row({role.plan.role.role,
                         role.verdict.configuration ? role.verdict.backend : "TORCH_SDPA (baseline)", role.verdict.reason});
     o << verdicts.render() << "\n";
   }
-  cli::Table steps({"configuration", "attention/step", "attention/generation"});
+  TextTable steps({"configuration", "attention/step", "attention/generation"});
   std::vector<std::string> labels = {"baseline"};
   for (const Configuration& c : report.configurations) labels.push_back(c.label);
   for (const std::string& label : labels) {

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "diffattn/attention.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/log.h"
 #include "runner/activation_source.h"
 #include "runner/device_buffers.h"
@@ -297,8 +298,8 @@ Result<RunReport> execute_workload(const RunRequest& request, WorkloadPlan plan,
   report.request = request;
   report.platform = platform->info();
   report.created_utc = utc_now();
-  Selector selector(platform);
-  Selector baseline_selector(platform);
+  Selector selector(platform, &global_registry());
+  Selector baseline_selector(platform, &global_registry());
   std::vector<std::vector<ActivationSample>> samples;
   std::vector<RoleCandidates> resolved;
   std::int64_t total = 0;

@@ -36,7 +36,7 @@ Status validate_spec_for_backend(const BackendDescriptor& backend, const Attenti
 }  // namespace
 
 Selector::Selector(std::shared_ptr<const Platform> platform, const Registry* registry)
-    : platform_(std::move(platform)), registry_(registry != nullptr ? registry : &global_registry()) {}
+    : platform_(std::move(platform)), registry_(registry) {}
 
 std::size_t Selector::platform_queries() const {
   std::lock_guard lock(mu_);

@@ -9,6 +9,7 @@
 
 #include "cli/backend_matrix.h"
 #include "cli/cli_runner.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 
 namespace diffattn::testing {

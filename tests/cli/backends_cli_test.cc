@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_runner.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 
 namespace diffattn::testing {

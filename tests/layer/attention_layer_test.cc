@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "diffattn/attention.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "platform/described_platforms.h"
 

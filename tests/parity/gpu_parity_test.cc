@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 
+#include "diffattn/builtin_backends.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
 #include "parity/harness.h"

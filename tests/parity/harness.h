@@ -12,6 +12,7 @@
 #include "diffattn/attention.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/selector.h"
 
 namespace diffattn::testing {
@@ -77,7 +78,7 @@ inline Result<Attention> layer_for(const BackendDescriptor& d, const PlatformInf
   spec.backend = d.name;
   AttentionConfig config;
   config.default_spec = spec;
-  Selector selector(make_platform(platform, global_registry()));
+  Selector selector(make_platform(platform, global_registry()), &global_registry());
   return Attention::Create(desc, config, selector);
 }
 

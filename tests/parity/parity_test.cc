@@ -9,6 +9,7 @@
 #include <random>
 
 #include "diffattn/attention.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/platform.h"
 #include "diffattn/selector.h"
 #include "diffattn/registry.h"

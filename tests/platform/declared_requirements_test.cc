@@ -10,6 +10,7 @@
 
 #include "config/block_owners.h"
 #include "diffattn/platform.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "platform/described_platforms.h"
 

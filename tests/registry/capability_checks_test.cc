@@ -1,6 +1,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "registry/capability_checks.h"
 

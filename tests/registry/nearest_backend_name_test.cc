@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 
 namespace diffattn {

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "runner/configurations.h"
 #include "runner/report_format.h"

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "diffattn/attention.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "runner/activation_source.h"
 #include "runner/quality_metrics.h"
@@ -142,7 +143,7 @@ HostTensor sdpa(QkvTensors& qkv, const std::optional<TensorView>& mask, std::int
   desc.num_heads = static_cast<int>(qs[2]);
   desc.num_kv_heads = static_cast<int>(ks[2]);
   desc.head_size = static_cast<int>(qs[3]);
-  Selector selector(make_platform(probe_cpu_platform(), global_registry()));
+  Selector selector(make_platform(probe_cpu_platform(), global_registry()), &global_registry());
   auto layer = Attention::Create(desc, baseline_config(), selector);
   EXPECT_TRUE(layer.ok()) << layer.status().message();
   // K/V views over the first `keys` keys of each batch row, strided like the full tensors.

@@ -7,9 +7,12 @@
 #include "diffattn/registry.h"
 #include "diffattn/selector.h"
 #include "platform/described_platforms.h"
+#include "registry/test_descriptors.h"
 #include "select/counting_platform.h"
 #include "select/log_capture.h"
 
+// These run under ThreadSanitizer in the tsan preset, which builds only the selection core: the
+// backends they resolve to are test descriptors named like the built-ins.
 namespace diffattn {
 namespace {
 
@@ -22,7 +25,7 @@ AttentionConfig mixed_config() {
 
 TEST(SelectorConcurrencyTest, ConcurrentResolutionFromEightThreadsDecidesEachKeyOnce) {
   Registry registry;
-  register_builtin_backends(registry);
+  ASSERT_TRUE(testing::register_test_backends(registry, {"TORCH_SDPA", "CUDNN_ATTN"}).ok());
   auto counting = std::make_shared<testing::CountingPlatform>();
   Selector selector(counting, &registry);
   testing::LogCapture capture;
@@ -52,7 +55,7 @@ TEST(SelectorConcurrencyTest, ConcurrentResolutionFromEightThreadsDecidesEachKey
 
 TEST(SelectorConcurrencyTest, ConcurrentResolutionOnDescribedGpusAgreesWithSerialAnswers) {
   Registry registry;
-  register_builtin_backends(registry);
+  ASSERT_TRUE(testing::register_test_backends(registry, {"TORCH_SDPA", "FLASH_ATTN", "CUDNN_ATTN"}).ok());
   for (auto [major, minor] : {std::pair{9, 0}, {10, 0}, {12, 0}}) {
     Selector selector(make_platform(testing::probed_like(major, minor), registry), &registry);
     const AttentionConfig config = mixed_config();

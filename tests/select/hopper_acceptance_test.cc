@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "diffattn/selector.h"
 #include "platform/described_platforms.h"

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "diffattn/selector.h"
 #include "select/counting_platform.h"

@@ -1,6 +1,6 @@
 #include <mutex>
 
-#include "diffattn/registry.h"
+#include "diffattn/builtin_backends.h"
 
 namespace diffattn {
 

@@ -1,4 +1,4 @@
-#include "runner/safetensors.h"
+#include "common/safetensors.h"
 
 #include <algorithm>
 #include <cstring>

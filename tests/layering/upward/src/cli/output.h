@@ -1,0 +1,2 @@
+#pragma once
+// The CLI header the core file above must not include.

@@ -1,0 +1,2 @@
+// A core file that reaches up into the CLI: cmake/CheckLayers.cmake must report it.
+#include "cli/output.h"

@@ -1,0 +1,1 @@
+// A folder no layer owns: cmake/CheckLayers.cmake must report it.
