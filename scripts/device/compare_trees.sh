@@ -4,7 +4,7 @@
 # over the job falls on both alike, and prints per-workload time ratios B/A (best of the two rounds).
 #   scripts/device/compare_trees.sh DIR_A DIR_B [--backends A,B] [--tests] [--phase build|bench|all]
 # (from the repo root; each tree needs build/_deps/py/include, as scripts/device/prepare.sh leaves it).
-# --tests also runs B's GPU tests. --phase splits the job into two calls under a per-call time limit.
+# --tests also runs B's GPU tests (GPU_TEST_FILTER and GPU_TEST_SECONDS narrow them). --phase splits the job into two calls under a per-call time limit.
 # Results go to $OUT when set.
 set -euo pipefail
 a="$1"; b="$2"; shift 2
@@ -34,8 +34,8 @@ wait $pa || { echo "build of $a failed"; tail -n 40 "$out/build-$(basename "$a")
 wait $pb || { echo "build of $b failed"; tail -n 40 "$out/build-$(basename "$b").log"; exit 1; }
 echo "== built both trees"
 if [ "$run_tests" = 1 ]; then
-  "$b/build/cmp/tests/diffattn_tests" --gtest_filter='Gpu*:SdpaTileConfig*:SdpaPlan*:CudnnAttnChecks*' \
-    >"$out/gpu-tests.log" 2>&1 || true
+  timeout "${GPU_TEST_SECONDS:-1800}" "$b/build/cmp/tests/diffattn_tests" \
+    --gtest_filter="${GPU_TEST_FILTER:-Gpu*:SdpaTileConfig*:SdpaPlan*:CudnnAttnChecks*}" >"$out/gpu-tests.log" 2>&1 || true
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure" "$out/gpu-tests.log" | tail -n 30
 fi
 fi
