@@ -4,7 +4,8 @@
 # over the job falls on both alike, and prints per-workload time ratios B/A (best of the two rounds).
 #   scripts/device/compare_trees.sh DIR_A DIR_B [--backends A,B] [--tests] [--phase build|bench|all]
 # (from the repo root; each tree needs build/_deps/py/include, as scripts/device/prepare.sh leaves it).
-# --tests also runs B's GPU tests (GPU_TEST_FILTER and GPU_TEST_SECONDS narrow them). --phase splits the job into two calls under a per-call time limit.
+# --tests also runs B's GPU tests (GPU_TEST_FILTER and GPU_TEST_SECONDS narrow them); ROUNDS (default 2)
+# and WORKLOADS (names from bench/workloads.csv) shape the timing. --phase splits the job into two calls under a per-call time limit.
 # Results go to $OUT when set.
 set -euo pipefail
 a="$1"; b="$2"; shift 2
@@ -40,11 +41,11 @@ if [ "$run_tests" = 1 ]; then
 fi
 fi
 [ "$phase" = build ] && exit 0
-for round in 1 2; do
+for round in $(seq 1 "${ROUNDS:-2}"); do
   for side in a b; do
     dir="$a"; [ "$side" = b ] && dir="$b"
     for be in ${backends//,/ }; do
-      (cd "$dir" && build/cmp/bin/gpu_attention_bench --backends "$be" --json "$out/$side-$be-$round.json") \
+      (cd "$dir" && build/cmp/bin/gpu_attention_bench --backends "$be" ${WORKLOADS:+--workloads "$WORKLOADS"} --json "$out/$side-$be-$round.json") \
         >"$out/bench-$side-$be-$round.log" 2>&1 || echo "bench $side $be round $round failed"
     done
   done
