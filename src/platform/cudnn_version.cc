@@ -31,7 +31,8 @@ Result<int> parse_cudnn_version(std::string_view text) {
     parts.push_back(value);
     start = dot + 1;
   }
-  if (parts.size() < 2 || parts.size() > 3 || parts[0] < 8) {
+  // cuDNN 8 encodes MAJOR*1000 + MINOR*100 + PATCH, so its minor has one digit.
+  if (parts.size() < 2 || parts.size() > 3 || parts[0] < 8 || (parts[0] == 8 && parts[1] > 9)) {
     return InvalidConfig("cudnn_version '" + std::string(text) +
                          "' is not a cuDNN version: write MAJOR.MINOR[.PATCH] with MAJOR >= 8, e.g. \"9.5.0\", "
                          "or the integer cudnnGetVersion reports, e.g. 90500.");

@@ -143,7 +143,12 @@ Status read_cudnn_version(const json& value, PlatformInfo& info) {
   if (value.is_null()) {
     info.cudnn_version = 0;
   } else if (value.is_number_integer() && value.get<long long>() >= 0 && value.get<long long>() < 1000000) {
-    info.cudnn_version = static_cast<int>(value.get<long long>());
+    const int number = static_cast<int>(value.get<long long>());
+    // Only numbers cudnnGetVersion can report: 8xyz for cuDNN 8, MAJOR*10000 + ... from cuDNN 9.
+    const Result<int> decoded = parse_cudnn_version(cudnn_version_string(number));
+    if (number != 0 && (!decoded.ok() || *decoded != number))
+      return bad_key("cudnn_version", "a version string such as \"9.5.0\" or an integer cudnnGetVersion reports, such as 90500 or 8907", value);
+    info.cudnn_version = number;
   } else if (value.is_string()) {
     DIFFATTN_ASSIGN_OR_RETURN(info.cudnn_version, parse_cudnn_version(value.get<std::string>()));
   } else {

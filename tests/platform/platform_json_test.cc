@@ -53,6 +53,15 @@ TEST(PlatformJsonTest, CudnnVersionAsStringOrInteger) {
   EXPECT_FALSE(parse_cudnn_version("nine").ok());
   EXPECT_FALSE(parse_cudnn_version("9.5.0.1").ok());
   EXPECT_FALSE(parse_cudnn_version("9..0").ok());
+  // cuDNN 8's encoding has a one-digit minor, and integers must be ones cudnnGetVersion reports
+  // (the platform fuzzer found 45250 loading but printing back as "45.2.50").
+  EXPECT_FALSE(parse_cudnn_version("8.15.3").ok());
+  for (const char* number : {"45250", "9503", "7999", "90000000"}) {
+    const auto odd = platform_from_json(
+        json::parse(std::string(R"({"kind":"cuda","compute_capability":"9.0","cudnn_version":)") + number + "}"));
+    EXPECT_FALSE(odd.ok()) << number;
+  }
+  EXPECT_TRUE(platform_from_json(json::parse(R"({"kind":"cuda","compute_capability":"9.0","cudnn_version":8907})")).ok());
 }
 
 struct BadCase {
