@@ -58,7 +58,6 @@ using BackendFactory = std::function<Result<std::unique_ptr<Backend>>(const Back
 
 struct BackendDescriptor {
   std::string name;          // stable configuration name, upper case
-  std::string display_name;  // unused: logs, tables and JSON print `name`, a backend's one name
   std::string summary;       // one line for `diffattn backends`
   std::string origin;        // empty for built-ins; the library path for a plugin's backends
   Capabilities caps;

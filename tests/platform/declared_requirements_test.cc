@@ -26,7 +26,6 @@ using testing::described_cuda;
 BackendDescriptor hopper_only_backend() {
   BackendDescriptor d;
   d.name = "HOPPER_ONLY_ATTN";
-  d.display_name = d.name;
   d.caps.devices = {DeviceKind::kCuda};
   d.caps.dtypes = {DType::kBFloat16};
   d.caps.head_sizes = {64, 128};

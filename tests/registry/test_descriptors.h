@@ -33,7 +33,6 @@ inline BackendFactory factory_named(std::string name) {
 inline BackendDescriptor test_descriptor(std::string name) {
   BackendDescriptor d;
   d.name = name;
-  d.display_name = name;
   d.summary = "a backend made up by a test";
   d.caps.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
   d.caps.dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};

@@ -12,7 +12,6 @@ namespace diffattn {
 void register_cudnn_attn(Registry& registry) {
   BackendDescriptor d;
   d.name = "CUDNN_ATTN";
-  d.display_name = "CUDNN_ATTN";
   d.summary = "cuDNN fused flash attention through the cuDNN graph API";
   d.caps.devices = {DeviceKind::kCuda};
   d.caps.dtypes = {DType::kFloat16, DType::kBFloat16};

@@ -19,7 +19,6 @@ const char kNotBuilt[] =
 void register_fastvideo_vsa(Registry& registry) {
   BackendDescriptor d;
   d.name = "FASTVIDEO_VSA";
-  d.display_name = "FASTVIDEO_VSA";
   d.summary = "video sparse attention: pooled coarse attention picks top-k cubes for fine attention";
   d.caps.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
   d.caps.dtypes = {DType::kFloat16, DType::kBFloat16};

@@ -34,7 +34,6 @@ std::vector<PlatformNeed> cuda_needs() {
 void register_flash_attn(Registry& registry) {
   BackendDescriptor d;
   d.name = "FLASH_ATTN";
-  d.display_name = "FLASH_ATTN";
   d.summary = "diffattn FlashAttention kernels: Hopper (wgmma + TMA) and Ampere/Ada (mma.sync)";
   d.caps.devices = {DeviceKind::kCuda};
   d.caps.dtypes = {DType::kFloat16, DType::kBFloat16};

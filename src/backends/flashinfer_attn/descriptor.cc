@@ -34,7 +34,6 @@ Status validate_flashinfer_options(const AttentionSpec& spec) {
 void register_flashinfer_attn(Registry& registry) {
   BackendDescriptor d;
   d.name = "FLASHINFER_ATTN";
-  d.display_name = "FLASHINFER_ATTN";
   d.summary = "FlashInfer batch-prefill kernels; quant block for QK16/V8";
   d.caps.devices = {DeviceKind::kCuda};
   d.caps.dtypes = {DType::kFloat16, DType::kBFloat16};

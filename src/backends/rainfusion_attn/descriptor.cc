@@ -19,7 +19,6 @@ const char kNotBuilt[] =
 void register_rainfusion_attn(Registry& registry) {
   BackendDescriptor d;
   d.name = "RAINFUSION_ATTN";
-  d.display_name = "RAINFUSION_ATTN";
   d.summary = "training-free block-sparse video attention driven by the block_sparse block";
   d.caps.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
   d.caps.dtypes = {DType::kBFloat16};

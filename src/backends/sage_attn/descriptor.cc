@@ -19,7 +19,6 @@ const char kNotBuilt[] =
 void register_sage_attn(Registry& registry) {
   BackendDescriptor d;
   d.name = "SAGE_ATTN";
-  d.display_name = "SAGE_ATTN";
   d.summary = "SageAttention2-style INT8 Q*K^T with K smoothing and FP8 P*V";
   d.caps.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
   d.caps.dtypes = {DType::kFloat16, DType::kBFloat16};

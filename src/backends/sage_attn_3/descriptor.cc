@@ -19,7 +19,6 @@ const char kNotBuilt[] =
 void register_sage_attn_3(Registry& registry) {
   BackendDescriptor d;
   d.name = "SAGE_ATTN_3";
-  d.display_name = "SAGE_ATTN_3";
   d.summary = "SageAttention3 FP4 attention for Blackwell";
   d.caps.devices = {DeviceKind::kCuda};
   d.caps.dtypes = {DType::kFloat16, DType::kBFloat16};

@@ -32,7 +32,6 @@ Status validate_trtllm_options(const AttentionSpec& spec) {
 void register_trtllm_attn(Registry& registry) {
   BackendDescriptor d;
   d.name = "TRTLLM_ATTN";
-  d.display_name = "TRTLLM_ATTN";
   d.summary = "trtllm-gen FMHA for datacenter Blackwell; SAGE quant and skip-softmax blocks";
   d.caps.devices = {DeviceKind::kCuda};
   d.caps.dtypes = {DType::kBFloat16};
