@@ -1,0 +1,18 @@
+#pragma once
+// SAGE_ATTN on CUDA views: fused quantization of Q, K (smoothed) and V, then the 8-bit attention
+// kernel, on the caller's stream. The arithmetic is kernels/sage/sage_quant.h's.
+
+#include "diffattn/problem.h"
+#include "diffattn/status.h"
+#include "kernels/sage/sage_quant.h"
+
+namespace diffattn::sage {
+
+// `problem` has passed the layer's checks. Checks what the kernels need (head size, dtype, mask
+// kind, architecture) before anything is written; in a build without CUDA returns kUnavailable.
+Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream);
+
+// True when this build holds a SAGE_ATTN kernel for compute capability major.minor.
+bool sage_cuda_kernel_for(int major, int minor);
+
+}  // namespace diffattn::sage

@@ -1,0 +1,14 @@
+#include "kernels/cuda/sage/run_sage_attn.h"
+
+#if !DIFFATTN_HAVE_CUDA
+namespace diffattn::sage {
+
+Status run_sage_attn_cuda(const AttentionProblem&, PvMode, void*) {
+  return Unavailable("SAGE_ATTN's CUDA kernels are not part of this build (nvcc was not found when it was built); "
+                     "rebuild with the CUDA toolkit installed, or run SAGE_ATTN on CPU tensors");
+}
+
+bool sage_cuda_kernel_for(int, int) { return false; }
+
+}  // namespace diffattn::sage
+#endif

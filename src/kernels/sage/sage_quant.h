@@ -1,0 +1,18 @@
+#pragma once
+// SAGE_ATTN's arithmetic, shared by the CPU implementation (the oracle) and the CUDA kernels:
+// the scale groups, the key block over which P is quantized, and the number formats' limits.
+// docs/backends/sage_attn.md states the whole procedure; every kernel follows it step by step.
+
+namespace diffattn::sage {
+
+inline constexpr int kQGroup = 16;     // query rows sharing one INT8 scale (per batch and head)
+inline constexpr int kKGroup = 64;     // keys sharing one INT8 scale (per batch and kv head), after smoothing
+inline constexpr int kKvBlock = 128;   // keys per online-softmax block: P is quantized against this block's max
+inline constexpr float kInt8Max = 127.f;
+inline constexpr float kE4m3Max = 448.f;
+
+// How P*V is computed: FP8 E4M3 P and per-channel-scaled FP8 V (the default), or P rounded to the
+// input dtype against unquantized V (the accurate mode, extra {"pv": "fp16"}).
+enum class PvMode { kFp8, kFp16 };
+
+}  // namespace diffattn::sage
