@@ -1,13 +1,186 @@
+// SAGE_ATTN for CUDA views: checks, the launch workspace, the quantization kernels and the
+// attention kernel, all on the caller's stream. Every check runs before anything is launched.
+
 #include "kernels/cuda/sage/run_sage_attn.h"
 
-// The kernels land here (lead's work in progress); until then the CUDA build reports them missing.
-namespace diffattn::sage {
+#include <cuda_runtime.h>
 
-Status run_sage_attn_cuda(const AttentionProblem&, PvMode, void*) {
-  return Unavailable("SAGE_ATTN's CUDA kernels are not in this build yet; run SAGE_ATTN on CPU tensors, or select "
-                     "FLASH_ATTN");
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/flash/flash_config.h"
+#include "kernels/cuda/flash/flash_hopper_launch.cuh"
+#include "kernels/cuda/sage/sage_hopper_launch.cuh"
+#include "kernels/cuda/sage/sage_params.h"
+#include "kernels/cuda/sage/sage_quant.cuh"
+#include "kernels/cuda/scoped_device.h"
+
+namespace diffattn::sage {
+namespace {
+
+Status check_problem(const AttentionProblem& pr) {
+  if (pr.q.device.kind != DeviceKind::kCuda)
+    return InvalidInput("SAGE_ATTN's CUDA kernels read CUDA tensors, but q lives on the CPU");
+  if (pr.q.dtype != DType::kBFloat16 && pr.q.dtype != DType::kFloat16)
+    return Unsupported("SAGE_ATTN takes bf16 or fp16 inputs, got " + std::string(dtype_name(pr.q.dtype)) +
+                       "; convert q/k/v or select FLASH_ATTN");
+  const std::int64_t d = pr.q.size(3);
+  if ((d != 64 && d != 128) || pr.v.size(3) != d)
+    return Unsupported("SAGE_ATTN's CUDA kernel has head sizes 64 and 128 (q, k and v alike), got " +
+                       std::to_string(d) + "/" + std::to_string(pr.v.size(3)) + "; select FLASH_ATTN for this layer");
+  if (pr.is_varlen())
+    return Unsupported("SAGE_ATTN does not take packed variable-length batches; pass a key-padding mask instead, or "
+                       "select FLASH_ATTN");
+  if (pr.mask_kind() == MaskKind::kDense)
+    return Unsupported("SAGE_ATTN takes key-padding masks only, not a dense mask; select TORCH_SDPA for this layer");
+  for (const TensorView* t : {&pr.q, &pr.k, &pr.v, &pr.out})
+    if (t->stride(3) != 1 && t->size(3) > 1)
+      return InvalidInput("SAGE_ATTN needs every tensor's head dimension contiguous (stride 1); pass contiguous copies");
+  if (pr.out.stride(0) % 2 != 0 || pr.out.stride(1) % 2 != 0 || pr.out.stride(2) % 2 != 0 ||
+      reinterpret_cast<std::uintptr_t>(pr.out.data) % 4 != 0)
+    return InvalidInput("SAGE_ATTN stores output pairs with 4-byte stores: out must be 4-byte aligned with even "
+                        "strides; pass a contiguous out");
+  if (!(pr.softmax_scale() > 0.f))
+    return Unsupported("SAGE_ATTN needs a positive softmax scale; select TORCH_SDPA for other scales");
+  if (pr.q.size(1) >= (std::int64_t{1} << 30) || pr.k.size(1) >= (std::int64_t{1} << 30))
+    return InvalidInput("SAGE_ATTN: sequences longer than 2^30 tokens; split them");
+  return Status::Ok();
 }
 
-bool sage_cuda_kernel_for(int, int) { return false; }
+std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
+
+// The launch workspace, taken from the kernels' pool on the stream and handed back on it.
+struct Workspace {
+  cudaStream_t stream;
+  void* base = nullptr;
+  ~Workspace() {
+    if (base != nullptr) (void)cudaFreeAsync(base, stream);
+  }
+};
+
+Status take_workspace(SageParams& p, bool v_fp8, cudaStream_t stream, Workspace& ws) {
+  const std::size_t B = p.batch, Hq = p.heads_q, Hkv = p.heads_kv, D = p.head_size;
+  std::vector<std::size_t> sizes = {
+      B * Hq * p.seqlen_q * D,                      // q_int8
+      B * Hq * p.q_groups * 4,                      // q_scale
+      B * Hkv * p.seqlen_k * D,                     // k_int8
+      B * Hkv * p.k_groups * 4,                     // k_scale
+      v_fp8 ? B * Hkv * D * p.kv_padded : 0,        // v_e4m3
+      B * Hkv * D * 4,                              // v_scale
+      B * Hkv * p.stat_chunks * D * 4,              // k_sum_parts
+      v_fp8 ? B * Hkv * p.stat_chunks * D * 4 : 0,  // v_amax_parts
+      B * p.stat_chunks * 4};                       // valid_parts
+  std::size_t total = 0;
+  for (std::size_t s : sizes) total += align256(s);
+  cudaMemPool_t pool = flash::hopper_detail::workspace_pool();
+  cudaError_t e = pool != nullptr ? cudaMallocFromPoolAsync(&ws.base, total, pool, stream)
+                                  : cudaMallocAsync(&ws.base, total, stream);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    ws.base = nullptr;
+    return CudaError("SAGE_ATTN: cannot allocate its " + std::to_string(total >> 20) +
+                     " MiB workspace for the quantized q/k/v: " + cudaGetErrorString(e) +
+                     "; free device memory or select FLASH_ATTN");
+  }
+  char* at = static_cast<char*>(ws.base);
+  std::vector<void*> parts;
+  for (std::size_t s : sizes) {
+    parts.push_back(at);
+    at += align256(s);
+  }
+  p.q_int8 = static_cast<std::int8_t*>(parts[0]);
+  p.q_scale = static_cast<float*>(parts[1]);
+  p.k_int8 = static_cast<std::int8_t*>(parts[2]);
+  p.k_scale = static_cast<float*>(parts[3]);
+  p.v_e4m3 = static_cast<std::uint8_t*>(parts[4]);
+  p.v_scale = static_cast<float*>(parts[5]);
+  p.k_sum_parts = static_cast<float*>(parts[6]);
+  p.v_amax_parts = static_cast<float*>(parts[7]);
+  p.valid_parts = static_cast<int*>(parts[8]);
+  return Status::Ok();
+}
+
+template <bool kBf16, int kD>
+Status quantize(const SageParams& p, bool v_fp8, cudaStream_t stream) {
+  sage_stats_kernel<kBf16><<<dim3(p.stat_chunks, p.batch * p.heads_kv), 256, 0, stream>>>(p, v_fp8);
+  sage_quant_q_kernel<kBf16, kD><<<dim3(p.q_groups, p.batch * p.heads_q), 128, 0, stream>>>(p);
+  sage_quant_k_kernel<kBf16, kD><<<dim3(p.k_groups, p.batch * p.heads_kv), 256, 0, stream>>>(p);
+  if (v_fp8) sage_quant_v_kernel<kBf16, kD><<<dim3(p.kv_padded / kKvBlock, p.batch * p.heads_kv), 256, 0, stream>>>(p);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return CudaError(std::string("SAGE_ATTN: quantization launch failed: ") + cudaGetErrorString(e));
+  return Status::Ok();
+}
+
+SageParams make_params(const AttentionProblem& pr) {
+  SageParams p;
+  p.q = pr.q.data;
+  p.k = pr.k.data;
+  p.v = pr.v.data;
+  p.q_stride_b = pr.q.stride(0), p.q_stride_s = pr.q.stride(1), p.q_stride_h = pr.q.stride(2);
+  p.k_stride_b = pr.k.stride(0), p.k_stride_s = pr.k.stride(1), p.k_stride_h = pr.k.stride(2);
+  p.v_stride_b = pr.v.stride(0), p.v_stride_s = pr.v.stride(1), p.v_stride_h = pr.v.stride(2);
+  p.out = pr.out.data;
+  p.out_stride_b = pr.out.stride(0), p.out_stride_s = pr.out.stride(1), p.out_stride_h = pr.out.stride(2);
+  if (pr.lse) {
+    p.lse = static_cast<float*>(pr.lse->data);
+    p.lse_stride_b = pr.lse->stride(0), p.lse_stride_h = pr.lse->stride(1), p.lse_stride_s = pr.lse->stride(2);
+  }
+  if (pr.mask) {
+    p.kv_mask = static_cast<const std::uint8_t*>(pr.mask->data);
+    p.mask_stride_b = pr.mask->stride(0), p.mask_stride_s = pr.mask->stride(1);
+  }
+  p.batch = static_cast<int>(pr.q.size(0));
+  p.seqlen_q = static_cast<int>(pr.q.size(1));
+  p.seqlen_k = static_cast<int>(pr.k.size(1));
+  p.heads_q = static_cast<int>(pr.q.size(2));
+  p.heads_kv = static_cast<int>(pr.k.size(2));
+  p.head_size = static_cast<int>(pr.q.size(3));
+  p.scale_log2 = pr.softmax_scale() * 1.4426950408889634f;
+  p.causal = pr.causal;
+  p.bf16 = pr.q.dtype == DType::kBFloat16;
+  p.q_groups = static_cast<int>(flash::ceil_div(p.seqlen_q, kQGroup));
+  p.k_groups = static_cast<int>(flash::ceil_div(p.seqlen_k, kKGroup));
+  p.kv_padded = static_cast<int>(flash::ceil_div(p.seqlen_k, kKvBlock) * kKvBlock);
+  p.stat_chunks = static_cast<int>(flash::ceil_div(p.seqlen_k, kStatChunk));
+  p.num_m_blocks = static_cast<int>(flash::ceil_div(p.seqlen_q, 128));
+  return p;
+}
+
+}  // namespace
+
+bool sage_cuda_kernel_for(int major, int minor) { return major == 9 && minor == 0; }
+
+Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream_ptr) {
+  DIFFATTN_RETURN_IF_ERROR(check_problem(problem));
+  cuda::ScopedDevice device;
+  DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
+  int major = 0, minor = 0, sms = 0;
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, problem.q.device.index));
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, problem.q.device.index));
+  if (!sage_cuda_kernel_for(major, minor))
+    return Unsupported("SAGE_ATTN's CUDA kernel is built for sm_90 (Hopper), but this device is sm_" +
+                       std::to_string(major * 10 + minor) + "; select FLASH_ATTN");
+  SageParams p = make_params(problem);
+  const std::int64_t tiles = std::int64_t{p.num_m_blocks} * p.batch * p.heads_q;
+  if (tiles >= (std::int64_t{1} << 31)) return InvalidInput("SAGE_ATTN: more than 2^31 query tiles; split the batch");
+  p.num_tiles = static_cast<int>(tiles);
+  if (p.num_tiles == 0) return Status::Ok();
+  if (p.seqlen_k == 0) {
+    // No keys: every row is fully masked (zeros, LSE -inf), as the other backends give.
+    return Unsupported("SAGE_ATTN needs at least one key; select FLASH_ATTN for empty key sequences");
+  }
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  const bool fp8 = pv == PvMode::kFp8;
+  Workspace ws{stream};
+  DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, stream, ws));
+  const int d = p.head_size;
+  const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, stream) : quantize<true, 128>(p, fp8, stream))
+                                  : (d == 64 ? quantize<false, 64>(p, fp8, stream) : quantize<false, 128>(p, fp8, stream));
+  DIFFATTN_RETURN_IF_ERROR(quantized);
+  return fp8 ? launch_sage_hopper_fp8(p, sms, stream) : launch_sage_hopper_fp16(p, sms, stream);
+}
 
 }  // namespace diffattn::sage

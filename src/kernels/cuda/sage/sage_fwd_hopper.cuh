@@ -1,0 +1,443 @@
+#pragma once
+// SAGE_ATTN's attention kernel for Hopper (sm_90a), after the quantization kernels have written
+// INT8 Q and K and (FP8 mode) transposed E4M3 V. One persistent CTA per SM: warpgroup 0 is the
+// producer (one thread issues TMA loads of the Q tile and a kStages-deep K/V ring); two consumer
+// warpgroups own 64 query rows each. A consumer computes S = Q K^T with s8 wgmma into int32,
+// scales it by its rows' and keys' INT8 scales, runs the exact online softmax of the block
+// (kernels/sage/sage_quant.h), quantizes P and multiplies it by V into a block accumulator of
+// its own (two-level accumulation: the FP8 tensor cores keep about 22 bits, so each block's sum
+// is added into the fp32 output by ordinary adds). The next block's Q K^T is issued together with
+// the previous block's P V, so the softmax overlaps the tensor cores.
+
+#include <cstdint>
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "kernels/cuda/flash/hopper_ptx.cuh"
+#include "kernels/cuda/flash/wgmma_ops.cuh"
+#include "kernels/cuda/sage/sage_params.h"
+#include "kernels/cuda/sage/sage_wgmma.cuh"
+#include "kernels/sage/sage_quant.h"
+
+namespace diffattn::sage {
+
+namespace ptx = flash::ptx;
+
+struct SageTmaMaps {
+  CUtensorMap q, k, v;  // q, k: INT8 [B, H, S, D]; v: E4M3 [B, Hkv, D, kv_padded], or the caller's V (FP16 mode)
+};
+
+template <int kD_, bool kBf16_, bool kPvFp8_>
+struct SageTraits {
+  static constexpr int kD = kD_;
+  static constexpr bool kBf16 = kBf16_;    // the caller's dtype: the output, and P and V in the FP16 mode
+  static constexpr bool kPvFp8 = kPvFp8_;
+  static constexpr int kBlockM = 128;      // two consumer warpgroups of 64 rows
+  static constexpr int kBlockN = kKvBlock;
+  static constexpr int kStages = 3;
+  static constexpr int kThreads = 384;
+  // Q and K rows are kD bytes: 128-byte swizzle at hd128, 64-byte swizzle at hd64.
+  static constexpr int kRowBytes = kD;
+  static constexpr int kAtomBytes = 8 * kRowBytes;
+  static constexpr int kQBytes = kBlockM * kRowBytes;
+  static constexpr int kKBytes = kBlockN * kRowBytes;
+  // V: E4M3 [kD rows][128 keys] (128-byte rows), or the caller's [128 keys][kD] in 64-column chunks.
+  static constexpr int kVChunkBytes = kBlockN * 128;
+  static constexpr int kVBytes = kPvFp8 ? kD * kBlockN : (kD / 64) * kVChunkBytes;
+  static constexpr int kKOffset = kQBytes;
+  static constexpr int kVOffset = kKOffset + kStages * kKBytes;
+  static constexpr int kBarrierOffset = kVOffset + kStages * kVBytes;
+  static constexpr int kNumBarriers = 2 + 4 * kStages;
+  static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static_assert(kD == 64 || kD == 128, "SAGE_ATTN's Hopper kernel has hd64 and hd128");
+  static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
+};
+
+// wgmma descriptor of a K-major tile whose rows are `row_bytes` (64 or 128) long, swizzled to match.
+__device__ __forceinline__ uint64_t kmajor_desc(uint32_t addr, int row_bytes) {
+  uint64_t desc = static_cast<uint64_t>((addr & 0x3FFFF) >> 4);
+  desc |= static_cast<uint64_t>(1) << 16;  // leading byte offset: unused by swizzled K-major tiles
+  desc |= static_cast<uint64_t>((8 * row_bytes) >> 4) << 32;
+  desc |= static_cast<uint64_t>(row_bytes == 128 ? 1 : 2) << 62;
+  return desc;
+}
+
+struct SageTile {
+  int b, h, m_block, n_blocks;
+};
+
+template <class T>
+__device__ __forceinline__ SageTile decode_tile(const SageParams& p, int tile) {
+  SageTile c;
+  int m = tile % p.num_m_blocks;
+  const int bh = tile / p.num_m_blocks;
+  c.h = bh % p.heads_q;
+  c.b = bh / p.heads_q;
+  if (p.causal) m = p.num_m_blocks - 1 - m;  // longest rows first
+  c.m_block = m;
+  int kv_end = p.seqlen_k;
+  if (p.causal) kv_end = min(kv_end, (m + 1) * T::kBlockM);
+  c.n_blocks = (kv_end + T::kBlockN - 1) / T::kBlockN;
+  return c;
+}
+
+template <class T>
+struct SageSmem {
+  uint8_t* base;
+  __device__ uint8_t* q() const { return base; }
+  __device__ uint8_t* k(int s) const { return base + T::kKOffset + s * T::kKBytes; }
+  __device__ uint8_t* v(int s) const { return base + T::kVOffset + s * T::kVBytes; }
+  __device__ uint64_t* bar() const { return reinterpret_cast<uint64_t*>(base + T::kBarrierOffset); }
+  __device__ uint64_t* q_full() const { return bar(); }
+  __device__ uint64_t* q_empty() const { return bar() + 1; }
+  __device__ uint64_t* k_full(int s) const { return bar() + 2 + s; }
+  __device__ uint64_t* k_empty(int s) const { return bar() + 2 + T::kStages + s; }
+  __device__ uint64_t* v_full(int s) const { return bar() + 2 + 2 * T::kStages + s; }
+  __device__ uint64_t* v_empty(int s) const { return bar() + 2 + 3 * T::kStages + s; }
+};
+
+template <class T>
+__device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const SageParams& p, const SageSmem<T>& sm) {
+  const int group = p.heads_q / p.heads_kv;
+  int stage = 0;
+  uint32_t phase = 0, q_phase = 0;
+  for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+    const SageTile c = decode_tile<T>(p, tile);
+    ptx::mbar_wait(sm.q_empty(), q_phase ^ 1);
+    q_phase ^= 1;
+    ptx::mbar_arrive_expect_tx(sm.q_full(), T::kQBytes);
+    ptx::tma_load_4d(sm.q(), &maps.q, sm.q_full(), 0, c.m_block * T::kBlockM, c.h, c.b);
+    const int hkv = c.h / group;
+    for (int n = 0; n < c.n_blocks; ++n) {
+      ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
+      ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKBytes);
+      ptx::tma_load_4d(sm.k(stage), &maps.k, sm.k_full(stage), 0, n * T::kBlockN, hkv, c.b);
+      ptx::mbar_wait(sm.v_empty(stage), phase ^ 1);
+      ptx::mbar_arrive_expect_tx(sm.v_full(stage), T::kVBytes);
+      if constexpr (T::kPvFp8) {
+        ptx::tma_load_4d(sm.v(stage), &maps.v, sm.v_full(stage), n * T::kBlockN, 0, hkv, c.b);
+      } else {
+#pragma unroll
+        for (int ch = 0; ch < T::kD / 64; ++ch)
+          ptx::tma_load_4d(sm.v(stage) + ch * T::kVChunkBytes, &maps.v, sm.v_full(stage), ch * 64, n * T::kBlockN, hkv,
+                           c.b);
+      }
+      if (++stage == T::kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  }
+}
+
+// Four E4M3 values (x0 in the lowest byte), each rounded to nearest even with saturation.
+__device__ __forceinline__ uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(x0, x1), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(x2, x3), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
+template <bool kBf16>
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  if constexpr (kBf16) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+template <class T>
+struct SageConsumer {
+  static constexpr int kSAcc = T::kBlockN / 2;             // 64 int32 scores per thread
+  static constexpr int kOAcc = T::kD / 2;
+  static constexpr int kPRegs = T::kPvFp8 ? T::kBlockN / 8 : T::kBlockN / 4;
+
+  const SageParams& p;
+  const SageSmem<T>& sm;
+  int wg, tid, lane, warp;
+  uint64_t q_desc0 = 0, k_desc0 = 0, v_desc0 = 0;
+
+  __device__ void init_descriptors() {
+    q_desc0 = kmajor_desc(ptx::smem_addr(sm.q()) + wg * 64 * T::kRowBytes, T::kRowBytes);
+    k_desc0 = kmajor_desc(ptx::smem_addr(sm.k(0)), T::kRowBytes);
+    if constexpr (T::kPvFp8) v_desc0 = kmajor_desc(ptx::smem_addr(sm.v(0)), 128);
+    else v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)), T::kVChunkBytes, 1024);
+  }
+
+  __device__ void issue_qk(int (&s)[kSAcc], int stage) const {
+    const uint64_t k0 = ptx::smem_desc_advance(k_desc0, stage * T::kKBytes);
+#pragma unroll
+    for (int kk = 0; kk < T::kD / 32; ++kk) {
+      const uint64_t qd = ptx::smem_desc_advance(q_desc0, kk * 32), kd = ptx::smem_desc_advance(k0, kk * 32);
+      if (kk == 0) WgmmaS8<T::kBlockN>::ss_first(s, qd, kd);
+      else WgmmaS8<T::kBlockN>::ss(s, qd, kd, 1);
+    }
+  }
+
+  __device__ void issue_pv(float (&o)[kOAcc], const uint32_t (&pr)[kPRegs], int stage) const {
+    const uint64_t v0 = ptx::smem_desc_advance(v_desc0, stage * T::kVBytes);
+    if constexpr (T::kPvFp8) {
+#pragma unroll
+      for (int kk = 0; kk < T::kBlockN / 32; ++kk) {
+        const uint32_t a[4] = {pr[4 * kk], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
+        if (kk == 0) WgmmaE4m3<T::kD>::rs_first(o, a, v0);
+        else WgmmaE4m3<T::kD>::rs(o, a, ptx::smem_desc_advance(v0, kk * 32), 1);
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
+        const uint32_t a[4] = {pr[4 * kk], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
+        flash::Wgmma<T::kD>::template rs<T::kBf16>(o, a, ptx::smem_desc_advance(v0, kk * 16 * 128), kk > 0 ? 1 : 0);
+      }
+    }
+  }
+
+  __device__ void release(uint64_t* bar) const {
+    __syncwarp();
+    if (lane == 0) ptx::mbar_arrive(bar);
+  }
+
+  __device__ static float quad_max(float m) {
+    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+    return fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+  }
+
+  // Scores of block n in log2 units (masked keys -inf), then the block's exact online softmax:
+  // s becomes exp2(s - m) against the new row maximum, alpha the factor for the earlier output.
+  __device__ void softmax(const int (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                          const SageTile& c, int n, float qs) const {
+    const std::int64_t kbase = (static_cast<std::int64_t>(c.b) * p.heads_kv + c.h / (p.heads_q / p.heads_kv)) * p.k_groups;
+    const int g0 = n * (T::kBlockN / kKGroup);
+    float f[T::kBlockN / kKGroup];
+#pragma unroll
+    for (int g = 0; g < T::kBlockN / kKGroup; ++g) f[g] = g0 + g < p.k_groups ? __fmul_rn(qs, __ldg(p.k_scale + kbase + g0 + g)) : 0.f;
+#pragma unroll
+    for (int i = 0; i < kSAcc; ++i) s[i] = __fmul_rn(static_cast<float>(si[i]), f[(i / 4) * 8 / kKGroup]);
+    const int row_base = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
+    const bool edge = (n + 1) * T::kBlockN > p.seqlen_k || (p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM);
+    if (edge || p.kv_mask != nullptr) {
+      const uint8_t* mask = p.kv_mask != nullptr ? p.kv_mask + c.b * p.mask_stride_b : nullptr;
+#pragma unroll
+      for (int j = 0; j < T::kBlockN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = n * T::kBlockN + j * 8 + (lane % 4) * 2 + (e & 1);
+          const int row = row_base + (e >= 2 ? 8 : 0);
+          bool keep = col < p.seqlen_k;
+          if (p.causal) keep = keep && col <= row;
+          if (keep && mask != nullptr) keep = mask[col * p.mask_stride_s] != 0;
+          if (!keep) s[j * 4 + e] = -INFINITY;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = m[r];
+#pragma unroll
+      for (int j = 0; j < T::kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(s[j * 4 + 2 * r], s[j * 4 + 2 * r + 1]));
+      mx = quad_max(mx);
+      const float use = mx == -INFINITY ? 0.f : mx;
+      alpha[r] = ptx::exp2_approx(m[r] - use);
+      m[r] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < T::kBlockN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float v = ptx::exp2_approx(s[j * 4 + 2 * r + e] - use);
+          s[j * 4 + 2 * r + e] = v;
+          sum += v;
+        }
+      l[r] = fmaf(l[r], alpha[r], sum);
+    }
+  }
+
+  // P as the A operand of the P V product: E4M3 of 448 p, ordered as the transposed V's keys
+  // (sage_quant.cuh), or p rounded to the caller's dtype.
+  __device__ static void convert_p(const float (&s)[kSAcc], uint32_t (&pr)[kPRegs]) {
+    if constexpr (T::kPvFp8) {
+#pragma unroll
+      for (int kk = 0; kk < T::kBlockN / 32; ++kk)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int g = 4 * kk + 2 * half;
+            pr[4 * kk + 2 * half + r] =
+                pack_e4m3x4(s[g * 4 + 2 * r] * kE4m3Max, s[g * 4 + 2 * r + 1] * kE4m3Max,
+                            s[(g + 1) * 4 + 2 * r] * kE4m3Max, s[(g + 1) * 4 + 2 * r + 1] * kE4m3Max);
+          }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPRegs; ++i) pr[i] = pack_half2<T::kBf16>(s[2 * i], s[2 * i + 1]);
+    }
+  }
+
+  __device__ static void accumulate(float (&o)[kOAcc], const float (&blk)[kOAcc], const float (&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < kOAcc; ++i) o[i] = fmaf(o[i], alpha[(i % 4) / 2], blk[i]);
+  }
+
+  __device__ void finish(const float (&o)[kOAcc], const float (&m)[2], const float (&l_part)[2], const SageTile& c) const {
+    const int hkv = c.h / (p.heads_q / p.heads_kv);
+    const float* vs = p.v_scale + (static_cast<std::int64_t>(c.b) * p.heads_kv + hkv) * T::kD;
+    uint16_t* out = static_cast<uint16_t*>(p.out);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = l_part[r];
+      l += __shfl_xor_sync(0xffffffff, l, 1);
+      l += __shfl_xor_sync(0xffffffff, l, 2);
+      const int row = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4 + 8 * r;
+      if (row >= p.seqlen_q) continue;
+      if (p.lse != nullptr && lane % 4 == 0)
+        p.lse[c.b * p.lse_stride_b + c.h * p.lse_stride_h + row * p.lse_stride_s] =
+            l > 0.f ? (m[r] + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+      uint16_t* dst = out + c.b * p.out_stride_b + static_cast<std::int64_t>(row) * p.out_stride_s + c.h * p.out_stride_h +
+                      (lane % 4) * 2;
+#pragma unroll
+      for (int j = 0; j < T::kD / 8; ++j) {
+        const int col = j * 8 + (lane % 4) * 2;
+        float x0 = o[j * 4 + 2 * r], x1 = o[j * 4 + 2 * r + 1];
+        if constexpr (T::kPvFp8) {
+          x0 *= __ldg(vs + col) / kE4m3Max;
+          x1 *= __ldg(vs + col + 1) / kE4m3Max;
+        }
+        x0 = l > 0.f ? x0 / l : 0.f;
+        x1 = l > 0.f ? x1 / l : 0.f;
+        *reinterpret_cast<uint32_t*>(dst + j * 8) = pack_half2<T::kBf16>(x0, x1);
+      }
+    }
+  }
+
+  __device__ static void fence_scores(int (&si)[kSAcc]) {
+#pragma unroll
+    for (int i = 0; i < kSAcc; ++i) asm volatile("" : "+r"(si[i])::"memory");
+  }
+  __device__ static void advance(int& stage, uint32_t& phase) {
+    if (++stage == T::kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+
+  __device__ void run() const {
+    int stage = 0;
+    uint32_t phase = 0, q_phase = 0;
+    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+      const SageTile c = decode_tile<T>(p, tile);
+      const int qg = (c.m_block * T::kBlockM + wg * 64 + warp * 16) / kQGroup;
+      const float qs = qg < p.q_groups ? __ldg(p.q_scale + (static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.q_groups + qg) : 0.f;
+      float o[kOAcc], blk[kOAcc];
+#pragma unroll
+      for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
+      float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2] = {1.f, 1.f}, alpha_prev[2] = {1.f, 1.f};
+      int si[kSAcc];
+      float s[kSAcc];
+      uint32_t pr[kPRegs];
+      ptx::mbar_wait(sm.q_full(), q_phase);
+      q_phase ^= 1;
+      if (c.n_blocks == 0) {
+        release(sm.q_empty());
+        finish(o, m, l, c);
+        continue;
+      }
+      // Block 0: its Q K^T alone.
+      ptx::mbar_wait(sm.k_full(stage), phase);
+      ptx::wgmma_fence();
+      issue_qk(si, stage);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      fence_scores(si);
+      release(sm.k_empty(stage));
+      if (c.n_blocks == 1) release(sm.q_empty());
+      softmax(si, s, m, l, alpha, c, 0, qs);
+      alpha_prev[0] = alpha[0];
+      alpha_prev[1] = alpha[1];
+      convert_p(s, pr);
+      int prev_stage = stage;
+      uint32_t prev_phase = phase;
+      advance(stage, phase);
+      // Block n's Q K^T and block n - 1's P V in flight together; block n's softmax under the P V.
+      for (int n = 1; n < c.n_blocks; ++n) {
+        ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
+        ptx::mbar_wait(sm.k_full(stage), phase);
+        ptx::fence_operands(pr);
+        ptx::wgmma_fence();
+        issue_qk(si, stage);
+        ptx::wgmma_commit();
+        issue_pv(blk, pr, prev_stage);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<1>();
+        fence_scores(si);
+        release(sm.k_empty(stage));
+        if (n == c.n_blocks - 1) release(sm.q_empty());  // the last read of Q: the next tile's may load
+        softmax(si, s, m, l, alpha, c, n, qs);
+        ptx::wgmma_wait<0>();
+        ptx::fence_operands(blk);
+        release(sm.v_empty(prev_stage));
+        accumulate(o, blk, alpha_prev);
+        alpha_prev[0] = alpha[0];
+        alpha_prev[1] = alpha[1];
+        convert_p(s, pr);
+        prev_stage = stage;
+        prev_phase = phase;
+        advance(stage, phase);
+      }
+      ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
+      ptx::fence_operands(pr);
+      ptx::wgmma_fence();
+      issue_pv(blk, pr, prev_stage);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_operands(blk);
+      release(sm.v_empty(prev_stage));
+      accumulate(o, blk, alpha_prev);
+      finish(o, m, l, c);
+    }
+  }
+};
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    sage_fwd_hopper_kernel(const __grid_constant__ SageTmaMaps maps, const __grid_constant__ SageParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ uint8_t smem_raw[];
+  SageSmem<T> sm{reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023))};
+  const int warpgroup = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    ptx::mbar_init(sm.q_full(), 1);
+    ptx::mbar_init(sm.q_empty(), 8);  // one arrival per consumer warp
+    for (int s = 0; s < T::kStages; ++s) {
+      ptx::mbar_init(sm.k_full(s), 1);
+      ptx::mbar_init(sm.v_full(s), 1);
+      ptx::mbar_init(sm.k_empty(s), 8);
+      ptx::mbar_init(sm.v_empty(s), 8);
+    }
+    ptx::fence_barrier_init();
+    ptx::prefetch_tensor_map(&maps.q);
+    ptx::prefetch_tensor_map(&maps.k);
+    ptx::prefetch_tensor_map(&maps.v);
+  }
+  __syncthreads();
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<T::kProducerRegs>();
+    if (threadIdx.x == 0) sage_producer<T>(maps, p, sm);
+  } else {
+    ptx::setmaxnreg_inc<T::kConsumerRegs>();
+    const int tid = threadIdx.x % 128;
+    SageConsumer<T> consumer{p, sm, warpgroup - 1, tid, tid % 32, tid / 32};
+    consumer.init_descriptors();
+    consumer.run();
+  }
+#else
+  __trap();  // built for an architecture without wgmma/TMA: the launcher never selects this
+#endif
+}
+
+}  // namespace diffattn::sage

@@ -1,0 +1,50 @@
+#pragma once
+// What SAGE_ATTN's CUDA kernels read: the caller's views, the quantized copies the quantization
+// kernels write into the launch workspace, and their scales. Plain data, host and device.
+
+#include <cstdint>
+
+namespace diffattn::sage {
+
+struct SageParams {
+  // The caller's tensors ([B, S, H, D], head dimension contiguous; strides in elements).
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  std::int64_t q_stride_b = 0, q_stride_s = 0, q_stride_h = 0;
+  std::int64_t k_stride_b = 0, k_stride_s = 0, k_stride_h = 0;
+  std::int64_t v_stride_b = 0, v_stride_s = 0, v_stride_h = 0;
+  void* out = nullptr;
+  std::int64_t out_stride_b = 0, out_stride_s = 0, out_stride_h = 0;
+  float* lse = nullptr;  // optional [B, Hq, Sq], natural log
+  std::int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 0;
+  const std::uint8_t* kv_mask = nullptr;  // optional bool keep-mask [B, Skv]
+  std::int64_t mask_stride_b = 0, mask_stride_s = 0;
+
+  int batch = 0, heads_q = 0, heads_kv = 0;
+  int seqlen_q = 0, seqlen_k = 0;
+  int head_size = 0;
+  float scale_log2 = 0.f;  // softmax scale times log2(e), folded into Q before quantization
+  bool causal = false;
+  bool bf16 = true;
+
+  // The workspace (see run_sage_attn.cu for its layout).
+  std::int8_t* q_int8 = nullptr;  // [B, Hq, Sq, D]
+  float* q_scale = nullptr;       // [B, Hq, q_groups]
+  std::int8_t* k_int8 = nullptr;  // [B, Hkv, Skv, D], smoothed
+  float* k_scale = nullptr;       // [B, Hkv, k_groups]
+  std::uint8_t* v_e4m3 = nullptr; // [B, Hkv, D, kv_padded]: V transposed, keys permuted within 32 (see sage_quant.cu)
+  float* v_scale = nullptr;       // [B, Hkv, D]: amax / 448
+  float* k_sum_parts = nullptr;   // [B, Hkv, stat_chunks, D]: sums of valid keys per chunk
+  float* v_amax_parts = nullptr;  // [B, Hkv, stat_chunks, D]
+  int* valid_parts = nullptr;     // [B, stat_chunks]: valid keys per chunk
+  int q_groups = 0, k_groups = 0, kv_padded = 0, stat_chunks = 0;
+
+  // The attention kernel's tiles.
+  int num_m_blocks = 0, num_tiles = 0;
+};
+
+// Keys per chunk of the statistics pass (K's channel sums and V's channel maxima).
+inline constexpr int kStatChunk = 1024;
+
+}  // namespace diffattn::sage

@@ -1,0 +1,190 @@
+#pragma once
+// SAGE_ATTN's quantization kernels (kernels/sage/sage_quant.h gives the arithmetic):
+//  1. statistics: per chunk of keys, the sum of each K channel and the maximum |V| of each channel
+//     over the valid keys, and the number of valid keys (fixed-order partials, so every run gives
+//     the same bits);
+//  2. Q: per group of kQGroup rows, the softmax scale (in log2 units) folded in, INT8 with one scale;
+//  3. K: smoothed by the mean of its channels over the valid keys, INT8 per group of kKGroup keys;
+//     padding keys are written as zero and never enter a maximum;
+//  4. V (FP8 P*V only): FP8 E4M3 with one scale per channel, transposed to [D, keys] so it is the
+//     K-major operand of the P*V product, keys permuted within each 32 so that the score
+//     accumulators a thread holds are exactly its FP8 operand fragment (no shuffles):
+//     position a of a 32-key chunk holds key 8 * (2 * (a / 16) + (a % 4) / 2) + 2 * ((a % 16) / 4) + a % 2.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/sage/sage_params.h"
+#include "kernels/sage/sage_quant.h"
+
+namespace diffattn::sage {
+
+template <bool kBf16>
+__device__ __forceinline__ float load_elem(const void* base, std::int64_t index) {
+  if constexpr (kBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[index]);
+  else return __half2float(static_cast<const __half*>(base)[index]);
+}
+
+__device__ __forceinline__ bool key_valid(const SageParams& p, int b, int key) {
+  return key < p.seqlen_k && (p.kv_mask == nullptr || p.kv_mask[b * p.mask_stride_b + key * p.mask_stride_s] != 0);
+}
+
+// The position of key offset `k` (0..31) inside its 32-key chunk of the transposed V.
+__host__ __device__ constexpr int v_position(int k) {
+  const int g = k / 8, w = k % 8;
+  return 16 * (g / 2) + 4 * (w / 2) + 2 * (g % 2) + w % 2;
+}
+
+// The maximum of `x` over the block (blockDim.x a multiple of 32, at most 1024).
+__device__ __forceinline__ float block_max(float x, float* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  const int warps = blockDim.x / 32;
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
+  __syncthreads();
+  float m = 0.f;
+  for (int w = 0; w < warps; ++w) m = fmaxf(m, scratch[w]);
+  return m;
+}
+
+// grid (stat_chunks, B * Hkv), 256 threads: lanes of D channels walk the chunk's keys.
+template <bool kBf16>
+__global__ void __launch_bounds__(256) sage_stats_kernel(const SageParams p, bool v_stats) {
+  __shared__ float s_sum[256], s_max[256];
+  __shared__ int s_cnt[256];
+  const int D = p.head_size, lanes = 256 / D;
+  const int c = threadIdx.x % D, lane = threadIdx.x / D;
+  const int bh = blockIdx.y, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
+  const int key0 = blockIdx.x * kStatChunk, key1 = min(key0 + kStatChunk, p.seqlen_k);
+  float sum = 0.f, amax = 0.f;
+  int count = 0;
+  if (lane < lanes) {
+    for (int key = key0 + lane; key < key1; key += lanes) {
+      if (!key_valid(p, b, key)) continue;
+      sum += load_elem<kBf16>(p.k, b * p.k_stride_b + key * p.k_stride_s + hkv * p.k_stride_h + c);
+      if (v_stats) amax = fmaxf(amax, fabsf(load_elem<kBf16>(p.v, b * p.v_stride_b + key * p.v_stride_s + hkv * p.v_stride_h + c)));
+      ++count;
+    }
+  }
+  s_sum[threadIdx.x] = sum;
+  s_max[threadIdx.x] = amax;
+  s_cnt[threadIdx.x] = count;
+  __syncthreads();
+  if (lane != 0) return;
+  for (int l = 1; l < lanes; ++l) {
+    sum += s_sum[l * D + c];
+    amax = fmaxf(amax, s_max[l * D + c]);
+    count += s_cnt[l * D + c];
+  }
+  const std::int64_t part = (static_cast<std::int64_t>(bh) * p.stat_chunks + blockIdx.x) * D + c;
+  p.k_sum_parts[part] = sum;
+  if (v_stats) p.v_amax_parts[part] = amax;
+  if (hkv == 0 && c == 0) p.valid_parts[b * p.stat_chunks + blockIdx.x] = count;
+}
+
+// grid (q_groups, B * Hq), 128 threads.
+template <bool kBf16, int kD>
+__global__ void __launch_bounds__(128) sage_quant_q_kernel(const SageParams p) {
+  constexpr int kPer = kQGroup * kD / 128;
+  __shared__ float scratch[4];
+  const int bh = blockIdx.y, b = bh / p.heads_q, h = bh % p.heads_q;
+  const int row0 = blockIdx.x * kQGroup;
+  float x[kPer];
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int idx = threadIdx.x + i * 128, row = row0 + idx / kD, c = idx % kD;
+    x[i] = row < p.seqlen_q
+               ? __fmul_rn(load_elem<kBf16>(p.q, b * p.q_stride_b + row * p.q_stride_s + h * p.q_stride_h + c), p.scale_log2)
+               : 0.f;
+    amax = fmaxf(amax, fabsf(x[i]));
+  }
+  amax = block_max(amax, scratch);
+  const float r = amax > 0.f ? __fdiv_rn(kInt8Max, amax) : 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int idx = threadIdx.x + i * 128, row = row0 + idx / kD, c = idx % kD;
+    if (row >= p.seqlen_q) continue;
+    const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[i], r))));
+    p.q_int8[((static_cast<std::int64_t>(bh) * p.seqlen_q) + row) * kD + c] = static_cast<std::int8_t>(v);
+  }
+  if (threadIdx.x == 0) p.q_scale[static_cast<std::int64_t>(bh) * p.q_groups + blockIdx.x] = __fdiv_rn(amax, kInt8Max);
+}
+
+// grid (k_groups, B * Hkv), 256 threads.
+template <bool kBf16, int kD>
+__global__ void __launch_bounds__(256) sage_quant_k_kernel(const SageParams p) {
+  constexpr int kPer = kKGroup * kD / 256;
+  __shared__ float mean[kD];
+  __shared__ float scratch[8];
+  const int bh = blockIdx.y, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
+  if (threadIdx.x < kD) {
+    float s = 0.f;
+    int n = 0;
+    for (int ch = 0; ch < p.stat_chunks; ++ch) {
+      s += p.k_sum_parts[(static_cast<std::int64_t>(bh) * p.stat_chunks + ch) * kD + threadIdx.x];
+      n += p.valid_parts[b * p.stat_chunks + ch];
+    }
+    mean[threadIdx.x] = n > 0 ? __fdiv_rn(s, static_cast<float>(n)) : 0.f;
+  }
+  __syncthreads();
+  const int key0 = blockIdx.x * kKGroup;
+  float x[kPer];
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int idx = threadIdx.x + i * 256, key = key0 + idx / kD, c = idx % kD;
+    x[i] = key_valid(p, b, key)
+               ? __fsub_rn(load_elem<kBf16>(p.k, b * p.k_stride_b + key * p.k_stride_s + hkv * p.k_stride_h + c), mean[c])
+               : 0.f;
+    amax = fmaxf(amax, fabsf(x[i]));
+  }
+  amax = block_max(amax, scratch);
+  const float r = amax > 0.f ? __fdiv_rn(kInt8Max, amax) : 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int idx = threadIdx.x + i * 256, key = key0 + idx / kD, c = idx % kD;
+    if (key >= p.seqlen_k) continue;
+    const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[i], r))));
+    p.k_int8[((static_cast<std::int64_t>(bh) * p.seqlen_k) + key) * kD + c] = static_cast<std::int8_t>(v);
+  }
+  if (threadIdx.x == 0) p.k_scale[static_cast<std::int64_t>(bh) * p.k_groups + blockIdx.x] = __fdiv_rn(amax, kInt8Max);
+}
+
+// grid (kv_padded / kKvBlock, B * Hkv), 256 threads: one block of keys, every channel.
+template <bool kBf16, int kD>
+__global__ void __launch_bounds__(256) sage_quant_v_kernel(const SageParams p) {
+  constexpr int kPer = kKvBlock * kD / 256;
+  __shared__ float inv[kD];
+  __shared__ __align__(16) std::uint8_t tile[kD][kKvBlock];
+  const int bh = blockIdx.y, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
+  if (threadIdx.x < kD) {
+    float amax = 0.f;
+    for (int ch = 0; ch < p.stat_chunks; ++ch)
+      amax = fmaxf(amax, p.v_amax_parts[(static_cast<std::int64_t>(bh) * p.stat_chunks + ch) * kD + threadIdx.x]);
+    inv[threadIdx.x] = amax > 0.f ? __fdiv_rn(kE4m3Max, amax) : 0.f;
+    if (blockIdx.x == 0) p.v_scale[static_cast<std::int64_t>(bh) * kD + threadIdx.x] = __fdiv_rn(amax, kE4m3Max);
+  }
+  __syncthreads();
+  const int key0 = blockIdx.x * kKvBlock;
+#pragma unroll 4
+  for (int i = 0; i < kPer; ++i) {
+    const int idx = threadIdx.x + i * 256, local = idx / kD, c = idx % kD, key = key0 + local;
+    const float x = key_valid(p, b, key)
+                        ? __fmul_rn(load_elem<kBf16>(p.v, b * p.v_stride_b + key * p.v_stride_s + hkv * p.v_stride_h + c), inv[c])
+                        : 0.f;
+    tile[c][(local / 32) * 32 + v_position(local % 32)] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+  }
+  __syncthreads();
+  for (int w = threadIdx.x; w < kD * kKvBlock / 4; w += 256) {
+    const int c = w / (kKvBlock / 4), word = w % (kKvBlock / 4);
+    std::uint8_t* dst = p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c) * p.kv_padded + key0;
+    reinterpret_cast<std::uint32_t*>(dst)[word] = reinterpret_cast<const std::uint32_t*>(tile[c])[word];
+  }
+}
+
+}  // namespace diffattn::sage

@@ -1,0 +1,187 @@
+// SAGE_ATTN's CUDA kernels against the float64 oracle: relative L2 error and cosine similarity of
+// the output within the 8-bit arithmetic's budget (docs/backends/sage_attn.md), LSE, fully masked
+// rows, padding keys that never reach the scales, and the refusals. The CPU implementation of the
+// same arithmetic is compared with these kernels by the parity harness.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "kernels/cuda/sage/run_sage_attn.h"
+#include "parity/parity_check.h"
+
+#if DIFFATTN_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "gpu/device_case.h"
+#endif
+
+namespace diffattn {
+namespace {
+
+#if DIFFATTN_HAVE_CUDA
+
+using testing::ParityCase;
+
+bool sage_device_present() {
+  if (!testing::cuda_device_present()) return false;
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  return sage::sage_cuda_kernel_for(major, minor);
+}
+
+#define SKIP_WITHOUT_SAGE_GPU() \
+  if (!sage_device_present()) GTEST_SKIP() << "no CUDA device with a SAGE_ATTN kernel (sm_90) here"
+
+std::uint64_t fresh_seed() {
+  std::random_device source;
+  return (static_cast<std::uint64_t>(source()) << 32) | source();
+}
+
+struct Quality {
+  double rel_l2 = 0, cosine = 0, lse_max_diff = 0;
+  bool masked_rows_ok = true;  // rows the oracle calls fully masked are 0 with LSE -inf
+  std::string error;
+};
+
+// Runs `c` through SAGE_ATTN on the GPU and measures it against the float64 oracle.
+Quality run_sage(const ParityCase& c, sage::PvMode pv, std::mt19937_64& rng) {
+  Quality q;
+  auto data = testing::make_case_data(c, rng);
+  const AttentionProblem& host = data->problem;
+  if (Status valid = validate_problem(host); !valid.ok()) {
+    q.error = "invalid case: " + valid.message();
+    return q;
+  }
+  const testing::OracleOutput truth = testing::reference_attention(host, testing::OraclePrecision::kFloat64);
+  testing::DeviceCase device(*data);
+  if (!device.ok()) {
+    q.error = "could not copy the case to the GPU";
+    return q;
+  }
+  if (Status s = sage::run_sage_attn_cuda(device.problem(), pv, nullptr); !s.ok()) {
+    q.error = "forward: " + s.ToString();
+    return q;
+  }
+  if (!device.copy_back()) {
+    q.error = "could not copy the outputs back";
+    return q;
+  }
+  double dot = 0, nx = 0, ny = 0, diff = 0;
+  const std::int64_t B = host.out.size(0), S = host.out.size(1), H = host.out.size(2), D = host.out.size(3);
+  testing::OracleOutput& t = const_cast<testing::OracleOutput&>(truth);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < S; ++i)
+      for (std::int64_t h = 0; h < H; ++h) {
+        const bool masked = host.lse ? std::isinf(t.lse_at(b, h, i)) : false;
+        for (std::int64_t e = 0; e < D; ++e) {
+          const double x = testing::read_element(host.out, b * host.out.stride(0) + i * host.out.stride(1) +
+                                                               h * host.out.stride(2) + e * host.out.stride(3));
+          const double y = t.at(b, i, h, e);
+          if (masked && x != 0.0) q.masked_rows_ok = false;
+          dot += x * y, nx += x * x, ny += y * y, diff += (x - y) * (x - y);
+        }
+        if (host.lse) {
+          const double got = testing::read_element(*host.lse, b * host.lse->stride(0) + h * host.lse->stride(1) +
+                                                                  i * host.lse->stride(2));
+          const double want = t.lse_at(b, h, i);
+          if (std::isinf(want)) {
+            if (!(std::isinf(got) && got < 0)) q.masked_rows_ok = false;
+          } else {
+            q.lse_max_diff = std::max(q.lse_max_diff, std::abs(got - want));
+          }
+        }
+      }
+  q.rel_l2 = ny > 0 ? std::sqrt(diff / ny) : std::sqrt(diff);
+  q.cosine = nx > 0 && ny > 0 ? dot / std::sqrt(nx * ny) : 1.0;
+  return q;
+}
+
+ParityCase sage_case(std::int64_t d, DType dtype, int idx) {
+  ParityCase c;
+  c.dtype = dtype;
+  c.head_size = c.head_size_v = d;
+  c.seq_q = 200 + 61 * (idx % 3) + (idx % 4 == 3 ? 700 : 0);
+  c.seq_kv = idx % 2 ? 333 : 1100;
+  c.heads_q = 4;
+  c.heads_kv = idx % 2 ? 2 : 4;
+  c.causal = idx % 3 == 0;
+  c.mask = idx % 4 == 1 ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
+  c.lse = true;
+  c.batch = 1 + idx % 2;
+  return c;
+}
+
+// The 8-bit arithmetic's budget on the harness's inputs (normal q/k/v, keys sharing an offset):
+// FP8 P*V costs a few per cent of relative L2; the FP16 P*V mode leaves only the INT8 Q*K^T error.
+constexpr double kFp8RelL2 = 0.06, kFp8Cosine = 0.998;
+constexpr double kFp16RelL2 = 0.02, kFp16Cosine = 0.9998;
+constexpr double kLseTolerance = 0.05;
+
+TEST(GpuSageAttn, ShapesMasksAndModesStayWithinTheBudget) {
+  SKIP_WITHOUT_SAGE_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int idx = 0;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (std::int64_t d : {64, 128})
+      for (sage::PvMode pv : {sage::PvMode::kFp8, sage::PvMode::kFp16}) {
+        const ParityCase c = sage_case(d, dtype, idx++);
+        const Quality q = run_sage(c, pv, rng);
+        const bool fp8 = pv == sage::PvMode::kFp8;
+        EXPECT_EQ(q.error, "") << c.name();
+        EXPECT_LE(q.rel_l2, fp8 ? kFp8RelL2 : kFp16RelL2) << c.name() << (fp8 ? " fp8" : " fp16") << " seed " << seed;
+        EXPECT_GE(q.cosine, fp8 ? kFp8Cosine : kFp16Cosine) << c.name() << " seed " << seed;
+        EXPECT_LE(q.lse_max_diff, kLseTolerance) << c.name() << " seed " << seed;
+        EXPECT_TRUE(q.masked_rows_ok) << c.name();
+        std::printf("[sage] %-60s %s relL2 %.4f cos %.6f lse %.4f\n", c.name().c_str(), fp8 ? "fp8 " : "fp16",
+                    q.rel_l2, q.cosine, q.lse_max_diff);
+      }
+}
+
+TEST(GpuSageAttn, FullyMaskedRowsAreZeroWithLseMinusInfinity) {
+  SKIP_WITHOUT_SAGE_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  ParityCase c = sage_case(128, DType::kBFloat16, 1);
+  c.mask = testing::MaskShape::kKeyPadding;
+  c.fully_masked_rows = true;
+  c.batch = 2;
+  const Quality q = run_sage(c, sage::PvMode::kFp8, rng);
+  EXPECT_EQ(q.error, "");
+  EXPECT_TRUE(q.masked_rows_ok) << c.name() << " seed " << seed;
+  EXPECT_LE(q.rel_l2, kFp8RelL2) << c.name() << " seed " << seed;
+}
+
+TEST(GpuSageAttn, HeadSizesWithoutAKernelAreRefusedWithoutWriting) {
+  SKIP_WITHOUT_SAGE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  ParityCase c = sage_case(96, DType::kBFloat16, 0);
+  auto data = testing::make_case_data(c, rng);
+  testing::DeviceCase device(*data);
+  ASSERT_TRUE(device.ok());
+  cudaMemset(const_cast<void*>(device.problem().out.data), 0x7f, 2);  // a sentinel in the first element
+  const Status s = sage::run_sage_attn_cuda(device.problem(), sage::PvMode::kFp8, nullptr);
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(s.message().find("64 and 128"), std::string::npos) << s.message();
+  std::uint16_t first = 0;
+  cudaMemcpy(&first, device.problem().out.data, 2, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(first, 0x7f7f) << "a refused call wrote to out";
+}
+
+#endif  // DIFFATTN_HAVE_CUDA
+
+TEST(GpuSageAttn, KernelArchitecturesAreStated) {
+#if DIFFATTN_HAVE_CUDA
+  EXPECT_TRUE(sage::sage_cuda_kernel_for(9, 0));
+  EXPECT_FALSE(sage::sage_cuda_kernel_for(8, 0));
+  EXPECT_FALSE(sage::sage_cuda_kernel_for(10, 0));
+#else
+  EXPECT_FALSE(sage::sage_cuda_kernel_for(9, 0));
+#endif
+}
+
+}  // namespace
+}  // namespace diffattn
