@@ -1,0 +1,123 @@
+// SAGE_ATTN's Hopper kernels beside FLASH_ATTN on the workloads of bench/workloads.csv: best-of-N
+// times (quantization included), TFLOP/s, and the difference from FLASH_ATTN's output (relative L2,
+// cosine). A development probe; the product's benchmark is bench/gpu_attention_bench.cu.
+// Build on the GPU machine after the default preset (see dev/README.md).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/flash/run_flash_attn.h"
+#include "kernels/cuda/sage/run_sage_attn.h"
+
+using namespace diffattn;
+
+struct Work {
+  std::string name;
+  long b, h, sq, skv, d;
+};
+
+static std::vector<Work> read_workloads(const char* path) {
+  std::vector<Work> w;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.rfind("name", 0) == 0) continue;
+    std::stringstream ss(line);
+    Work x;
+    std::string f;
+    std::getline(ss, x.name, ',');
+    std::getline(ss, f, ','), x.b = std::stol(f);
+    std::getline(ss, f, ','), x.h = std::stol(f);
+    std::getline(ss, f, ','), x.sq = std::stol(f);
+    std::getline(ss, f, ','), x.skv = std::stol(f);
+    std::getline(ss, f, ','), x.d = std::stol(f);
+    w.push_back(x);
+  }
+  return w;
+}
+
+static TensorView view(void* p, long b, long s, long h, long d) {
+  return TensorView::Contiguous(p, DType::kBFloat16, {b, s, h, d}, Device{DeviceKind::kCuda, 0});
+}
+
+int main(int argc, char** argv) {
+  const char* only = argc > 1 ? argv[1] : "";
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 5;
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::printf("%-28s %9s %9s %9s %8s %8s | %8s %9s | %8s %9s\n", "workload", "flash ms", "fp8 ms", "fp16 ms", "fp8 x",
+              "fp16 x", "fp8 TF", "fp8 relL2", "fp16 TF", "fp16 relL2");
+  for (const Work& w : read_workloads("bench/workloads.csv")) {
+    if (*only && w.name.find(only) == std::string::npos) continue;
+    if (w.d != 64 && w.d != 128) continue;
+    const size_t nq = size_t(w.b) * w.sq * w.h * w.d, nk = size_t(w.b) * w.skv * w.h * w.d;
+    std::vector<__nv_bfloat16> hq(nq), hk(nk), hv(nk);
+    // DiT-like: keys share a per-channel offset, a few channels of q and k carry outliers.
+    std::vector<float> koff(w.d);
+    for (auto& x : koff) x = 2.f * nd(rng);
+    for (size_t i = 0; i < nq; ++i) hq[i] = __float2bfloat16(nd(rng) * ((i % w.d) < 4 ? 6.f : 1.f));
+    for (size_t i = 0; i < nk; ++i) hk[i] = __float2bfloat16(nd(rng) * ((i % w.d) < 4 ? 6.f : 1.f) + koff[i % w.d]);
+    for (size_t i = 0; i < nk; ++i) hv[i] = __float2bfloat16(nd(rng));
+    void *q, *k, *v, *o_ref, *o;
+    cudaMalloc(&q, nq * 2), cudaMalloc(&k, nk * 2), cudaMalloc(&v, nk * 2), cudaMalloc(&o_ref, nq * 2), cudaMalloc(&o, nq * 2);
+    cudaMemcpy(q, hq.data(), nq * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(k, hk.data(), nk * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(v, hv.data(), nk * 2, cudaMemcpyHostToDevice);
+    AttentionProblem p;
+    p.q = view(q, w.b, w.sq, w.h, w.d), p.k = view(k, w.b, w.skv, w.h, w.d), p.v = view(v, w.b, w.skv, w.h, w.d);
+    p.out = view(o_ref, w.b, w.sq, w.h, w.d);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    auto time = [&](auto&& fn) {
+      float best = 1e30f;
+      for (int r = 0; r < rounds; ++r) {
+        cudaEventRecord(e0);
+        Status s = fn();
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        if (!s.ok()) {
+          std::printf("  %s: %s\n", w.name.c_str(), s.ToString().c_str());
+          return -1.f;
+        }
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        best = std::min(best, ms);
+      }
+      return best;
+    };
+    const float t_flash = time([&] { return flash::run_flash_attn_cuda(p, nullptr); });
+    std::vector<__nv_bfloat16> ref(nq), got(nq);
+    cudaMemcpy(ref.data(), o_ref, nq * 2, cudaMemcpyDeviceToHost);
+    AttentionProblem ps = p;
+    ps.out = view(o, w.b, w.sq, w.h, w.d);
+    float t[2];
+    double rel[2], cosv[2];
+    for (int m = 0; m < 2; ++m) {
+      const sage::PvMode pv = m == 0 ? sage::PvMode::kFp8 : sage::PvMode::kFp16;
+      cudaMemset(o, 0xff, nq * 2);  // NaN: an unwritten element shows
+      t[m] = time([&] { return sage::run_sage_attn_cuda(ps, pv, nullptr); });
+      cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost);
+      double dd = 0, rr = 0, gg = 0, dot = 0;
+      for (size_t i = 0; i < nq; i += 7) {
+        const double a = __bfloat162float(got[i]), b = __bfloat162float(ref[i]);
+        dd += (a - b) * (a - b), rr += b * b, gg += a * a, dot += a * b;
+      }
+      rel[m] = std::sqrt(dd / rr);
+      cosv[m] = dot / std::sqrt(rr * gg);
+    }
+    const double flops = 4.0 * w.b * w.h * w.sq * w.skv * w.d;
+    std::printf("%-28s %9.3f %9.3f %9.3f %8.3f %8.3f | %8.1f %9.2e | %8.1f %9.2e  cos %.6f %.6f\n", w.name.c_str(),
+                t_flash, t[0], t[1], t_flash / t[0], t_flash / t[1], flops / t[0] / 1e9, rel[0], flops / t[1] / 1e9,
+                rel[1], cosv[0], cosv[1]);
+    cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o_ref), cudaFree(o);
+  }
+  return 0;
+}
