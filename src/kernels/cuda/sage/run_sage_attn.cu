@@ -71,7 +71,8 @@ Status take_workspace(SageParams& p, bool v_fp8, cudaStream_t stream, Workspace&
       B * Hkv * D * 4,                              // v_scale
       B * Hkv * p.stat_chunks * D * 4,              // k_sum_parts
       v_fp8 ? B * Hkv * p.stat_chunks * D * 4 : 0,  // v_amax_parts
-      B * p.stat_chunks * 4};                       // valid_parts
+      B * p.stat_chunks * 4,                        // valid_parts
+      B * Hq * p.seqlen_q * 4};                     // q_shift
   std::size_t total = 0;
   for (std::size_t s : sizes) total += align256(s);
   cudaMemPool_t pool = flash::hopper_detail::workspace_pool();
@@ -99,6 +100,7 @@ Status take_workspace(SageParams& p, bool v_fp8, cudaStream_t stream, Workspace&
   p.k_sum_parts = static_cast<float*>(parts[6]);
   p.v_amax_parts = static_cast<float*>(parts[7]);
   p.valid_parts = static_cast<int*>(parts[8]);
+  p.q_shift = static_cast<float*>(parts[9]);
   return Status::Ok();
 }
 

@@ -297,7 +297,9 @@ struct SageConsumer {
       if (row >= p.seqlen_q) continue;
       if (p.lse != nullptr && lane % 4 == 0)
         p.lse[c.b * p.lse_stride_b + c.h * p.lse_stride_h + row * p.lse_stride_s] =
-            l > 0.f ? (m[r] + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+            l > 0.f ? (m[r] + __log2f(l) + p.q_shift[(static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.seqlen_q + row]) *
+                          0.69314718055994531f
+                    : -INFINITY;
       uint16_t* dst = out + c.b * p.out_stride_b + static_cast<std::int64_t>(row) * p.out_stride_s + c.h * p.out_stride_h +
                       (lane % 4) * 2;
 #pragma unroll

@@ -31,6 +31,7 @@ struct SageParams {
   // The workspace (see run_sage_attn.cu for its layout).
   std::int8_t* q_int8 = nullptr;  // [B, Hq, Sq, D]
   float* q_scale = nullptr;       // [B, Hq, q_groups]
+  float* q_shift = nullptr;       // [B, Hq, Sq]: q' . mean(K) per row, added back into the LSE
   std::int8_t* k_int8 = nullptr;  // [B, Hkv, Skv, D], smoothed
   float* k_scale = nullptr;       // [B, Hkv, k_groups]
   std::uint8_t* v_e4m3 = nullptr; // [B, Hkv, D, kv_padded]: V transposed, keys permuted within 32 (see sage_quant.cu)

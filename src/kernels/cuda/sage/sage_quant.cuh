@@ -86,12 +86,31 @@ __global__ void __launch_bounds__(256) sage_stats_kernel(const SageParams p, boo
   if (hkv == 0 && c == 0) p.valid_parts[b * p.stat_chunks + blockIdx.x] = count;
 }
 
-// grid (q_groups, B * Hq), 128 threads.
+// The mean of each K channel over the valid keys of (b, kv head) `bh`, from the statistics
+// pass's partials in a fixed order (so the Q and K kernels compute the same bits).
+template <int kD>
+__device__ __forceinline__ void k_means(const SageParams& p, int bh, int b, float* mean) {
+  for (int c = threadIdx.x; c < kD; c += blockDim.x) {
+    float s = 0.f;
+    int n = 0;
+    for (int ch = 0; ch < p.stat_chunks; ++ch) {
+      s += p.k_sum_parts[(static_cast<std::int64_t>(bh) * p.stat_chunks + ch) * kD + c];
+      n += p.valid_parts[b * p.stat_chunks + ch];
+    }
+    mean[c] = n > 0 ? __fdiv_rn(s, static_cast<float>(n)) : 0.f;
+  }
+}
+
+// grid (q_groups, B * Hq), 128 threads. Also writes each row's q' . mean(K), the amount by which
+// smoothing K lowered the row's scores (in log2 units), which the LSE adds back.
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(128) sage_quant_q_kernel(const SageParams p) {
   constexpr int kPer = kQGroup * kD / 128;
   __shared__ float scratch[4];
+  __shared__ float mean[kD];
+  __shared__ float rows[kQGroup][kD];
   const int bh = blockIdx.y, b = bh / p.heads_q, h = bh % p.heads_q;
+  k_means<kD>(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv), b, mean);
   const int row0 = blockIdx.x * kQGroup;
   float x[kPer];
   float amax = 0.f;
@@ -101,9 +120,15 @@ __global__ void __launch_bounds__(128) sage_quant_q_kernel(const SageParams p) {
     x[i] = row < p.seqlen_q
                ? __fmul_rn(load_elem<kBf16>(p.q, b * p.q_stride_b + row * p.q_stride_s + h * p.q_stride_h + c), p.scale_log2)
                : 0.f;
+    rows[idx / kD][c] = x[i];
     amax = fmaxf(amax, fabsf(x[i]));
   }
-  amax = block_max(amax, scratch);
+  amax = block_max(amax, scratch);  // synchronises: rows[] and mean[] are complete
+  if (threadIdx.x < kQGroup && row0 + threadIdx.x < p.seqlen_q) {
+    float shift = 0.f;
+    for (int c = 0; c < kD; ++c) shift = fmaf(rows[threadIdx.x][c], mean[c], shift);
+    p.q_shift[static_cast<std::int64_t>(bh) * p.seqlen_q + row0 + threadIdx.x] = shift;
+  }
   const float r = amax > 0.f ? __fdiv_rn(kInt8Max, amax) : 0.f;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -122,15 +147,7 @@ __global__ void __launch_bounds__(256) sage_quant_k_kernel(const SageParams p) {
   __shared__ float mean[kD];
   __shared__ float scratch[8];
   const int bh = blockIdx.y, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
-  if (threadIdx.x < kD) {
-    float s = 0.f;
-    int n = 0;
-    for (int ch = 0; ch < p.stat_chunks; ++ch) {
-      s += p.k_sum_parts[(static_cast<std::int64_t>(bh) * p.stat_chunks + ch) * kD + threadIdx.x];
-      n += p.valid_parts[b * p.stat_chunks + ch];
-    }
-    mean[threadIdx.x] = n > 0 ? __fdiv_rn(s, static_cast<float>(n)) : 0.f;
-  }
+  k_means<kD>(p, bh, b, mean);
   __syncthreads();
   const int key0 = blockIdx.x * kKGroup;
   float x[kPer];
