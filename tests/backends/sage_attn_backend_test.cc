@@ -12,6 +12,7 @@
 #include "diffattn/selector.h"
 #include "kernels/cpu/sage_cpu.h"
 #include "parity/cases.h"
+#include "platform/routes.h"
 
 namespace diffattn {
 namespace {
@@ -90,6 +91,18 @@ TEST(SageAttnBackend, IsQuantizedAndNeverChosenUnasked) {
                                                                               LayerTraits::Unconstrained());
       ASSERT_TRUE(decision.ok()) << decision.status().message();
       EXPECT_NE(decision->backend, "SAGE_ATTN") << info.describe();
+    }
+}
+
+// Quantized backends change the numbers a model computes, so no route may choose one unasked.
+TEST(SageAttnBackend, NoRouteListsAQuantizedBackendAsADefault) {
+  std::vector<const Route*> routes{&cpu_route()};
+  for (int capability = 50; capability <= 130; ++capability) routes.push_back(&cuda_route(capability));
+  for (const Route* route : routes)
+    for (std::string_view name : route->defaults) {
+      auto d = global_registry().find(name);
+      ASSERT_TRUE(d.ok()) << name;
+      EXPECT_FALSE((*d)->caps.quantized) << name << " is a default of route " << route->label;
     }
 }
 
