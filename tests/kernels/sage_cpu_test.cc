@@ -181,7 +181,9 @@ TEST(SageCpu, RefusesWhatItDoesNotComputeBeforeWriting) {
   ParityCase fp32 = sage_case(DType::kFloat32, 20, 20, 64);
   ParityCase packed = sage_case(DType::kFloat16, 40, 40, 64);
   packed.varlen = true;
-  for (const ParityCase& c : {dense, fp32, packed}) {
+  ParityCase wide_v = sage_case(DType::kFloat16, 20, 30, 64);
+  wide_v.head_size_v = 128;
+  for (const ParityCase& c : {dense, fp32, packed, wide_v}) {
     auto data = testing::make_case_data(c, rng);
     const Status status = sage::run_sage_attn_cpu(data->problem, PvMode::kFp8);
     EXPECT_EQ(status.code(), ErrorCode::kUnsupported) << c.name();

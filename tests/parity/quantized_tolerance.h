@@ -2,9 +2,10 @@
 // The parity harness's rule for 8-bit backends (Capabilities::quantized): per-element rules do not
 // fit INT8/FP8 arithmetic, whose error is a share of the output's size. Against the float64 oracle,
 // the whole output must be within relative L2 error 0.1 and cosine similarity 0.995, and the LSE
-// within 0.05 (natural log units) everywhere; fully masked rows must match exactly (0 and -inf).
-// FP8 rounding of P alone costs about 4 % relative L2 on the harness's random inputs, and INT8
-// Q*K^T moves the LSE by a few 1e-3, so the bounds leave a factor of about 2.
+// within 0.15 (natural log units) everywhere; fully masked rows must match exactly (0 and -inf).
+// FP8 rounding of P alone costs about 4 % relative L2 on the harness's random inputs; INT8 Q*K^T
+// moves the LSE by up to about 0.03 at the default softmax scale and 0.08 at the harness's scale
+// 0.3 (the error grows with the scores), so the bounds leave a factor of about 2.
 
 #include <cmath>
 #include <sstream>
@@ -17,7 +18,7 @@ namespace diffattn::testing {
 
 inline constexpr double kQuantizedMaxRelL2 = 0.1;
 inline constexpr double kQuantizedMinCosine = 0.995;
-inline constexpr double kQuantizedMaxLseError = 0.05;
+inline constexpr double kQuantizedMaxLseError = 0.15;
 
 struct Agreement {
   double rel_l2 = 0.0;  // |out - truth| / |truth| over the whole output

@@ -220,6 +220,9 @@ Status check_runs_here(const AttentionProblem& p) {
   if (p.q.dtype != DType::kFloat16 && p.q.dtype != DType::kBFloat16)
     return Unsupported("SAGE_ATTN takes float16 or bfloat16 q, k and v, got " + std::string(dtype_name(p.q.dtype)) +
                        "; convert them, or select TORCH_SDPA");
+  if (p.v.size(3) != p.q.size(3))
+    return Unsupported("SAGE_ATTN needs the value head size to equal the query head size (got " +
+                       std::to_string(p.v.size(3)) + " and " + std::to_string(p.q.size(3)) + "); select TORCH_SDPA");
   if (p.mask_kind() == MaskKind::kDense)
     return Unsupported("SAGE_ATTN takes key-padding masks [B, Skv] only, not dense masks; select TORCH_SDPA");
   if (p.is_varlen())

@@ -10,7 +10,7 @@
 namespace diffattn::sage {
 
 // `problem` has passed the layer's checks and lives on the CPU. Refuses (kUnsupported) dense masks,
-// packed batches and dtypes other than fp16/bf16, and (kInvalidInput) inputs whose quantization
+// packed batches, dtypes other than fp16/bf16 and a value head size other than the query's, and (kInvalidInput) inputs whose quantization
 // scales leave float32's range, before anything is written. Fully masked rows give 0 and LSE -inf.
 Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv);
 
