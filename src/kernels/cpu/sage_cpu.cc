@@ -60,9 +60,11 @@ void fill_values(const AttentionProblem& p, PvMode pv, Operands& ops) {
   const std::int64_t pairs = batch * heads;
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t bh = 0; bh < pairs; ++bh)
-    for (std::int64_t j = 0; j < seqlen; ++j)
-      for (std::int64_t c = 0; ops.valid[static_cast<std::size_t>((bh / heads) * seqlen + j)] && c < width; ++c)
+    for (std::int64_t j = 0; j < seqlen; ++j) {
+      if (!ops.valid[static_cast<std::size_t>((bh / heads) * seqlen + j)]) continue;  // padding stays 0
+      for (std::int64_t c = 0; c < width; ++c)
         ops.v[static_cast<std::size_t>((bh * seqlen + j) * width + c)] = element(p.v, bh / heads, j, bh % heads, c);
+    }
 }
 
 bool all_finite(const std::vector<float>& values) {
@@ -99,7 +101,7 @@ struct WorkItem {
 struct RowState {
   std::vector<float> m, l, o, acc, s;
   std::vector<int> s_valid;
-  RowState(std::int64_t dv)
+  explicit RowState(std::int64_t dv)
       : m(kBlockQ), l(kBlockQ), o(static_cast<std::size_t>(kBlockQ * dv)), acc(static_cast<std::size_t>(kBlockQ * dv)),
         s(static_cast<std::size_t>(kBlockQ * kKvBlock)) {}
 };
