@@ -1,6 +1,8 @@
 // GPU attention benchmark: every registered backend that runs on this device, on the DiT
 // workloads of the H200 reference table, timed with CUDA events (warm-up, median of N, inputs
-// rotated across sets), with relL2 against an fp32 reference on a slice. Inputs come from a
+// rotated across sets), with relL2 against an fp32 reference on a slice and relL2 and cosine against
+// a float64 reference on a smaller one. Backends with options worth measuring run once per option
+// set (SAGE_ATTN: FP8 and 16-bit P*V). Inputs come from a
 // counter-based generator that bench/peers.py reproduces bit for bit, so PyTorch's kernels are
 // measured on the same data. Prints a table and writes JSON (--json FILE).
 //
@@ -47,6 +49,7 @@ using bench::Workload;
 
 constexpr int kSliceRows = 1024;  // query rows of the fp32 reference slice
 constexpr int kSliceHeads = 2;
+constexpr int kFp64Rows = 128;    // query rows of the float64 reference (computed on the host)
 
 #define CHECK_CUDA(call)                                                                   \
   do {                                                                                     \
@@ -191,6 +194,82 @@ double rel_l2_on_slice(const Workload& w, const Tensors& t) {
   return std::isfinite(num) ? std::sqrt(num / den) : INFINITY;
 }
 
+// Heads [0, kSliceHeads) of rows [0, rows) of a [1, S, H, D] bf16 tensor, as floats on the host.
+std::vector<float> host_slice(const __nv_bfloat16* data, int rows, int heads, int d) {
+  float* slice = nullptr;
+  const size_t n = static_cast<size_t>(rows) * kSliceHeads * d;
+  CHECK_CUDA(cudaMalloc(&slice, n * sizeof(float)));
+  slice_to_float<<<1024, 256>>>(data, slice, rows, kSliceHeads, heads, d);
+  std::vector<float> host(n);
+  CHECK_CUDA(cudaMemcpy(host.data(), slice, n * sizeof(float), cudaMemcpyDeviceToHost));
+  cudaFree(slice);
+  return host;
+}
+
+// Attention in float64 on the host for the first kFp64Rows query rows and kSliceHeads heads of the
+// first set: [rows, kSliceHeads, D]. Computed once per workload.
+std::vector<double> fp64_reference(const Workload& w, const Tensors& t) {
+  const int rows = std::min(kFp64Rows, w.seq_q), d = w.head_dim, skv = w.seq_kv;
+  const std::vector<float> q = host_slice(t.q, rows, w.heads, d), k = host_slice(t.k, skv, w.heads, d),
+                           v = host_slice(t.v, skv, w.heads, d);
+  std::vector<double> out(static_cast<size_t>(rows) * kSliceHeads * d, 0.0), p(skv);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < kSliceHeads; ++h) {
+      double mx = -INFINITY;
+      for (int j = 0; j < skv; ++j) {
+        double dot = 0;
+        for (int e = 0; e < d; ++e)
+          dot += static_cast<double>(q[(static_cast<size_t>(r) * kSliceHeads + h) * d + e]) *
+                 k[(static_cast<size_t>(j) * kSliceHeads + h) * d + e];
+        p[j] = dot * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0;
+      for (int j = 0; j < skv; ++j) sum += (p[j] = std::exp(p[j] - mx));
+      double* o = &out[(static_cast<size_t>(r) * kSliceHeads + h) * d];
+      for (int j = 0; j < skv; ++j)
+        for (int e = 0; e < d; ++e) o[e] += p[j] / sum * v[(static_cast<size_t>(j) * kSliceHeads + h) * d + e];
+    }
+  return out;
+}
+
+struct Fp64Errors {
+  double rel_l2 = NAN, cosine = NAN;
+};
+
+// The first set's output against the float64 reference.
+Fp64Errors errors_vs_fp64(const Workload& w, const Tensors& t, const std::vector<double>& want) {
+  const int rows = std::min(kFp64Rows, w.seq_q), d = w.head_dim;
+  std::vector<__nv_bfloat16> got(static_cast<size_t>(rows) * w.heads * d);
+  CHECK_CUDA(cudaMemcpy(got.data(), t.out, got.size() * 2, cudaMemcpyDeviceToHost));
+  double diff2 = 0, want2 = 0, got2 = 0, dot = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < kSliceHeads; ++h)
+      for (int e = 0; e < d; ++e) {
+        const double x = __bfloat162float(got[(static_cast<size_t>(r) * w.heads + h) * d + e]);
+        const double y = want[(static_cast<size_t>(r) * kSliceHeads + h) * d + e];
+        diff2 += (x - y) * (x - y), want2 += y * y, got2 += x * x, dot += x * y;
+      }
+  Fp64Errors errors;
+  errors.rel_l2 = std::isfinite(diff2) ? std::sqrt(diff2 / want2) : INFINITY;
+  errors.cosine = std::isfinite(dot) ? dot / std::sqrt(want2 * got2) : NAN;
+  return errors;
+}
+
+// The option sets a backend is measured with: its default, and for SAGE_ATTN also the accurate
+// 16-bit P*V mode, so the table shows what the mode costs and gains.
+struct Variant {
+  std::string label;
+  nlohmann::json extra = nlohmann::json::object();
+};
+
+std::vector<Variant> variants_of(const std::string& backend) {
+  std::vector<Variant> variants{{backend}};
+  if (backend == "SAGE_ATTN") variants.push_back({"SAGE_ATTN pv=fp16", {{"pv", "fp16"}}});
+  return variants;
+}
+
 // Sum of the first 4096 q elements: peers.py prints the same figure to show the data matches.
 double q_checksum(const Tensors& t) {
   std::vector<__nv_bfloat16> h(4096);
@@ -279,8 +358,10 @@ int calls_per_sample(double flops) { return static_cast<int>(std::clamp(std::cei
 
 struct Row {
   std::string workload, backend, error;
-  double ms = 0, tflops = 0, rel_l2 = 0;
+  double ms = 0, tflops = 0, rel_l2 = 0, rel_l2_fp64 = NAN, cosine_fp64 = NAN;
 };
+
+double finite_or(double x, double fallback) { return std::isfinite(x) ? x : fallback; }
 
 }  // namespace
 
@@ -349,6 +430,7 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaDeviceSynchronize());
     checksums.emplace_back(w.name, q_checksum(sets[0]));
     const double flops = 4.0 * w.batch * w.heads * double(w.seq_q) * w.seq_kv * w.head_dim;
+    std::vector<double> fp64_truth;  // computed when the first backend of the row has run
 
     for (const std::string& name : registry.names()) {
       if (!args.backends.empty() && std::find(args.backends.begin(), args.backends.end(), name) == args.backends.end())
@@ -356,61 +438,74 @@ int main(int argc, char** argv) {
       if (!runs_here(registry, name, *platform)) continue;
       const AttentionProblem probe = problem_for(w, sets[0]);
       if (!(*registry.find(name))->unsupported_reasons(probe.shape()).empty()) continue;
-      BackendInit init;
-      init.num_heads = w.heads, init.num_kv_heads = w.heads, init.head_size = w.head_dim;
-      init.explicit_choice = true;
-      init.platform = *platform;
-      Row row{w.name, name};
-      auto backend = registry.create(name, init);
-      if (!backend.ok()) {
-        row.error = backend.status().message();
-        rows.push_back(row);
-        continue;
-      }
-      // The GPU idles before each row: a row that follows a long one would otherwise run at the
-      // lower clock the power limit set for the long one (H200: 1700 vs 1980 MHz after Wan 720p).
-      CHECK_CUDA(cudaDeviceSynchronize());
-      std::this_thread::sleep_for(std::chrono::milliseconds(args.rest_ms));
-      Status status;
-      for (int i = 0; i < args.warmup && status.ok(); ++i) status = (*backend)->forward(problem_for(w, sets[i % args.sets]), nullptr);
-      // Each sample times calls_per_sample(flops) back-to-back calls between two events, so the
-      // host's per-call work overlaps the GPU's and the figure is the kernels' time (the peers are
-      // timed the same way).
-      std::vector<float> ms;
-      const int per_sample = calls_per_sample(flops);
-      if (args.graph) {
+      for (const Variant& variant : variants_of(name)) {
+        BackendInit init;
+        init.num_heads = w.heads, init.num_kv_heads = w.heads, init.head_size = w.head_dim;
+        init.explicit_choice = true;
+        init.platform = *platform;
+        if (!variant.extra.empty()) {
+          init.spec = AttentionSpec{};
+          init.spec->backend = name;
+          init.spec->extra = variant.extra;
+        }
+        Row row{w.name, variant.label};
+        auto backend = registry.create(name, init);
+        if (!backend.ok()) {
+          row.error = backend.status().message();
+          rows.push_back(row);
+          continue;
+        }
+        // The GPU idles before each row: a row that follows a long one would otherwise run at the
+        // lower clock the power limit set for the long one (H200: 1700 vs 1980 MHz after Wan 720p).
+        CHECK_CUDA(cudaDeviceSynchronize());
+        std::this_thread::sleep_for(std::chrono::milliseconds(args.rest_ms));
+        Status status;
+        for (int i = 0; i < args.warmup && status.ok(); ++i) status = (*backend)->forward(problem_for(w, sets[i % args.sets]), nullptr);
+        // Each sample times calls_per_sample(flops) back-to-back calls between two events, so the
+        // host's per-call work overlaps the GPU's and the figure is the kernels' time (the peers are
+        // timed the same way).
+        std::vector<float> ms;
+        const int per_sample = calls_per_sample(flops);
+        if (args.graph) {
+          if (status.ok()) {
+            status = time_graph_replays(**backend, w, sets, per_sample, args.iters, &ms);
+            if (!status.ok()) status = Status(status.code(), "--graph: " + status.message());
+          }
+        } else {
+          for (int i = 0; i < args.iters && status.ok(); ++i) {
+            CHECK_CUDA(cudaEventRecord(start));
+            for (int c = 0; c < per_sample && status.ok(); ++c)
+              status = (*backend)->forward(problem_for(w, sets[(i * per_sample + c) % args.sets]), nullptr);
+            CHECK_CUDA(cudaEventRecord(stop));
+            CHECK_CUDA(cudaEventSynchronize(stop));
+            float t = 0;
+            CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+            ms.push_back(t / per_sample);
+          }
+        }
+        if (!status.ok()) {
+          row.error = status.message();
+          rows.push_back(row);
+          continue;
+        }
+        std::sort(ms.begin(), ms.end());
+        row.ms = ms[ms.size() / 2];
+        row.tflops = flops / (row.ms * 1e-3) * 1e-12;
+        CHECK_CUDA(cudaMemset(sets[0].out, 0xff, nq * 2));  // poison: unwritten output shows as NaN
+        status = (*backend)->forward(problem_for(w, sets[0]), nullptr);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        row.rel_l2 = status.ok() ? rel_l2_on_slice(w, sets[0]) : NAN;
         if (status.ok()) {
-          status = time_graph_replays(**backend, w, sets, per_sample, args.iters, &ms);
-          if (!status.ok()) status = Status(status.code(), "--graph: " + status.message());
+          if (fp64_truth.empty()) fp64_truth = fp64_reference(w, sets[0]);
+          const Fp64Errors e = errors_vs_fp64(w, sets[0], fp64_truth);
+          row.rel_l2_fp64 = e.rel_l2, row.cosine_fp64 = e.cosine;
         }
-      } else {
-        for (int i = 0; i < args.iters && status.ok(); ++i) {
-          CHECK_CUDA(cudaEventRecord(start));
-          for (int c = 0; c < per_sample && status.ok(); ++c)
-            status = (*backend)->forward(problem_for(w, sets[(i * per_sample + c) % args.sets]), nullptr);
-          CHECK_CUDA(cudaEventRecord(stop));
-          CHECK_CUDA(cudaEventSynchronize(stop));
-          float t = 0;
-          CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
-          ms.push_back(t / per_sample);
-        }
-      }
-      if (!status.ok()) {
-        row.error = status.message();
         rows.push_back(row);
-        continue;
+        std::printf("%-28s %-18s %9.3f ms %7.1f TFLOP/s relL2 %.2e (fp32) %.2e (fp64) cosine %.6f  done %s\n",
+                    w.name.c_str(), row.backend.c_str(), row.ms, row.tflops, row.rel_l2, row.rel_l2_fp64,
+                    row.cosine_fp64, wall_clock().c_str());
+        std::fflush(stdout);
       }
-      std::sort(ms.begin(), ms.end());
-      row.ms = ms[ms.size() / 2];
-      row.tflops = flops / (row.ms * 1e-3) * 1e-12;
-      CHECK_CUDA(cudaMemset(sets[0].out, 0xff, nq * 2));  // poison: unwritten output shows as NaN
-      status = (*backend)->forward(problem_for(w, sets[0]), nullptr);
-      CHECK_CUDA(cudaDeviceSynchronize());
-      row.rel_l2 = status.ok() ? rel_l2_on_slice(w, sets[0]) : NAN;
-      rows.push_back(row);
-      std::printf("%-28s %-12s %9.3f ms %7.1f TFLOP/s relL2 %.2e  done %s\n", w.name.c_str(), name.c_str(), row.ms,
-                  row.tflops, row.rel_l2, wall_clock().c_str());
-      std::fflush(stdout);
     }
     for (auto& s : sets) cudaFree(s.q), cudaFree(s.k), cudaFree(s.v), cudaFree(s.out);
   }
@@ -422,7 +517,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       f << "  {\"workload\": \"" << r.workload << "\", \"backend\": \"" << r.backend << "\", \"ms\": " << r.ms
-        << ", \"tflops\": " << r.tflops << ", \"rel_l2\": " << (std::isfinite(r.rel_l2) ? r.rel_l2 : -1.0)
+        << ", \"tflops\": " << r.tflops << ", \"rel_l2\": " << finite_or(r.rel_l2, -1.0)
+        << ", \"rel_l2_fp64\": " << finite_or(r.rel_l2_fp64, -1.0) << ", \"cosine_fp64\": " << finite_or(r.cosine_fp64, -1.0)
         << ", \"error\": \"" << (r.error.empty() ? "" : "failed (see log)") << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
     }
     f << "], \"q_checksums\": {";

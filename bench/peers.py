@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
-"""PyTorch SDPA pinned to FLASH_ATTENTION and CUDNN_ATTENTION on the workloads of
-bench/workloads.csv and the data of gpu_attention_bench (the same counter-based generator, checked
-by a checksum), timed the same way, then one table with diffattn's figures and the ratios to each
-peer. Without --ours it times the peers alone (the development tools in dev/ use that).
+"""The peers of diffattn's GPU benchmark on the workloads of bench/workloads.csv and the data of
+gpu_attention_bench (the same counter-based generator, checked by a checksum), timed the same way,
+then one table with diffattn's figures and the ratios to each peer. The peers: PyTorch SDPA pinned
+to FLASH_ATTENTION and CUDNN_ATTENTION; FlashAttention-3 in bf16 and in FP8 (per-tensor descale 1,
+no calibration) from the wheel fa3-fwd==0.0.3; SageAttention 1 (Triton, INT8 Q*K^T, FP16 P*V) from
+sageattention==1.0.6. A peer that cannot load, or refuses a workload, is a row saying so. Errors:
+relL2 against fp32 attention on a 1024-row slice, relL2 and cosine against float64 on 128 rows
+(as gpu_attention_bench computes them). Without --ours it times the peers alone (the development
+tools in dev/ use that).
 
     peers.py --ours ours-A.json [ours-B.json ...] --out bench/results/gpu-DATE.md [--iters N] [--warmup N] [--sets N]
              [--commit SHA] [--driver VERSION] [--workloads-file CSV]
@@ -16,6 +21,7 @@ activations: kernel speed moves a few percent with the data, so the like-for-lik
 between the backends of the run, which share inputs), and ends with a PEERS_JSON line.
 """
 import argparse
+import contextlib
 import csv
 import datetime
 import json
@@ -28,6 +34,7 @@ import time
 WORKLOADS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads.csv")
 WORKLOADS_HEADER = ["name", "batch", "heads", "seq_q", "seq_kv", "head_dim"]
 SLICE_ROWS, SLICE_HEADS = 1024, 2
+FP64_ROWS = 128
 
 
 def load_workloads(path):
@@ -49,12 +56,67 @@ def load_workloads(path):
     return workloads
 
 
+class Peer:
+    """One peer kernel: call(set) takes (q, k, v) as [B, S, H, D] and returns out [B, S, H, D];
+    prepare(sets) converts the bf16 sets to what it takes; context() wraps its calls. A peer that
+    could not be loaded has call None and says why in `missing`."""
+
+    def __init__(self, label, call=None, missing="", prepare=None, context=None):
+        self.label, self.call, self.missing = label, call, missing
+        self.prepare = prepare or (lambda sets: sets)
+        self.context = context or contextlib.nullcontext
+
+
+def torch_peer(label, backend):
+    def call(s):
+        q, k, v = (t.transpose(1, 2) for t in s)  # [B, S, H, D] storage seen as [B, H, S, D]
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2)
+
+    return Peer(label, call, context=lambda: sdpa_kernel([backend]))
+
+
+def first_output(result):
+    return result[0] if isinstance(result, (tuple, list)) else result
+
+
+def fa3_peers():
+    """FlashAttention-3 (Hopper) from fa3-fwd==0.0.3: built for PyTorch 2.10, it loads on 2.11 once
+    its config module is registered under the name the interface imports."""
+    try:
+        import fa3_fwd_config
+        sys.modules["flash_attn_config"] = fa3_fwd_config
+        import fa3_fwd_interface
+        fa3 = fa3_fwd_interface.flash_attn_func
+    except Exception as e:  # noqa: BLE001 - any import failure is reported, never hidden
+        why = f"not loaded (fa3-fwd==0.0.3: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+        return [Peer("FA3-bf16", missing=why), Peer("FA3-FP8", missing=why)]
+
+    def to_fp8(sets):
+        return [tuple(t.to(torch.float8_e4m3fn) for t in s) for s in sets]
+
+    call = lambda s: first_output(fa3(*s))  # noqa: E731
+    return [Peer("FA3-bf16", call), Peer("FA3-FP8", call, prepare=to_fp8)]
+
+
+def sage1_peer():
+    """SageAttention 1 (Triton) from sageattention==1.0.6."""
+    try:
+        from sageattention import sageattn
+    except Exception as e:  # noqa: BLE001
+        return Peer("SageAttention1", missing=f"not loaded (sageattention==1.0.6: {type(e).__name__}: {e})")
+    return Peer("SageAttention1", lambda s: first_output(sageattn(*s, tensor_layout="NHD")))
+
+
 def import_torch():
     global torch, F, SDPBackend, sdpa_kernel, PEERS
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    PEERS = [("torch-FA2", SDPBackend.FLASH_ATTENTION), ("torch-cuDNN", SDPBackend.CUDNN_ATTENTION)]
+    PEERS = [torch_peer("torch-FA2", SDPBackend.FLASH_ATTENTION), torch_peer("torch-cuDNN", SDPBackend.CUDNN_ATTENTION)]
+    PEERS += fa3_peers() + [sage1_peer()]
+    for peer in PEERS:
+        if peer.call is None:
+            print(f"peer {peer.label}: {peer.missing}", flush=True)
 
 
 WORKLOADS = {}
@@ -83,37 +145,58 @@ def calls_per_sample(flops):
     return int(min(200, max(1, math.ceil(4e12 / flops))))
 
 
-def time_peer(backend, sets, warmup, iters, flops):
-    def call(s):
-        q, k, v = (t.transpose(1, 2) for t in s)  # [B, S, H, D] storage seen as [B, H, S, D]
-        return F.scaled_dot_product_attention(q, k, v)
-
+def time_peer(peer, bf16_sets, warmup, iters, flops):
+    """(median ms per call, output of set 0); the conversion of the inputs (FA3 FP8) is not timed."""
+    sets = peer.prepare(bf16_sets)
     per_sample = calls_per_sample(flops)
-    with sdpa_kernel([backend]):
+    with peer.context():
         for i in range(warmup):
-            call(sets[i % len(sets)])
+            peer.call(sets[i % len(sets)])
         times = []
         for i in range(iters):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
             for c in range(per_sample):
-                call(sets[(i * per_sample + c) % len(sets)])
+                peer.call(sets[(i * per_sample + c) % len(sets)])
             b.record()
             b.synchronize()
             times.append(a.elapsed_time(b) / per_sample)
-        out = call(sets[0]).transpose(1, 2)  # back to [B, S, H, D]
+        out = peer.call(sets[0])
     return statistics.median(times), out
 
 
-def rel_l2(out, s):
-    q, k, v = s
-    qs = q[:, :SLICE_ROWS, :SLICE_HEADS].float().transpose(1, 2)
-    ks = k[:, :, :SLICE_HEADS].float().transpose(1, 2)
-    vs = v[:, :, :SLICE_HEADS].float().transpose(1, 2)
+def reference(s, rows, dtype):
+    """Exact attention of the first `rows` query rows and SLICE_HEADS heads in `dtype`, [B, rows, H, D]."""
+    q, k, v = (t[:, :, :SLICE_HEADS].to(dtype).transpose(1, 2) for t in s)
     with sdpa_kernel([SDPBackend.MATH]):
-        ref = F.scaled_dot_product_attention(qs, ks, vs).transpose(1, 2)
+        return F.scaled_dot_product_attention(q[:, :, :rows], k, v).transpose(1, 2)
+
+
+def rel_l2(out, s):
+    ref = reference(s, SLICE_ROWS, torch.float32)
     got = out[:, :SLICE_ROWS, :SLICE_HEADS].float()
     return ((got - ref).norm() / ref.norm()).item()
+
+
+def fp64_errors(out, s):
+    """(relL2, cosine) of the first FP64_ROWS rows against float64 attention."""
+    ref = reference(s, FP64_ROWS, torch.float64).flatten()
+    got = out[:, :FP64_ROWS, :SLICE_HEADS].double().flatten()
+    return ((got - ref).norm() / ref.norm()).item(), (torch.dot(got, ref) / (got.norm() * ref.norm())).item()
+
+
+def measure(peer, sets, args, flops):
+    """(ms, TFLOP/s, relL2 fp32, relL2 fp64, cosine fp64), or the reason the peer did not run."""
+    if peer.call is None:
+        return peer.missing
+    torch.cuda.synchronize()
+    time.sleep(args.rest_ms / 1000)
+    try:
+        ms, out = time_peer(peer, sets, args.warmup, args.iters, flops)
+    except Exception as e:  # noqa: BLE001 - a peer refusing a shape is a row, not a crash
+        torch.cuda.synchronize()
+        return f"failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+    return (ms, flops / (ms * 1e-3) * 1e-12, rel_l2(out, sets[0])) + fp64_errors(out, sets[0])
 
 
 def report_peers(path, warmup, iters):
@@ -169,20 +252,24 @@ def peers_only(args):
                 for s in range(args.sets)]
         flops = 4.0 * b * h * sq * skv * d
         row = {"workload": name, "B": b, "H": h, "Sq": sq, "Skv": skv, "D": d}
-        for label, backend in PEERS:
-            torch.cuda.synchronize()
-            time.sleep(args.rest_ms / 1000)
-            ms, out = time_peer(backend, sets, args.warmup, args.iters, flops)
-            row[f"{label}_ms"] = round(ms, 4)
-            row[f"{label}_tflops"] = round(flops / (ms * 1e-3) * 1e-12, 1)
-            row[f"{label}_relL2"] = f"{rel_l2(out, sets[0]):.2e}"
+        for peer in PEERS:
+            m = measure(peer, sets, args, flops)
+            if isinstance(m, str):
+                row[f"{peer.label}_ms"] = m
+                continue
+            row[f"{peer.label}_ms"] = round(m[0], 4)
+            row[f"{peer.label}_tflops"] = round(m[1], 1)
+            row[f"{peer.label}_relL2"] = f"{m[2]:.2e}"
+            row[f"{peer.label}_relL2_fp64"] = f"{m[3]:.2e}"
+            row[f"{peer.label}_cosine_fp64"] = f"{m[4]:.6f}"
         rows.append(row)
         print("  ".join(f"{k} {v}" for k, v in row.items()), flush=True)
         del sets
         torch.cuda.empty_cache()
     if args.csv:
         with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            fields = list(dict.fromkeys(key for row in rows for key in row))  # a peer that failed has fewer
+            w = csv.DictWriter(f, fieldnames=fields)
             w.writeheader()
             w.writerows(rows)
 
@@ -240,13 +327,14 @@ def main():
         checksum = sets[0][0].flatten()[:4096].double().sum().item()
         same_data[name] = abs(checksum - ours["q_checksums"][name]) < 1e-6 * max(1.0, abs(checksum))
         flops = 4.0 * b * h * sq * skv * d
-        for label, backend in PEERS:
-            torch.cuda.synchronize()
-            time.sleep(args.rest_ms / 1000)
-            ms, out = time_peer(backend, sets, args.warmup, args.iters, flops)
-            err = rel_l2(out, sets[0])
-            peer_rows[(name, label)] = (ms, flops / (ms * 1e-3) * 1e-12, err)
-            print(f"{name:28s} {label:12s} {ms:9.3f} ms {flops / (ms * 1e-3) * 1e-12:7.1f} TFLOP/s relL2 {err:.2e}", flush=True)
+        for peer in PEERS:
+            m = measure(peer, sets, args, flops)
+            peer_rows[(name, peer.label)] = m
+            if isinstance(m, str):
+                print(f"{name:28s} {peer.label:14s} {m}", flush=True)
+            else:
+                print(f"{name:28s} {peer.label:14s} {m[0]:9.3f} ms {m[1]:7.1f} TFLOP/s relL2 {m[2]:.2e} (fp32) "
+                      f"{m[3]:.2e} (fp64) cosine {m[4]:.6f}", flush=True)
         del sets
         torch.cuda.empty_cache()
 
@@ -261,32 +349,49 @@ def main():
         f"{args.warmup} warm-ups, each sample enough back-to-back calls between CUDA events for 4e12 FLOPs "
         "(1-200 calls, so host launch work overlaps the GPU and the time is the kernels'), inputs rotated over "
         f"{args.sets} sets. FLOPs = 4·B·H·Sq·Skv·D. relL2 against "
-        f"an fp32 computation on the same bf16 inputs (first {SLICE_ROWS} query rows, first {SLICE_HEADS} heads). "
+        f"an fp32 computation on the same bf16 inputs (first {SLICE_ROWS} query rows, first {SLICE_HEADS} heads); "
+        f"relL2 and cosine against float64 on the first {FP64_ROWS} rows of those heads. FA3-FP8 takes the inputs "
+        "cast to E4M3 with descale 1 (no calibration; the cast is not timed). "
         "Peers and diffattn ran in the same job on the same data (checksum column).",
         "",
-        "| workload | B·H·Sq·Skv·D | backend | ms | TFLOP/s | × torch-cuDNN | × torch-FA2 | relL2 | relL2 / torch-cuDNN |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| workload | B·H·Sq·Skv·D | backend | ms | TFLOP/s | × torch-cuDNN | × torch-FA2 | × FA3-bf16 | × FA3-FP8 "
+        "| relL2 | relL2 / torch-cuDNN | relL2 fp64 | cosine fp64 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def ratio(peer_result, ms):
+        return f"{peer_result[0] / ms:.2f}" if not isinstance(peer_result, str) else "n/a"
+
+    def number(x, fmt):
+        return format(x, fmt) if x is not None and x >= 0 else "n/a"
+
     for name in names:
         b, h, sq, skv, d = WORKLOADS[name]
         shape = f"{b}·{h}·{sq}·{skv}·{d}"
-        cudnn_ms, _, cudnn_err = peer_rows[(name, "torch-cuDNN")]
-        fa2_ms = peer_rows[(name, "torch-FA2")][0]
-        for label, _ in PEERS:
-            ms, tf, err = peer_rows[(name, label)]
-            lines.append(f"| {name} | {shape} | {label} (peer) | {ms:.3f} | {tf:.1f} | {cudnn_ms / ms:.2f} | "
-                         f"{fa2_ms / ms:.2f} | {err:.2e} | {err / cudnn_err:.2f} |")
+        cudnn, fa2 = peer_rows[(name, "torch-cuDNN")], peer_rows[(name, "torch-FA2")]
+        fa3, fa3_fp8 = peer_rows[(name, "FA3-bf16")], peer_rows[(name, "FA3-FP8")]
+        cudnn_err = cudnn[2] if not isinstance(cudnn, str) else float("nan")
+
+        def cells(ms, tf, err, err64, cos64):
+            return (f"{ms:.3f} | {tf:.1f} | {ratio(cudnn, ms)} | {ratio(fa2, ms)} | {ratio(fa3, ms)} | {ratio(fa3_fp8, ms)} | "
+                    f"{number(err, '.2e')} | {err / cudnn_err:.2f} | {number(err64, '.2e')} | {number(cos64, '.6f')} |")
+
+        for peer in PEERS:
+            m = peer_rows[(name, peer.label)]
+            if isinstance(m, str):
+                lines.append(f"| {name} | {shape} | {peer.label} (peer) | {m} | | | | | | | | | |")
+                continue
+            lines.append(f"| {name} | {shape} | {peer.label} (peer) | {cells(*m)}")
         for backend in backends:
             r = ours_rows.get((name, backend))
             if r is None:
                 continue
             if r["error"]:
-                lines.append(f"| {name} | {shape} | {backend} | failed | | | | | |")
+                lines.append(f"| {name} | {shape} | {backend} | failed | | | | | | | | | |")
                 continue
-            lines.append(f"| {name} | {shape} | **{backend}** | {r['ms']:.3f} | {r['tflops']:.1f} | "
-                         f"{cudnn_ms / r['ms']:.2f} | {fa2_ms / r['ms']:.2f} | {r['rel_l2']:.2e} | "
-                         f"{r['rel_l2'] / cudnn_err:.2f} |")
-        lines.append(f"| {name} | | data checksum matches | {'yes' if same_data[name] else 'NO'} | | | | | |")
+            lines.append(f"| {name} | {shape} | **{backend}** | "
+                         f"{cells(r['ms'], r['tflops'], r['rel_l2'], r.get('rel_l2_fp64'), r.get('cosine_fp64'))}")
+        lines.append(f"| {name} | | data checksum matches | {'yes' if same_data[name] else 'NO'} | | | | | | | | | |")
     lines.append("")
     open(args.out, "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -36,6 +36,9 @@ struct Capabilities {
   bool lse = true;
   bool varlen = false;
   bool cross = true;  // Sq != Skv
+  // Computes in 8-bit formats (INT8 Q*K^T, FP8 P*V): its error is a share of the output's size, so
+  // tests hold it to the 8-bit tolerance, and it is chosen only when named.
+  bool quantized = false;
   // Typed AttentionSpec blocks the backend consumes: "quant", "skip_softmax", "block_sparse",
   // "fastvideo_vsa_topk". The only declaration of which backend owns a block: configuration
   // validation derives its owners from here (config/block_owners.cc).

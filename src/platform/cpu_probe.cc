@@ -37,6 +37,7 @@ PlatformInfo probe_cpu_platform() {
   const unsigned threads = std::thread::hardware_concurrency();
   info.device_name = cpu_architecture() + cpu_vector_features() +
                      (threads > 0 ? ", " + std::to_string(threads) + " threads" : std::string());
+  info.features.sage_attn = true;  // SAGE_ATTN's CPU implementation is part of every build
   info.origin = "probe";
   return info;
 }

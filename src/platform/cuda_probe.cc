@@ -19,6 +19,10 @@ const std::vector<std::string> kCompiledArchs = {"sm_80", "sm_90a"};
 // sm_80 SASS runs on every 8.x device (and its PTX JIT-compiles there); sm_90a only on 9.0.
 bool flash_attn_built_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }
 
+// SAGE_ATTN's kernels are sm_90a only (kernels/cuda/sage/run_sage_attn.h answers the same for the
+// kernels layer, which the platform may not include).
+bool sage_attn_built_for(int major, int minor) { return major == 9 && minor == 0; }
+
 }  // namespace
 
 Result<PlatformInfo> probe_cuda_platform(int device) {
@@ -49,6 +53,7 @@ Result<PlatformInfo> probe_cuda_platform(int device) {
   info.cudnn_version = static_cast<int>(cudnnGetVersion());
   info.compiled_archs = kCompiledArchs;
   info.features.flash_attn = flash_attn_built_for(prop.major, prop.minor);
+  info.features.sage_attn = sage_attn_built_for(prop.major, prop.minor);
   info.origin = "probe";
   return info;
 }

@@ -32,11 +32,22 @@ double normal(std::uint64_t stream, std::uint64_t counter) {
   return std::sqrt(-2.0 * std::log(uniform(a))) * std::cos(kTwoPi * uniform(b));
 }
 
+// Student t with 4 degrees of freedom scaled to unit variance, per counter: z / sqrt(chi2_4 / 4),
+// chi2_4 being twice the sum of two standard exponentials; its tails fall as x^-4, not exp(-x^2/2).
+double heavy_tailed(std::uint64_t stream, std::uint64_t counter) {
+  const double z = normal(stream, counter);
+  const double u1 = uniform(splitmix64(stream ^ (counter * 2 + 0x3c6ef372fe94f82bull)));
+  const double u2 = uniform(splitmix64(stream ^ (counter * 2 + 0x3c6ef372fe94f82cull)));
+  const double chi2_over_dof = -(std::log(u1) + std::log(u2)) / 2.0;
+  return z / std::sqrt(chi2_over_dof) * std::sqrt(0.5);
+}
+
 // Per-(head, channel) parameters of one layer, shared by Q, K and V where the statistics say so.
 struct LayerParams {
   int heads = 0, dim = 0;
   std::vector<double> head_scale;   // [H]
   std::vector<double> k_bias;       // [H * D]
+  std::vector<double> q_bias;       // [H * D]
   std::vector<double> gain_qk;      // [H * D]: 1, or outlier_gain on the outlier channels
   std::vector<double> frequency;    // [H * D]: radians per token of the positional component
   std::vector<double> phase;        // [H * D]
@@ -48,6 +59,7 @@ LayerParams layer_params(std::uint64_t stream, int heads, int dim, const Activat
   p.dim = dim;
   p.head_scale.resize(heads);
   p.k_bias.resize(static_cast<std::size_t>(heads) * dim);
+  p.q_bias.resize(p.k_bias.size());
   p.gain_qk.assign(static_cast<std::size_t>(heads) * dim, 1.0);
   p.frequency.resize(p.k_bias.size());
   p.phase.resize(p.k_bias.size());
@@ -64,6 +76,7 @@ LayerParams layer_params(std::uint64_t stream, int heads, int dim, const Activat
       // Log-uniform wavelengths from about 6 to 6000 tokens, as rotary position codes span.
       p.frequency[i] = std::pow(10.0, -3.0 + 3.0 * uniform(splitmix64(stream ^ mix(i, 77))));
       p.phase[i] = kTwoPi * uniform(splitmix64(stream ^ mix(i, 78)));
+      p.q_bias[i] = stats.q_bias_sigma * normal(mix(stream, 79), i);
     }
   }
   return p;
@@ -88,7 +101,8 @@ void fill(HostTensor& t, Operand op, std::uint64_t stream, const LayerParams& p,
       for (int d = 0; d < dim; ++d) {
         const std::size_t pi = static_cast<std::size_t>(ph) * dim + d;
         const std::int64_t i = (token * heads + h) * dim + d;
-        const double noise = normal(op_stream, static_cast<std::uint64_t>(i));
+        const double noise = stats.heavy_tails ? heavy_tailed(op_stream, static_cast<std::uint64_t>(i))
+                                               : normal(op_stream, static_cast<std::uint64_t>(i));
         double x;
         if (op == Operand::kV) {
           x = noise;
@@ -96,6 +110,7 @@ void fill(HostTensor& t, Operand op, std::uint64_t stream, const LayerParams& p,
           const double smooth = std::sqrt(2.0) * std::sin(p.frequency[pi] * position + p.phase[pi]);
           x = p.head_scale[ph] * p.gain_qk[pi] * (w_pos * smooth + w_noise * noise);
           if (op == Operand::kK) x += p.head_scale[ph] * p.k_bias[pi];
+          if (op == Operand::kQ) x += p.head_scale[ph] * p.q_bias[pi];
         }
         t.set(i, static_cast<float>(x));
       }

@@ -1,7 +1,7 @@
 #pragma once
 // Deterministic Q/K/V activations with the statistics DiT attention inputs have (docs/validation.md
-// describes the generator): per-head scale, channel-wise K bias, a few outlier channels, and a
-// positional component that makes nearby tokens attend to each other.
+// describes the generator): per-head scale, channel-wise K and Q offsets, a few outlier channels,
+// heavy-tailed values, and a positional component that makes nearby tokens attend to each other.
 
 #include <cstdint>
 #include <string>
@@ -22,6 +22,8 @@ struct ActivationKey {
 struct ActivationStats {
   double head_scale_sigma = 0.3;     // log-normal spread of per-head magnitudes
   double k_bias_sigma = 1.0;         // channel-wise K bias, shared by every token of a head
+  double q_bias_sigma = 0.25;        // channel-wise Q bias, smaller than K's as in DiTs
+  bool heavy_tails = true;           // noise is Student t (4 dof, unit variance) instead of normal
   int outlier_channels = 2;          // per head, shared by Q and K
   double outlier_gain = 6.0;         // magnitude of the outlier channels relative to the rest
   double positional_weight = 0.5;    // share of the positional (smooth in token index) component

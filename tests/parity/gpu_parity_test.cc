@@ -191,7 +191,7 @@ TEST(GpuParity, EveryBackendThatRunsOnThisGpuMatchesTheOracle) {
       }
       ASSERT_TRUE(status.ok()) << d->name << " " << c.name() << ": " << status.message();
       ASSERT_TRUE(device.download()) << d->name << " " << c.name() << ": CUDA error after the run";
-      const std::string diff = testing::compare(host, expected);
+      const std::string diff = testing::compare(d->caps, host, expected);
       EXPECT_EQ(diff, "") << d->name << " " << c.name() << " on " << info.describe() << " (seed " << seed << ")";
       if (diff.empty()) ++passed[d->name];
     }
@@ -316,7 +316,7 @@ TEST(GpuParity, CallsCapturedInACudaGraphReplayCorrectly) {
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess) << d->name;
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << d->name;
     ASSERT_TRUE(device.download());
-    EXPECT_EQ(testing::compare(data->problem, expected), "")
+    EXPECT_EQ(testing::compare(d->caps, data->problem, expected), "")
         << d->name << " " << c->name() << " replayed on " << h.info.describe() << " (seed " << seed << ")";
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);

@@ -7,8 +7,10 @@
 #include <sstream>
 #include <string>
 
+#include "diffattn/registry.h"
 #include "parity/cases.h"
 #include "parity/oracle.h"
+#include "parity/quantized_tolerance.h"
 
 namespace diffattn::testing {
 
@@ -50,6 +52,12 @@ inline std::string compare(const AttentionProblem& p, Expectation& e) {
     why << "out error " << err.out << " exceeds " << e.out_tolerance << " (2x plain same-precision error + floor). ";
   if (!(err.lse <= e.lse_tolerance)) why << "lse error " << err.lse << " exceeds " << e.lse_tolerance << ".";
   return why.str();
+}
+
+// The rule a backend with `caps` is held to: the 8-bit rule (parity/quantized_tolerance.h) for
+// quantized backends, FlashAttention-3's otherwise.
+inline std::string compare(const Capabilities& caps, const AttentionProblem& p, Expectation& e) {
+  return caps.quantized ? compare_quantized(p, e.truth) : compare(p, e);
 }
 
 }  // namespace diffattn::testing

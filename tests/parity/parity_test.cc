@@ -1,6 +1,6 @@
 // The parity harness on the CPU: every registered backend that can run on this machine is run on
 // every generated case and compared with the float64 oracle under FlashAttention-3's tolerance
-// rule, and keeps the properties of parity/properties.h. A new backend joins by registering;
+// rule (8-bit backends under parity/quantized_tolerance.h's), and keeps the properties of parity/properties.h. A new backend joins by registering;
 // unsupported cases are printed with the reason.
 #include <gtest/gtest.h>
 
@@ -50,7 +50,7 @@ TEST(Parity, EveryBackendThatRunsOnThisCpuMatchesTheOracle) {
       if (p.lse) testing::poison(*p.lse);
       const Status status = (*backend)->forward(p, nullptr);
       ASSERT_TRUE(status.ok()) << d->name << " " << c.name() << ": " << status.message();
-      const std::string diff = testing::compare(p, expected);
+      const std::string diff = testing::compare(d->caps, p, expected);
       EXPECT_EQ(diff, "") << d->name << " " << c.name() << " (seed " << seed << ")";
       if (diff.empty()) ++passed_cases[d->name];
     }

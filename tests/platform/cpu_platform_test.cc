@@ -49,9 +49,17 @@ TEST_F(CpuPlatformTest, ExplicitNamesAreUpperCasedAndValidated) {
   EXPECT_EQ(unknown.status().code(), ErrorCode::kUnknownBackend);
   EXPECT_THAT(unknown.status().message(), HasSubstr("Valid options are: TORCH_SDPA, FLASH_ATTN"));
 
-  auto sage = cpu()->select_backend("SAGE_ATTN", 64, LayerTraits::Unconstrained());
-  ASSERT_FALSE(sage.ok());
-  EXPECT_EQ(sage.status().code(), ErrorCode::kUnavailable);
+  auto sage = cpu()->select_backend("sage_attn", 64, LayerTraits::Unconstrained());
+  ASSERT_TRUE(sage.ok()) << sage.status().message();
+  EXPECT_EQ(sage->backend, "SAGE_ATTN");
+  auto sage_96 = cpu()->select_backend("SAGE_ATTN", 96, LayerTraits::Unconstrained());
+  ASSERT_FALSE(sage_96.ok());
+  EXPECT_EQ(sage_96.status().code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(sage_96.status().message(), HasSubstr("64, 128"));
+
+  auto vsa = cpu()->select_backend("FASTVIDEO_VSA", 64, LayerTraits::Unconstrained());
+  ASSERT_FALSE(vsa.ok());
+  EXPECT_EQ(vsa.status().code(), ErrorCode::kUnavailable);
 
   auto big = cpu()->select_backend("TORCH_SDPA", 1024, LayerTraits::Unconstrained());
   ASSERT_FALSE(big.ok());

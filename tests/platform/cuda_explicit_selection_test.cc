@@ -78,19 +78,17 @@ TEST_F(CudaExplicitSelectionTest, FlashAttnUnsupportedReasons) {
   expect_accepted(probed_like(9, 0), "FLASH_ATTN", -1, "FLASH_ATTN");
 }
 
-TEST_F(CudaExplicitSelectionTest, SageAttnArchitectureSetThenPackage) {
-  for (auto [major, minor] : {std::pair{7, 5}, {10, 0}, {10, 3}, {11, 0}}) {
+TEST_F(CudaExplicitSelectionTest, SageAttnArchitectureThenKernelsThenHeadSizes) {
+  for (auto [major, minor] : {std::pair{7, 5}, {8, 0}, {8, 9}, {10, 0}, {12, 1}}) {
     SCOPED_TRACE(major * 10 + minor);
     expect_error(probed_like(major, minor), "SAGE_ATTN", 128, ErrorCode::kUnsupported,
                  "SAGE_ATTN was explicitly selected but does not provide a kernel for sm_");
   }
-  expect_error(probed_like(9, 0), "SAGE_ATTN", 128, ErrorCode::kUnavailable, "not part of this diffattn build");
-  CudaDescription with_sage{.major = 8, .minor = 9, .sage_attn = true};
-  expect_accepted(described_cuda(with_sage), "SAGE_ATTN", 160, "SAGE_ATTN");
-  expect_error(described_cuda(with_sage), "SAGE_ATTN", 48, ErrorCode::kUnsupported, "head_size=48 is unsupported");
-  with_sage.major = 12;
-  with_sage.minor = 1;
-  expect_accepted(described_cuda(with_sage), "SAGE_ATTN", 128, "SAGE_ATTN");
+  expect_accepted(probed_like(9, 0), "SAGE_ATTN", 128, "SAGE_ATTN");
+  expect_accepted(probed_like(9, 0), "SAGE_ATTN", 64, "SAGE_ATTN");
+  expect_error(described_cuda({.major = 9, .minor = 0}), "SAGE_ATTN", 128, ErrorCode::kUnavailable,
+               "SAGE_ATTN's CUDA kernels are not part of this diffattn build");
+  expect_error(probed_like(9, 0), "SAGE_ATTN", 96, ErrorCode::kUnsupported, "Supported head sizes: 64, 128");
 }
 
 TEST_F(CudaExplicitSelectionTest, SageAttn3NeedsBlackwellThenItsHeadSizes) {

@@ -37,14 +37,15 @@ inline PlatformInfo described_cuda(const CudaDescription& d) {
   return info;
 }
 
-// A device with this build's kernels where they exist (FLASH_ATTN on 8.x and 9.0) and no optional
-// libraries: what a probe of this build reports.
+// A device with this build's kernels where they exist (FLASH_ATTN on 8.x and 9.0, SAGE_ATTN on 9.0)
+// and no optional libraries: what a probe of this build reports.
 inline PlatformInfo probed_like(int major, int minor, int cudnn_version = 91900) {
   CudaDescription d;
   d.major = major;
   d.minor = minor;
   d.cudnn_version = cudnn_version;
   d.flash_attn = major == 8 || (major == 9 && minor == 0);
+  d.sage_attn = major == 9 && minor == 0;
   return described_cuda(d);
 }
 

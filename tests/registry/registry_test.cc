@@ -130,7 +130,7 @@ TEST(RegistryTest, BackendsWithoutKernelsAreRegisteredButUnavailable) {
   probe.kind = PlatformKind::kCuda;
   probe.cc_major = 9;
   for (const char* name :
-       {"FLASHINFER_ATTN", "TRTLLM_ATTN", "SAGE_ATTN", "SAGE_ATTN_3", "RAINFUSION_ATTN", "FASTVIDEO_VSA"}) {
+       {"FLASHINFER_ATTN", "TRTLLM_ATTN", "SAGE_ATTN_3", "RAINFUSION_ATTN", "FASTVIDEO_VSA"}) {
     SCOPED_TRACE(name);
     const BackendDescriptor* d = *registry.find(name);
     ASSERT_TRUE(d->unavailable_reason);
@@ -170,7 +170,7 @@ TEST(RegistryTest, HeadSizeRulesFollowTheBackendMatrix) {
   EXPECT_EQ(caps("CUDNN_ATTN").head_size_rule(), "multiples of 8 in 8..256");
   EXPECT_EQ(caps("FLASHINFER_ATTN").head_size_rule(), "64, 128, 256");
   EXPECT_EQ(caps("TRTLLM_ATTN").head_size_rule(), "128");
-  EXPECT_EQ(caps("SAGE_ATTN").head_size_rule(), "32, 64, 96, 128, 160, 192, 224, 256");
+  EXPECT_EQ(caps("SAGE_ATTN").head_size_rule(), "64, 128");
   EXPECT_EQ(caps("SAGE_ATTN_3").head_size_rule(), "64, 128, 256");
   EXPECT_EQ(caps("FASTVIDEO_VSA").head_size_rule(), "any");
   EXPECT_TRUE(caps("CUDNN_ATTN").supports_head_size(72));

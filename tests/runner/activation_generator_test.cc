@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "runner/activation_generator.h"
 
@@ -13,11 +14,16 @@ struct Qkv {
 };
 
 Qkv generate(const ActivationKey& key, DType dtype = DType::kBFloat16, int heads = 4, int kv_heads = 4, int dim = 64,
-             int tokens = 96) {
+             int tokens = 96, const ActivationStats& stats = ActivationStats{}) {
   Qkv t{HostTensor(dtype, {1, tokens, heads, dim}), HostTensor(dtype, {1, tokens, kv_heads, dim}),
         HostTensor(dtype, {1, tokens, kv_heads, dim})};
-  generate_activations(key, ActivationStats{}, t.q, t.k, t.v);
+  generate_activations(key, stats, t.q, t.k, t.v);
   return t;
+}
+
+std::uint64_t fresh_seed() {
+  std::random_device source;
+  return (static_cast<std::uint64_t>(source()) << 32) | source();
 }
 
 bool same_bytes(const HostTensor& a, const HostTensor& b) {
@@ -94,7 +100,7 @@ TEST(ActivationGenerator, ValuesAreFiniteAndNotConstant) {
     ASSERT_TRUE(std::isfinite(t.v.get(i)));
     sum2 += t.v.get(i) * t.v.get(i);
   }
-  EXPECT_NEAR(sum2 / t.v.numel(), 1.0, 0.2);  // V is standard normal
+  EXPECT_NEAR(sum2 / t.v.numel(), 1.0, 0.2);  // V has unit variance
 }
 
 TEST(ActivationGenerator, GroupedQueryShapesAreFilled) {
@@ -103,6 +109,59 @@ TEST(ActivationGenerator, GroupedQueryShapesAreFilled) {
   double sum2 = 0;
   for (std::int64_t i = 0; i < t.k.numel(); ++i) sum2 += t.k.get(i) * t.k.get(i);
   EXPECT_GT(sum2, 0.0);
+}
+
+// The offset a bias adds to channel d of head h: the difference to the same key without it, which
+// must be one constant over all tokens.
+std::vector<double> channel_offsets(const HostTensor& with, const HostTensor& without, std::uint64_t seed) {
+  const auto& s = with.shape();
+  std::vector<double> offsets;
+  for (int h = 0; h < s[2]; ++h)
+    for (int d = 0; d < s[3]; ++d) {
+      const double first = with.get(h * s[3] + d) - without.get(h * s[3] + d);
+      for (std::int64_t tok = 1; tok < s[1]; ++tok) {
+        const std::int64_t i = (tok * s[2] + h) * s[3] + d;
+        EXPECT_NEAR(with.get(i) - without.get(i), first, 1e-4 * (1 + std::abs(with.get(i)))) << "seed " << seed;
+      }
+      offsets.push_back(std::abs(first));
+    }
+  return offsets;
+}
+
+double mean_of(const std::vector<double>& x) {
+  double sum = 0;
+  for (double v : x) sum += v;
+  return sum / static_cast<double>(x.size());
+}
+
+TEST(ActivationGenerator, QueriesAndKeysCarryChannelOffsetsKeysLarger) {
+  const std::uint64_t seed = fresh_seed();
+  ActivationStats no_bias;
+  no_bias.q_bias_sigma = 0;
+  no_bias.k_bias_sigma = 0;
+  const Qkv with = generate(key(seed), DType::kFloat32, 4, 4, 64, 64);
+  const Qkv without = generate(key(seed), DType::kFloat32, 4, 4, 64, 64, no_bias);
+  const double q_offset = mean_of(channel_offsets(with.q, without.q, seed));
+  const double k_offset = mean_of(channel_offsets(with.k, without.k, seed));
+  EXPECT_GT(q_offset, 0.02) << "seed " << seed;
+  EXPECT_GT(k_offset, 2.0 * q_offset) << "seed " << seed;
+}
+
+// Share of |x| > 4 (a standard normal gives 6.3e-5; unit-variance Student t with 4 dof about 5e-3).
+double share_beyond_4(const HostTensor& t) {
+  std::int64_t beyond = 0;
+  for (std::int64_t i = 0; i < t.numel(); ++i) beyond += std::abs(t.get(i)) > 4.0;
+  return static_cast<double>(beyond) / static_cast<double>(t.numel());
+}
+
+TEST(ActivationGenerator, ValuesAreHeavyTailedUnlessAskedForNormalNoise) {
+  const std::uint64_t seed = fresh_seed();
+  ActivationStats normal_noise;
+  normal_noise.heavy_tails = false;
+  const Qkv heavy = generate(key(seed), DType::kFloat32, 4, 4, 64, 512);
+  const Qkv normal = generate(key(seed), DType::kFloat32, 4, 4, 64, 512, normal_noise);
+  EXPECT_GT(share_beyond_4(heavy.v), 1.5e-3) << "seed " << seed;
+  EXPECT_LT(share_beyond_4(normal.v), 4e-4) << "seed " << seed;
 }
 
 }  // namespace

@@ -1,0 +1,274 @@
+#include "kernels/cpu/sage_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/sage_quant_cpu.h"
+
+namespace diffattn::sage {
+namespace {
+
+constexpr int kBlockQ = 64;  // query rows per work item (a multiple of kQGroup)
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// The operands in the layouts the inner loops want, per (batch, kv head): INT8 values widened to
+// int16 so the dot products vectorise as multiply-adds, and V as the floats the P*V sum multiplies.
+struct Operands {
+  QuantizedQ q;
+  QuantizedK k;
+  std::vector<std::int16_t> q16, k16;  // as q.values, k.values
+  std::vector<float> v;                // [B, Hkv, Skv, Dv]: decoded E4M3 (fp8) or float(v) (fp16)
+  std::vector<float> v_scales;         // [B, Hkv, Dv]: vs / 448 (fp8) or 1 (fp16)
+  std::vector<std::uint8_t> valid;     // [B, Skv]
+  std::vector<float> lse_shifts;       // [B, Hq, Sq], log2 units
+};
+
+float element(const TensorView& t, std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
+  const auto bits = static_cast<const std::uint16_t*>(t.data)[b * t.stride(0) + s * t.stride(1) + h * t.stride(2) +
+                                                             d * t.stride(3)];
+  return t.dtype == DType::kFloat16 ? cpu::half_to_float(bits) : cpu::bf16_to_float(bits);
+}
+
+// Rounds p to the input dtype (the accurate mode's P).
+float round_to_dtype(float p, DType dtype) {
+  return dtype == DType::kFloat16 ? cpu::half_to_float(cpu::float_to_half(p)) : cpu::bf16_to_float(cpu::float_to_bf16(p));
+}
+
+std::vector<std::int16_t> widened(const std::vector<std::int8_t>& values) {
+  return std::vector<std::int16_t>(values.begin(), values.end());
+}
+
+void fill_values(const AttentionProblem& p, PvMode pv, Operands& ops) {
+  const std::int64_t batch = p.v.size(0), seqlen = p.v.size(1), heads = p.v.size(2), width = p.v.size(3);
+  ops.v.assign(static_cast<std::size_t>(batch * heads * seqlen * width), 0.f);
+  ops.v_scales.assign(static_cast<std::size_t>(batch * heads * width), 1.f);
+  if (pv == PvMode::kFp8) {
+    const QuantizedV v = quantize_v(p, ops.valid);
+    float decoded[256];
+    for (int code = 0; code < 256; ++code) decoded[code] = e4m3_to_float(static_cast<std::uint8_t>(code));
+    const auto count = static_cast<std::int64_t>(v.codes.size());
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < count; ++i) ops.v[static_cast<std::size_t>(i)] = decoded[v.codes[static_cast<std::size_t>(i)]];
+    for (std::size_t i = 0; i < v.scales.size(); ++i) ops.v_scales[i] = v.scales[i] / kE4m3Max;
+    return;
+  }
+  const std::int64_t pairs = batch * heads;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t bh = 0; bh < pairs; ++bh)
+    for (std::int64_t j = 0; j < seqlen; ++j) {
+      if (!ops.valid[static_cast<std::size_t>((bh / heads) * seqlen + j)]) continue;  // padding stays 0
+      for (std::int64_t c = 0; c < width; ++c)
+        ops.v[static_cast<std::size_t>((bh * seqlen + j) * width + c)] = element(p.v, bh / heads, j, bh % heads, c);
+    }
+}
+
+bool all_finite(const std::vector<float>& values) {
+  return std::all_of(values.begin(), values.end(), [](float x) { return std::isfinite(x); });
+}
+
+float largest(const std::vector<float>& values) {
+  float m = 0.f;
+  for (float x : values) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// Scores are an INT32 dot times qs * ks, and P*V sums at most Skv terms of P <= 448 (or 1) times V:
+// both must stay inside float32, which only inputs near the dtype's largest values break.
+Status check_operands_fit_float32(const AttentionProblem& p, PvMode pv, const Operands& ops) {
+  const float score_bound = largest(ops.q.scales) * largest(ops.k.scales) * kInt8Max * kInt8Max *
+                            static_cast<float>(ops.q.head_size);
+  if (!all_finite(ops.q.scales) || !all_finite(ops.k.means) || !all_finite(ops.k.scales) || !std::isfinite(score_bound))
+    return InvalidInput("SAGE_ATTN: q and k are too large for float32 scores after scaling by the softmax scale (the "
+                        "quantization scales or the mean of k overflow); scale q and k down (e.g. normalise them) "
+                        "before the call");
+  const float p_max = pv == PvMode::kFp8 ? kE4m3Max * kE4m3Max : largest(ops.v);
+  if (!std::isfinite(p_max * static_cast<float>(p.v.size(1))))
+    return InvalidInput("SAGE_ATTN: v is too large for float32 output sums over " + std::to_string(p.v.size(1)) +
+                        " keys; scale v down before the call and the output up after it");
+  return Status::Ok();
+}
+
+struct WorkItem {
+  std::int64_t batch, head, q_begin, q_rows;
+};
+
+// The running state of kBlockQ query rows, and the scratch of one key block.
+struct RowState {
+  std::vector<float> m, l, o, acc, s;
+  std::vector<int> s_valid;
+  explicit RowState(std::int64_t dv)
+      : m(kBlockQ), l(kBlockQ), o(static_cast<std::size_t>(kBlockQ * dv)), acc(static_cast<std::size_t>(kBlockQ * dv)),
+        s(static_cast<std::size_t>(kBlockQ * kKvBlock)) {}
+};
+
+[[gnu::always_inline]] inline std::int32_t dot_i32(const std::int16_t* a, const std::int16_t* b, std::int64_t n) {
+  std::int32_t sum = 0;
+  for (std::int64_t d = 0; d < n; ++d) sum += static_cast<std::int32_t>(a[d]) * static_cast<std::int32_t>(b[d]);
+  return sum;
+}
+
+class ItemRunner {
+ public:
+  ItemRunner(const AttentionProblem& p, PvMode pv, const Operands& ops)
+      : p_(p), pv_(pv), ops_(ops), d_(p.q.size(3)), dv_(p.v.size(3)), skv_(p.k.size(1)),
+        group_(p.q.size(2) / p.k.size(2)) {}
+
+  [[gnu::always_inline]] void run(const WorkItem& w, RowState& st) const {
+    std::fill(st.m.begin(), st.m.end(), kNegInf);
+    std::fill(st.l.begin(), st.l.end(), 0.f);
+    std::fill(st.o.begin(), st.o.end(), 0.f);
+    const std::int64_t kv_head = w.head / group_;
+    // Causal (top-left): the block's last row sees keys up to its own index.
+    const std::int64_t kv_end = p_.causal ? std::min(skv_, w.q_begin + w.q_rows) : skv_;
+    for (std::int64_t j0 = 0; j0 < kv_end; j0 += kKvBlock) {
+      const std::int64_t keys = std::min<std::int64_t>(kKvBlock, skv_ - j0);
+      scores(w, kv_head, j0, keys, st);
+      softmax_and_pv(w, kv_head, j0, keys, st);
+    }
+    store(w, kv_head, st);
+  }
+
+ private:
+  [[gnu::always_inline]] void scores(const WorkItem& w, std::int64_t kv_head, std::int64_t j0, std::int64_t keys, RowState& st) const {
+    const std::uint8_t* valid = ops_.valid.data() + w.batch * skv_;
+    const std::int64_t qh = w.batch * ops_.q.heads + w.head, kh = w.batch * ops_.k.heads + kv_head;
+    for (std::int64_t r = 0; r < w.q_rows; ++r) {
+      const std::int64_t i = w.q_begin + r;
+      const std::int16_t* q = ops_.q16.data() + (qh * ops_.q.seqlen + i) * d_;
+      const float qs = ops_.q.scales[static_cast<std::size_t>(qh * ops_.q.groups() + i / kQGroup)];
+      float* s = st.s.data() + r * kKvBlock;
+      for (std::int64_t jj = 0; jj < keys; ++jj) {
+        const std::int64_t j = j0 + jj;
+        if (!valid[j] || (p_.causal && j > i)) {
+          s[jj] = kNegInf;
+          continue;
+        }
+        const std::int16_t* k = ops_.k16.data() + (kh * skv_ + j) * d_;
+        const float ks = ops_.k.scales[static_cast<std::size_t>(kh * ops_.k.groups() + j / kKGroup)];
+        s[jj] = static_cast<float>(dot_i32(q, k, d_)) * (qs * ks);
+      }
+    }
+  }
+
+  [[gnu::always_inline]] void softmax_and_pv(const WorkItem& w, std::int64_t kv_head, std::int64_t j0, std::int64_t keys, RowState& st) const {
+    const float* v = ops_.v.data() + ((w.batch * ops_.k.heads + kv_head) * skv_ + j0) * dv_;
+    const DType dtype = p_.q.dtype;
+    for (std::int64_t r = 0; r < w.q_rows; ++r) {
+      float* s = st.s.data() + r * kKvBlock;
+      float block_max = kNegInf;
+      for (std::int64_t jj = 0; jj < keys; ++jj) block_max = std::max(block_max, s[jj]);
+      const float m_new = std::max(st.m[r], block_max);
+      if (m_new == kNegInf) continue;  // every key so far is masked: nothing to add
+      const float alpha = st.m[r] == kNegInf ? 1.f : std::exp2(st.m[r] - m_new);
+      float row_sum = 0.f;
+      float* acc = st.acc.data() + r * dv_;
+      std::fill(acc, acc + dv_, 0.f);
+      for (std::int64_t jj = 0; jj < keys; ++jj) {
+        const float p = s[jj] == kNegInf ? 0.f : std::exp2(s[jj] - m_new);
+        row_sum += p;
+        const float pq = pv_ == PvMode::kFp8 ? e4m3_round(p * kE4m3Max) : round_to_dtype(p, dtype);
+        if (pq == 0.f) continue;
+        const float* vj = v + jj * dv_;
+        for (std::int64_t c = 0; c < dv_; ++c) acc[c] += pq * vj[c];
+      }
+      st.l[r] = st.l[r] * alpha + row_sum;
+      st.m[r] = m_new;
+      float* o = st.o.data() + r * dv_;
+      for (std::int64_t c = 0; c < dv_; ++c) o[c] = o[c] * alpha + acc[c];
+    }
+  }
+
+  void store(const WorkItem& w, std::int64_t kv_head, const RowState& st) const {
+    const float* v_scale = ops_.v_scales.data() + (w.batch * ops_.k.heads + kv_head) * dv_;
+    const TensorView& out = p_.out;
+    auto* dst = static_cast<std::uint16_t*>(out.data);
+    const float* shift = ops_.lse_shifts.data() + (w.batch * ops_.q.heads + w.head) * ops_.q.seqlen + w.q_begin;
+    for (std::int64_t r = 0; r < w.q_rows; ++r) {
+      const std::int64_t i = w.q_begin + r;
+      const float l = st.l[r];
+      const float* o = st.o.data() + r * dv_;
+      for (std::int64_t c = 0; c < dv_; ++c) {
+        const float value = l == 0.f ? 0.f : o[c] * v_scale[c] / l;
+        dst[w.batch * out.stride(0) + i * out.stride(1) + w.head * out.stride(2) + c * out.stride(3)] =
+            out.dtype == DType::kFloat16 ? cpu::float_to_half(value) : cpu::float_to_bf16(value);
+      }
+      if (p_.lse) {
+        const TensorView& lse = *p_.lse;
+        static_cast<float*>(lse.data)[w.batch * lse.stride(0) + w.head * lse.stride(1) + i * lse.stride(2)] =
+            l == 0.f ? kNegInf : (st.m[r] + std::log2(l) + shift[r]) * 0.6931471805599453f;
+      }
+    }
+  }
+
+  const AttentionProblem& p_;
+  PvMode pv_;
+  const Operands& ops_;
+  std::int64_t d_, dv_, skv_, group_;
+};
+
+// The inner loops are plain C++; an AVX2 clone lets the compiler vectorise them 8 wide where the
+// CPU has it (the run-time loader picks the clone).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void run_item(const ItemRunner& runner, const WorkItem& item, RowState& state) {
+  runner.run(item, state);
+}
+
+std::vector<WorkItem> work_items(const AttentionProblem& p) {
+  std::vector<WorkItem> items;
+  for (std::int64_t b = 0; b < p.q.size(0); ++b)
+    for (std::int64_t h = 0; h < p.q.size(2); ++h)
+      for (std::int64_t q0 = 0; q0 < p.q.size(1); q0 += kBlockQ)
+        items.push_back({b, h, q0, std::min<std::int64_t>(kBlockQ, p.q.size(1) - q0)});
+  return items;
+}
+
+Status check_runs_here(const AttentionProblem& p) {
+  if (p.q.device.kind != DeviceKind::kCpu)
+    return Internal("run_sage_attn_cpu was given tensors on a CUDA device; route them to run_sage_attn_cuda");
+  if (p.q.dtype != DType::kFloat16 && p.q.dtype != DType::kBFloat16)
+    return Unsupported("SAGE_ATTN takes float16 or bfloat16 q, k and v, got " + std::string(dtype_name(p.q.dtype)) +
+                       "; convert them, or select TORCH_SDPA");
+  if (p.v.size(3) != p.q.size(3))
+    return Unsupported("SAGE_ATTN needs the value head size to equal the query head size (got " +
+                       std::to_string(p.v.size(3)) + " and " + std::to_string(p.q.size(3)) + "); select TORCH_SDPA");
+  if (p.mask_kind() == MaskKind::kDense)
+    return Unsupported("SAGE_ATTN takes key-padding masks [B, Skv] only, not dense masks; select TORCH_SDPA");
+  if (p.is_varlen())
+    return Unsupported("SAGE_ATTN does not take packed variable-length batches; pad them and pass a key-padding "
+                       "mask, or select TORCH_SDPA");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv) {
+  DIFFATTN_RETURN_IF_ERROR(check_runs_here(problem));
+  Operands ops;
+  ops.valid = valid_keys(problem);
+  ops.q = quantize_q(problem);
+  ops.k = quantize_k(problem, ops.valid);
+  fill_values(problem, pv, ops);
+  DIFFATTN_RETURN_IF_ERROR(check_operands_fit_float32(problem, pv, ops));
+  if (problem.lse) ops.lse_shifts = lse_shifts(problem, ops.k);
+  ops.q16 = widened(ops.q.values);
+  ops.k16 = widened(ops.k.values);
+  const std::vector<WorkItem> items = work_items(problem);
+  const ItemRunner runner(problem, pv, ops);
+  const auto count = static_cast<std::int64_t>(items.size());
+#pragma omp parallel
+  {
+    RowState state(problem.v.size(3));
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t i = 0; i < count; ++i) run_item(runner, items[static_cast<std::size_t>(i)], state);
+  }
+  return Status::Ok();
+}
+
+}  // namespace diffattn::sage

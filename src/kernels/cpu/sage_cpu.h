@@ -1,0 +1,17 @@
+#pragma once
+// SAGE_ATTN on the CPU: INT8 Q*K^T (K smoothed by its mean) and FP8 or input-dtype P*V, the same
+// arithmetic as the CUDA kernels (kernels/sage/sage_quant.h), multithreaded over (batch, head,
+// query block). It is SAGE_ATTN for CPU callers and the oracle the GPU kernels are tested against.
+
+#include "diffattn/problem.h"
+#include "diffattn/status.h"
+#include "kernels/sage/sage_quant.h"
+
+namespace diffattn::sage {
+
+// `problem` has passed the layer's checks and lives on the CPU. Refuses (kUnsupported) dense masks,
+// packed batches, dtypes other than fp16/bf16 and a value head size other than the query's, and (kInvalidInput) inputs whose quantization
+// scales leave float32's range, before anything is written. Fully masked rows give 0 and LSE -inf.
+Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv);
+
+}  // namespace diffattn::sage
