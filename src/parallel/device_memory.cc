@@ -116,6 +116,22 @@ Status copy_to_device(void* dst, const void* host, std::size_t bytes, DeviceKind
 #endif
 }
 
+Status copy_to_host(void* host, const void* src, std::size_t bytes, DeviceKind device, void* stream) {
+  if (bytes == 0) return Status::Ok();
+  if (device == DeviceKind::kCpu) {
+    std::memcpy(host, src, bytes);
+    return Status::Ok();
+  }
+#if DIFFATTN_HAVE_CUDA
+  auto s = static_cast<cudaStream_t>(stream);
+  DIFFATTN_RETURN_IF_ERROR(cuda_ok(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync"));
+  return cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+#else
+  (void)stream;
+  return no_cuda();
+#endif
+}
+
 Status synchronize(DeviceKind device, void* stream) {
   if (device == DeviceKind::kCpu) return Status::Ok();
 #if DIFFATTN_HAVE_CUDA

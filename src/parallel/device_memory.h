@@ -38,6 +38,7 @@ Status copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t 
 Status fill_bytes(void* dst, int value, std::size_t bytes, DeviceKind device, void* stream);
 // Host copies of device bytes and back (masks and small tables), synchronous on `stream`.
 Status copy_to_device(void* dst, const void* host, std::size_t bytes, DeviceKind device, void* stream);
+Status copy_to_host(void* host, const void* src, std::size_t bytes, DeviceKind device, void* stream);
 Status synchronize(DeviceKind device, void* stream);
 
 }  // namespace diffattn::parallel
