@@ -35,9 +35,11 @@ int finish(const Result<runner::ParallelRunReport>& report, const CommonOptions&
   if (options.json) print_json(runner::parallel_report_json(*report));
   else std::cout << runner::parallel_report_text(*report);
   if (report->ok()) return 0;
-  for (const runner::ParallelRoleResult& r : report->roles)
-    if (r.error_code == error_code_name(ErrorCode::kUnsupported) || r.error_code == error_code_name(ErrorCode::kInvalidConfig))
-      return exit_code_for(ErrorCode::kUnsupported);
+  // A refusal before any work exits as the ordinary run does: 2 for the configuration, 3 when it cannot run here.
+  for (const runner::ParallelRoleResult& r : report->roles) {
+    if (r.error_code == error_code_name(ErrorCode::kInvalidConfig)) return exit_code_for(ErrorCode::kInvalidConfig);
+    if (r.error_code == error_code_name(ErrorCode::kUnsupported)) return exit_code_for(ErrorCode::kUnsupported);
+  }
   return 1;
 }
 
