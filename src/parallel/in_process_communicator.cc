@@ -42,6 +42,8 @@ class Group : public std::enable_shared_from_this<Group> {
       return Status::Ok();
     }
     const bool done = cv_.wait_for(lock, timeout_, [&] { return generation_ != generation || failure_.has_value(); });
+    // A rendezvous that completed stands even if a rank failed right after it.
+    if (generation_ != generation) return Status::Ok();
     if (failure_) return failed_status();
     if (!done) {
       failure_ = "rank " + std::to_string(rank) + " waited " + std::to_string(timeout_.count()) +

@@ -122,6 +122,22 @@ TEST(InProcessCommunicator, AFailedRankStopsTheOthersWithItsReasonWellBeforeTheT
   }
 }
 
+TEST(InProcessCommunicator, ACollectiveThatCompletedStandsWhenARankFailsRightAfter) {
+  // Rank 1 waits at the barrier; rank 0 arrives last and fails at once: rank 1's barrier did complete.
+  int completed = 0;
+  for (int round = 0; round < 50; ++round) {
+    auto comms = group(2);
+    auto results = run_ranks(comms, [&](int r, Communicator& c) -> Status {
+      if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      DIFFATTN_RETURN_IF_ERROR(c.barrier());
+      if (r == 0) c.abort("failed after the barrier");
+      return Status::Ok();
+    });
+    completed += results[1].ok();
+  }
+  EXPECT_EQ(completed, 50);
+}
+
 TEST(InProcessCommunicator, ARankThatNeverArrivesEndsTheCollectiveAtTheTimeout) {
   auto comms = group(2, std::chrono::milliseconds(200));
   auto results = run_ranks(comms, [&](int r, Communicator& c) -> Status {

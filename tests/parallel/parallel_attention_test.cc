@@ -69,6 +69,15 @@ TEST(SequenceParallel, JointTextFrontAndRearEqualsOneRank) {
   }
 }
 
+TEST(SequenceParallel, ALayerCalledWithTheTextOnTheOtherSideStaysExact) {
+  for (ParallelDegrees d : {ParallelDegrees{2, 1}, ParallelDegrees{1, 2}}) {
+    expect_matches_single_rank({.degrees = d, .image_tokens = 45, .text_tokens = 6, .text_rear = true, .text_mask = true,
+                                .warm_with_other_placement = true});
+    expect_matches_single_rank({.degrees = d, .image_tokens = 45, .text_tokens = 6, .text_mask = true,
+                                .warm_with_other_placement = true});
+  }
+}
+
 TEST(SequenceParallel, PaddedImageTokensAreMaskedExactly) {
   // 45 tokens over 2 or 4 ranks: the last ranks hold fewer, some ring blocks are partly or only padding.
   for (ParallelDegrees d : {ParallelDegrees{2, 1}, ParallelDegrees{4, 1}, ParallelDegrees{1, 2}, ParallelDegrees{1, 4},

@@ -36,6 +36,8 @@ struct SpCase {
   DType dtype = DType::kFloat32;
   std::string backend = "TORCH_SDPA";
   std::uint64_t seed = 1;
+  // The same layer first runs a call with the text on the other side: its buffers must not carry over.
+  bool warm_with_other_placement = false;
 };
 
 struct Host4 {
@@ -167,6 +169,14 @@ class SpHarness {
         if (!layer.ok()) {
           mine.status = layer.status();
           return;
+        }
+        if (c.warm_with_other_placement && t > 0) {
+          ParallelCall warm = call;
+          warm.joint_placement = c.text_rear ? JointPlacement::kFront : JointPlacement::kRear;
+          mine.status = (*layer)->forward(warm);
+          if (!mine.status.ok()) return;
+          poison(mine.out.view);
+          poison(mine.joint_out.view);
         }
         mine.status = (*layer)->forward(call);
       });
