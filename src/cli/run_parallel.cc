@@ -99,6 +99,9 @@ int run_sequence_parallel_command(const runner::RunRequest& request, const paral
   const bool on_device = info->kind == PlatformKind::kCuda;
   auto env = parallel::rank_environment();
   if (!env.ok()) return report_error(env.status(), options.json);
+  // Checked once, before any rank starts: a request the model cannot take is one error, not one per rank.
+  auto plan = runner::plan_workload(request, on_device, 1);
+  if (!plan.ok()) return report_error(plan.status(), options.json);
   if (on_device && !*env) {
     // The launcher: one process per GPU, each running this same command as its rank.
     auto last = probe_cuda_platform(degrees.world() - 1);
@@ -113,8 +116,6 @@ int run_sequence_parallel_command(const runner::RunRequest& request, const paral
     if (!code.ok()) return report_error(code.status(), options.json);
     return *code;
   }
-  auto plan = runner::plan_workload(request, on_device, 1);
-  if (!plan.ok()) return report_error(plan.status(), options.json);
   auto platform = make_platform(*info, global_registry());
   Selector selector(platform, &global_registry());
   if (*env) return run_launched_rank(**env, *plan, *config, selector, request, degrees, options);
