@@ -171,6 +171,12 @@ Result<RunFlags> take_run_flags(std::vector<std::string>& args) {
   DIFFATTN_ASSIGN_OR_RETURN(std::optional<int> ring, take_int(reader, "--ring", 1, 1024));
   flags.degrees = {ulysses.value_or(1), ring.value_or(1)};
   DIFFATTN_RETURN_IF_ERROR(reader.expect_empty("run", kRunFlags));
+  if (flags.degrees.world() > 1 && !r.activations_dir.empty())
+    return UsageError("--activations replays one device's dumps; a --ulysses/--ring run generates its inputs from --seed "
+                      "(the same tensors on any number of ranks): leave out --activations");
+  if (flags.degrees.world() > 1 && !flags.out_dir.empty())
+    return UsageError("a --ulysses/--ring run prints its report (--json for JSON) and writes no report files: leave out "
+                      "--out-dir");
   if (flags.degrees.world() > 1 && !r.compare.empty())
     return UsageError("--compare runs backends one after another on one device; run --ulysses/--ring with one backend "
                       "(--diffusion-attention-backend NAME) instead");

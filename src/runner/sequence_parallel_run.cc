@@ -198,6 +198,20 @@ Status run_role(const WorkloadPlan& plan, const RolePlan& rp, const AttentionCon
     call.joint_out = tout.view;
     call.joint_placement = plan.model->joint_text == "last" ? parallel::JointPlacement::kRear : parallel::JointPlacement::kFront;
   }
+  // --prompt-tokens: the text keys past the prompt are padding, masked in the parallel call and the reference alike.
+  const bool masked_text = t > 0 && rp.text_keys_masked;
+  const std::int64_t prompt = masked_text ? *plan.prompt_tokens : t;
+  std::vector<unsigned char> text_keep(static_cast<std::size_t>(b * t), 1), ref_keep;
+  DeviceBuffer text_mask, ref_mask;
+  if (masked_text) {
+    for (std::int64_t bi = 0; bi < b; ++bi)
+      for (std::int64_t j = prompt; j < t; ++j) text_keep[bi * t + j] = 0;
+    DIFFATTN_ASSIGN_OR_RETURN(text_mask, DeviceBuffer::Zeros(dev, text_keep.size()));
+    DIFFATTN_RETURN_IF_ERROR(parallel::copy_to_device(text_mask.data(), text_keep.data(), text_keep.size(), dev.kind, nullptr));
+    call.joint_key_mask = TensorView::Contiguous(text_mask.data(), DType::kBool, {b, t}, dev);
+    DIFFATTN_RETURN_IF_ERROR(layer->preflight({.dtype = dt, .device = dev.kind, .batch = b, .image_tokens = s,
+                                               .joint_tokens = t, .head_size_v = d, .joint_key_mask = true}));
+  }
   double parallel_ms = 0;
   {
     DIFFATTN_RETURN_IF_ERROR(world.barrier());
@@ -226,6 +240,14 @@ Status run_role(const WorkloadPlan& plan, const RolePlan& rp, const AttentionCon
   p.k = rk.view;
   p.v = rv.view;
   p.out = ro.view;
+  if (masked_text) {
+    ref_keep.assign(static_cast<std::size_t>(b * (t + s)), 1);
+    for (std::int64_t bi = 0; bi < b; ++bi)
+      for (std::int64_t j = prompt; j < t; ++j) ref_keep[bi * (t + s) + j] = 0;
+    DIFFATTN_ASSIGN_OR_RETURN(ref_mask, DeviceBuffer::Zeros(dev, ref_keep.size()));
+    DIFFATTN_RETURN_IF_ERROR(parallel::copy_to_device(ref_mask.data(), ref_keep.data(), ref_keep.size(), dev.kind, nullptr));
+    p.mask = TensorView::Contiguous(ref_mask.data(), DType::kBool, {b, t + s}, dev);
+  }
   auto single_call = [&]() -> Status {
     DIFFATTN_RETURN_IF_ERROR(single.forward(p));
     return parallel::synchronize(dev.kind, nullptr);

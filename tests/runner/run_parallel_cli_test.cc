@@ -66,6 +66,16 @@ TEST(RunParallelCli, TextPrintsTheResolutionOnceAndTheScaling) {
   EXPECT_EQ(count, 1u) << r.err;
 }
 
+TEST(RunParallelCli, PromptTokensMaskTheTextKeysOnEveryRankAndTheReference) {
+  const Output r = run_cli("run --platform cpu --model sd3-medium --height 128 --width 128 --ulysses 2 --ring 2 "
+                           "--prompt-tokens 20 --warmup 0 --repeats 1 --dtype float32 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto doc = nlohmann::json::parse(r.out, nullptr, false);
+  const auto& joint = doc.at("roles").at(0);
+  EXPECT_EQ(joint.at("text_tokens"), 333);
+  EXPECT_LT(joint.at("rel_l2").get<double>(), 1e-5);
+}
+
 TEST(RunParallelCli, IndivisibleHeadsAndRefusedOptionsExitWithTheReason) {
   // tiny-dit has 4 heads.
   const Output heads = run_cli("run --platform cpu --model tiny-dit --height 64 --width 64 --ulysses 3 --warmup 0 --repeats 1");
@@ -74,6 +84,9 @@ TEST(RunParallelCli, IndivisibleHeadsAndRefusedOptionsExitWithTheReason) {
   const Output compare = run_cli("run --platform cpu --ulysses 2 --compare TORCH_SDPA");
   EXPECT_EQ(compare.exit_code, 2);
   EXPECT_THAT(compare.err, HasSubstr("--compare"));
+  const Output dumps = run_cli("run --platform cpu --ulysses 2 --activations /nonexistent");
+  EXPECT_EQ(dumps.exit_code, 2);
+  EXPECT_THAT(dumps.err, HasSubstr("--activations"));
 }
 
 }  // namespace
