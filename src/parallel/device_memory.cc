@@ -56,8 +56,14 @@ Result<DeviceBuffer> DeviceBuffer::Zeros(Device device, std::size_t bytes) {
     return b;
   }
 #if DIFFATTN_HAVE_CUDA
-  DIFFATTN_RETURN_IF_ERROR(cuda_ok(cudaMalloc(&b.data_, alloc), "cudaMalloc"));
-  DIFFATTN_RETURN_IF_ERROR(cuda_ok(cudaMemset(b.data_, 0, alloc), "cudaMemset"));
+  // On the buffer's device, whichever device the calling thread had current (restored after).
+  int current = 0;
+  DIFFATTN_RETURN_IF_ERROR(cuda_ok(cudaGetDevice(&current), "cudaGetDevice"));
+  if (current != device.index) DIFFATTN_RETURN_IF_ERROR(cuda_ok(cudaSetDevice(device.index), "cudaSetDevice"));
+  Status made = cuda_ok(cudaMalloc(&b.data_, alloc), "cudaMalloc");
+  if (made.ok()) made = cuda_ok(cudaMemset(b.data_, 0, alloc), "cudaMemset");
+  if (current != device.index) cudaSetDevice(current);
+  DIFFATTN_RETURN_IF_ERROR(made);
   return b;
 #else
   return no_cuda();

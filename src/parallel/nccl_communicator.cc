@@ -46,6 +46,7 @@ class NcclCommunicator : public Communicator {
   }
   ~NcclCommunicator() override {
     if (exchange_stream_) cudaStreamDestroy(exchange_stream_);
+    if (flag_) cudaFree(flag_);
     if (comm_ && !aborted_) ncclCommDestroy(comm_);
   }
 
