@@ -78,7 +78,11 @@ int run_launched_rank(const parallel::RankEnvironment& env, const runner::Worklo
   auto report = runner::run_sequence_parallel(plan, config, selector, degrees, **comm, env.device, request.seed,
                                               request.quality_bound);
   if (env.rank != 0) {
+    // Rank 0 may be ended by the launcher when this rank fails, so this rank says why itself.
     if (!report.ok()) std::cerr << "[diffattn rank " << env.rank << "] " << report.status().message() << "\n";
+    else
+      for (const runner::ParallelRoleResult& r : report->roles)
+        if (!r.error.empty()) std::cerr << "[diffattn rank " << env.rank << "] role " << r.role << ": " << r.error << "\n";
     return report.ok() && report->ok() ? 0 : 1;
   }
   return finish(report, options);
