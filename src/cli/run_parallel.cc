@@ -30,17 +30,22 @@ void print_resolutions(const runner::WorkloadPlan& plan, const AttentionConfig& 
   std::cout << table.render() << "\n";
 }
 
-int finish(const Result<runner::ParallelRunReport>& report, const CommonOptions& options) {
-  if (!report.ok()) return report_error(report.status(), options.json);
-  if (options.json) print_json(runner::parallel_report_json(*report));
-  else std::cout << runner::parallel_report_text(*report);
-  if (report->ok()) return 0;
-  // A refusal before any work exits as the ordinary run does: 2 for the configuration, 3 when it cannot run here.
-  for (const runner::ParallelRoleResult& r : report->roles) {
+// 0 when every role ran within the bound; a refusal before any work exits as the ordinary run does
+// (2 for the configuration, 3 when it cannot run here); anything else 1. The same on every rank.
+int exit_code_of(const runner::ParallelRunReport& report) {
+  if (report.ok()) return 0;
+  for (const runner::ParallelRoleResult& r : report.roles) {
     if (r.error_code == error_code_name(ErrorCode::kInvalidConfig)) return exit_code_for(ErrorCode::kInvalidConfig);
     if (r.error_code == error_code_name(ErrorCode::kUnsupported)) return exit_code_for(ErrorCode::kUnsupported);
   }
   return 1;
+}
+
+int finish(const Result<runner::ParallelRunReport>& report, const CommonOptions& options) {
+  if (!report.ok()) return report_error(report.status(), options.json);
+  if (options.json) print_json(runner::parallel_report_json(*report));
+  else std::cout << runner::parallel_report_text(*report);
+  return exit_code_of(*report);
 }
 
 int run_in_process(const runner::WorkloadPlan& plan, const AttentionConfig& config, Selector& selector,
@@ -83,7 +88,7 @@ int run_launched_rank(const parallel::RankEnvironment& env, const runner::Worklo
     else
       for (const runner::ParallelRoleResult& r : report->roles)
         if (!r.error.empty()) std::cerr << "[diffattn rank " << env.rank << "] role " << r.role << ": " << r.error << "\n";
-    return report.ok() && report->ok() ? 0 : 1;
+    return report.ok() ? exit_code_of(*report) : 1;
   }
   return finish(report, options);
 }
