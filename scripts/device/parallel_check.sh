@@ -41,7 +41,7 @@ timeout 330 cmake --build build/sp -j "$(nproc)" --target diffattn_tests diffatt
 echo "built in $(( $(date +%s) - start )) s"
 
 echo "== GPU tests of sequence parallelism"
-timeout 150 build/sp/tests/diffattn_tests --gtest_filter='GpuNccl*:GpuPartialMerge*:SequenceParallel*:InProcessCommunicator*' \
+timeout 150 build/sp/tests/diffattn_tests --gtest_filter='GpuNccl*:GpuPartialMerge*:SequenceParallel*:InProcessCommunicator*:Launcher*' \
   >"$out/tests.log" 2>&1
 echo "tests exit $?"
 grep -E "^\[  (FAILED|PASSED|SKIPPED|  OK) |^\[==========\]|Failure|Expected|Which is|error" "$out/tests.log" | head -n 60
