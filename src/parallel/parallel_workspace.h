@@ -11,7 +11,6 @@ namespace diffattn::parallel {
 // Buffers of one call shape, kept while calls keep that shape.
 struct ParallelAttention::Workspace {
   ParallelCallShape shape;
-  std::int64_t local_length = 0;  // this rank's real image tokens
   SequencePlan plan;
   std::int64_t text = 0, seq_q = 0, img0 = 0, text0 = 0;  // Sq = text + chunk; where image and text rows start
   std::int64_t hq = 0, hkv = 0, d = 0, dv = 0;            // per rank
