@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on a machine with 2 (or more) GPUs: builds diffattn for sm_90a with NCCL, runs the
-# sequence-parallel GPU tests (two ranks over NCCL against one GPU, a killed rank, the merge kernel),
+# sequence-parallel GPU tests (two ranks over NCCL against one GPU, a killed rank, every mode as
+# threads on one GPU, the merge kernel),
 # then `diffattn run` on Wan2.1-14B self-attention with --ulysses 2 and --ring 2 at 480p and 720p
 # (FLASH_ATTN; with 4 GPUs also --ulysses 4 and 2 x 2 at 720p), and writes logs, JSON and a summary table to $OUT (default build/parallel-check).
 # One command, under 9 minutes on an H200 pair. Prepare and carry the tree as for the benchmark:
@@ -41,7 +42,7 @@ timeout 330 cmake --build build/sp -j "$(nproc)" --target diffattn_tests diffatt
 echo "built in $(( $(date +%s) - start )) s"
 
 echo "== GPU tests of sequence parallelism"
-timeout 150 build/sp/tests/diffattn_tests --gtest_filter='GpuNccl*:GpuPartialMerge*:SequenceParallel*:InProcessCommunicator*:Launcher*' \
+timeout 150 build/sp/tests/diffattn_tests --gtest_filter='GpuNccl*:GpuInProcess*:GpuPartialMerge*:SequenceParallel*:InProcessCommunicator*:Launcher*' \
   >"$out/tests.log" 2>&1
 echo "tests exit $?"
 grep -E "^\[  (FAILED|PASSED|SKIPPED|  OK) |^\[==========\]|Failure|Expected|Which is|error" "$out/tests.log" | head -n 60

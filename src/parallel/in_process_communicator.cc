@@ -10,6 +10,8 @@
 #include <string>
 #include <tuple>
 
+#include "parallel/device_memory.h"
+
 namespace diffattn::parallel {
 namespace {
 
@@ -125,42 +127,46 @@ class InProcessExchange : public PendingExchange {
 
 class InProcessCommunicator : public Communicator {
  public:
-  InProcessCommunicator(std::shared_ptr<Group> group, int rank) : group_(std::move(group)), rank_(rank) {}
+  InProcessCommunicator(std::shared_ptr<Group> group, int rank, DeviceKind device)
+      : group_(std::move(group)), rank_(rank), device_(device) {}
 
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
-  DeviceKind device() const override { return DeviceKind::kCpu; }
+  DeviceKind device() const override { return device_; }
   std::string_view engine() const override { return "in-process"; }
 
-  Status all_to_all(const void* send, void* recv, std::size_t bytes, void*) override {
-    return collective(send, -1, [&] {
+  Status all_to_all(const void* send, void* recv, std::size_t bytes, void* stream) override {
+    return collective(send, -1, stream, [&] {
       for (int j = 0; j < size(); ++j)
-        copy(static_cast<char*>(recv) + j * bytes, static_cast<const char*>(group_->deposit_of(j).send) + rank_ * bytes, bytes);
+        DIFFATTN_RETURN_IF_ERROR(copy(static_cast<char*>(recv) + j * bytes,
+                                      static_cast<const char*>(group_->deposit_of(j).send) + rank_ * bytes, bytes));
       return Status::Ok();
     });
   }
 
-  Status all_gather(const void* send, void* recv, std::size_t bytes, void*) override {
-    return collective(send, -1, [&] {
-      for (int j = 0; j < size(); ++j) copy(static_cast<char*>(recv) + j * bytes, group_->deposit_of(j).send, bytes);
+  Status all_gather(const void* send, void* recv, std::size_t bytes, void* stream) override {
+    return collective(send, -1, stream, [&] {
+      for (int j = 0; j < size(); ++j)
+        DIFFATTN_RETURN_IF_ERROR(copy(static_cast<char*>(recv) + j * bytes, group_->deposit_of(j).send, bytes));
       return Status::Ok();
     });
   }
 
   Result<std::unique_ptr<PendingExchange>> start_send_recv(const void* send, int to, void* recv, int from,
-                                                           std::size_t bytes, void*) override {
+                                                           std::size_t bytes, void* stream) override {
     DIFFATTN_RETURN_IF_ERROR(check_peer(to, "to"));
     DIFFATTN_RETURN_IF_ERROR(check_peer(from, "from"));
     // The exchange runs on its own thread so that the caller's attention overlaps it.
+    // The send buffer is ready once the caller's queued work is; the copy itself is synchronous.
+    DIFFATTN_RETURN_IF_ERROR(synchronize(device_, stream));
     auto done = std::async(std::launch::async, [this, send, to, recv, from, bytes] {
-      return collective(send, to, [&]() -> Status {
+      return collective(send, to, nullptr, [&]() -> Status {
         const Deposit& src = group_->deposit_of(from);
         if (src.peer != rank_) {
           return InvalidInput("send_recv: rank " + std::to_string(rank_) + " receives from rank " + std::to_string(from) +
                               ", which sends to rank " + std::to_string(src.peer) + "; every rank must name a matching peer");
         }
-        copy(recv, src.send, bytes);
-        return Status::Ok();
+        return copy(recv, src.send, bytes);
       });
     });
     return std::unique_ptr<PendingExchange>(new InProcessExchange(std::move(done)));
@@ -174,14 +180,21 @@ class InProcessCommunicator : public Communicator {
     auto [group, rank] = group_->split_result(rank_);
     // The second rendezvous keeps the deposits until every rank has read its group.
     DIFFATTN_RETURN_IF_ERROR(group_->rendezvous(rank_));
-    return std::unique_ptr<Communicator>(new InProcessCommunicator(std::move(group), rank));
+    return std::unique_ptr<Communicator>(new InProcessCommunicator(std::move(group), rank, device_));
   }
 
   void abort(const std::string& reason) override { group_->abort("rank " + std::to_string(rank_) + " failed: " + reason); }
 
  private:
-  static void copy(void* dst, const void* src, std::size_t bytes) {
-    if (bytes) std::memcpy(dst, src, bytes);
+  // Host memcpy, or a device copy finished before it returns (the reader's peers may reuse the source next).
+  Status copy(void* dst, const void* src, std::size_t bytes) const {
+    if (bytes == 0) return Status::Ok();
+    if (device_ == DeviceKind::kCpu) {
+      std::memcpy(dst, src, bytes);
+      return Status::Ok();
+    }
+    DIFFATTN_RETURN_IF_ERROR(copy_rows(dst, bytes, src, bytes, bytes, 1, device_, nullptr));
+    return synchronize(device_, nullptr);
   }
 
   Status check_peer(int peer, const char* what) const {
@@ -191,7 +204,8 @@ class InProcessCommunicator : public Communicator {
   }
 
   // Deposit, wait for all, copy this rank's share, wait until every rank has copied its share.
-  Status collective(const void* send, int peer, const std::function<Status()>& read_mine) {
+  Status collective(const void* send, int peer, void* stream, const std::function<Status()>& read_mine) {
+    DIFFATTN_RETURN_IF_ERROR(synchronize(device_, stream));  // the peers read `send` as soon as all arrive
     group_->deposit(rank_, Deposit{.send = send, .peer = peer});
     DIFFATTN_RETURN_IF_ERROR(group_->rendezvous(rank_));
     Status read = read_mine();
@@ -202,17 +216,19 @@ class InProcessCommunicator : public Communicator {
 
   std::shared_ptr<Group> group_;
   int rank_;
+  DeviceKind device_;
 };
 
 }  // namespace
 
-Result<std::vector<std::unique_ptr<Communicator>>> make_in_process_group(int size, std::chrono::milliseconds timeout) {
+Result<std::vector<std::unique_ptr<Communicator>>> make_in_process_group(int size, std::chrono::milliseconds timeout,
+                                                                       DeviceKind device) {
   if (size < 1 || size > 1024)
     return InvalidInput("an in-process group needs 1 to 1024 ranks, got " + std::to_string(size));
   if (timeout.count() <= 0) return InvalidInput("an in-process group needs a positive timeout");
   auto group = std::make_shared<Group>(size, timeout);
   std::vector<std::unique_ptr<Communicator>> ranks;
-  for (int r = 0; r < size; ++r) ranks.push_back(std::make_unique<InProcessCommunicator>(group, r));
+  for (int r = 0; r < size; ++r) ranks.push_back(std::make_unique<InProcessCommunicator>(group, r, device));
   return ranks;
 }
 

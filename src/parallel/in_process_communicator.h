@@ -11,8 +11,10 @@
 
 namespace diffattn::parallel {
 
-// `size` communicators of one group: give element r to the thread that plays rank r.
+// `size` communicators of one group: give element r to the thread that plays rank r. With
+// `device` kCuda the buffers are device memory of one GPU that every rank's thread uses (all ranks
+// on one GPU: the CUDA paths of the parallel layer checked without NCCL).
 Result<std::vector<std::unique_ptr<Communicator>>> make_in_process_group(
-    int size, std::chrono::milliseconds timeout = std::chrono::seconds(60));
+    int size, std::chrono::milliseconds timeout = std::chrono::seconds(60), DeviceKind device = DeviceKind::kCpu);
 
 }  // namespace diffattn::parallel

@@ -1,6 +1,7 @@
-// Sequence parallelism over NCCL on two GPUs. GpuNccl.* launch this test binary again as two
-// ranks (our launcher) running GpuNcclRank.*, which skip unless launched; the parent checks that
-// both ranks passed. Without two GPUs or NCCL they skip.
+// Sequence parallelism on GPUs. GpuNccl.* launch this test binary again as two ranks (our
+// launcher) running GpuNcclRank.*, which skip unless launched; the parent checks that both ranks
+// passed (they skip without two GPUs or NCCL). GpuInProcess.* run every rank as a thread on one GPU
+// with the in-process communicator: the layer's CUDA paths without NCCL.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "diffattn/attention.h"
@@ -16,6 +18,7 @@
 #include "kernels/cpu/half_convert.h"
 #include "kernels/merge/partial_merge.h"
 #include "parallel/device_memory.h"
+#include "parallel/in_process_communicator.h"
 #include "parallel/launcher.h"
 #include "parallel/nccl_communicator.h"
 #include "parallel/parallel_attention.h"
@@ -205,6 +208,90 @@ TEST(GpuNccl, AKilledRankEndsEveryRankWithinBoundedTime) {
   EXPECT_EQ(*code, 3);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }
+
+#if DIFFATTN_HAVE_CUDA
+TEST(GpuInProcess, UlyssesRingAndHybridOnOneGpuEqualOneRank) {
+  if (cuda_devices() < 1) GTEST_SKIP() << "no CUDA device on this machine";
+  Registry registry;
+  register_builtin_backends(registry);
+  auto info = probe_cuda_platform(0);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  Selector selector(make_platform(*info, registry), &registry);
+  const std::int64_t s = 301, t = 7, h = 8, hkv = 4, d = 128;
+  std::mt19937_64 rng(13);
+  DeviceTensor q = make({1, s, h, d}, 0, &rng), k = make({1, s, hkv, d}, 0, &rng), v = make({1, s, hkv, d}, 0, &rng);
+  DeviceTensor jq = make({1, t, h, d}, 0, &rng), jk = make({1, t, hkv, d}, 0, &rng), jv = make({1, t, hkv, d}, 0, &rng);
+  auto cat = [&](const DeviceTensor& a, const DeviceTensor& b) {
+    DeviceTensor out = make({1, a.view.size(1) + b.view.size(1), a.view.size(2), d}, 0, nullptr);
+    std::copy(a.host.begin(), a.host.end(), out.host.begin());
+    std::copy(b.host.begin(), b.host.end(), out.host.begin() + a.host.size());
+    EXPECT_TRUE(copy_to_device(out.buffer.data(), out.host.data(), out.host.size() * 2, DeviceKind::kCuda, nullptr).ok());
+    return out;
+  };
+  DeviceTensor fq = cat(jq, q), fk = cat(jk, k), fv = cat(jv, v), fo = make({1, t + s, h, d}, 0, nullptr);
+  for (const char* backend : {"TORCH_SDPA", "FLASH_ATTN"}) {
+    AttentionConfig config;
+    config.default_spec = AttentionSpec{.backend = backend};
+    AttentionLayerDesc desc{.num_heads = static_cast<int>(h), .num_kv_heads = static_cast<int>(hkv), .head_size = 128};
+    auto one = Attention::Create(desc, config, selector);
+    ASSERT_TRUE(one.ok()) << one.status().ToString();
+    AttentionProblem p;
+    p.q = fq.view;
+    p.k = fk.view;
+    p.v = fv.view;
+    p.out = fo.view;
+    ASSERT_TRUE(one->forward(p).ok());
+    ASSERT_TRUE(synchronize(DeviceKind::kCuda, nullptr).ok());
+    const std::vector<float> want = fetch(fo);
+    for (ParallelDegrees degrees : {ParallelDegrees{2, 1}, ParallelDegrees{1, 2}, ParallelDegrees{2, 2},
+                                    ParallelDegrees{4, 1}, ParallelDegrees{1, 4}}) {
+      SCOPED_TRACE(std::string(backend) + " " + degrees.describe());
+      const int world = degrees.world();
+      auto comms = make_in_process_group(world, std::chrono::seconds(60), DeviceKind::kCuda);
+      ASSERT_TRUE(comms.ok());
+      std::vector<Status> status(world);
+      std::vector<double> worst(world, 0);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < world; ++r) {
+        threads.emplace_back([&, r] {
+          cudaSetDevice(0);
+          const ShardRange shard = image_shard(s, world, r);
+          DeviceTensor lq = rows(q, shard.begin, shard.length, 0), lk = rows(k, shard.begin, shard.length, 0),
+                       lv = rows(v, shard.begin, shard.length, 0);
+          DeviceTensor out = make({1, shard.length, h, d}, 0, nullptr), jout = make({1, t, h, d}, 0, nullptr);
+          auto layer = ParallelAttention::Create(desc, degrees, *(*comms)[r], config, selector);
+          if (!layer.ok()) {
+            status[r] = layer.status();
+            return;
+          }
+          ParallelCall call;
+          call.q = lq.view;
+          call.k = lk.view;
+          call.v = lv.view;
+          call.out = out.view;
+          call.image_tokens = s;
+          call.joint_q = jq.view;
+          call.joint_k = jk.view;
+          call.joint_v = jv.view;
+          call.joint_out = jout.view;
+          status[r] = (*layer)->forward(call);
+          if (!status[r].ok()) return;
+          const std::vector<float> got = fetch(out), got_text = fetch(jout);
+          for (std::size_t i = 0; i < got.size(); ++i)
+            worst[r] = std::max(worst[r], static_cast<double>(std::fabs(got[i] - want[(t + shard.begin) * h * d + i])));
+          for (std::size_t i = 0; i < got_text.size(); ++i)
+            worst[r] = std::max(worst[r], static_cast<double>(std::fabs(got_text[i] - want[i])));
+        });
+      }
+      for (auto& th : threads) th.join();
+      for (int r = 0; r < world; ++r) {
+        EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
+        EXPECT_LE(worst[r], 2e-2) << "rank " << r;
+      }
+    }
+  }
+}
+#endif
 
 #if DIFFATTN_HAVE_CUDA
 TEST(GpuPartialMerge, KernelEqualsTheCpuMerge) {
