@@ -1,5 +1,6 @@
 # The CUDA part is built when nvcc is present: sm_80 (SASS + PTX) and sm_90a (wgmma/TMA kernels).
 set(DIFFATTN_HAVE_CUDA OFF)
+set(DIFFATTN_HAVE_NCCL OFF)
 if(DIFFATTN_ENABLE_CUDA AND NOT DIFFATTN_CORE_ONLY)
   include(CheckLanguage)
   check_language(CUDA)
@@ -26,6 +27,17 @@ if(DIFFATTN_ENABLE_CUDA AND NOT DIFFATTN_CORE_ONLY)
     find_library(DIFFATTN_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
     set(DIFFATTN_HAVE_CUDA ON)
     message(STATUS "diffattn: CUDA backends enabled (sm_80, sm_90a)")
+    # NCCL for sequence parallelism across GPUs: the toolkit's copy, or DIFFATTN_NCCL_ROOT (e.g. the
+    # nvidia-nccl wheel's folder). Without it the in-process communicator alone is built.
+    find_path(DIFFATTN_NCCL_INCLUDE nccl.h HINTS ${DIFFATTN_NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS})
+    find_library(DIFFATTN_NCCL_LIB nccl
+      HINTS ${DIFFATTN_NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib ${CUDAToolkit_TARGET_DIR}/lib)
+    if(DIFFATTN_NCCL_INCLUDE AND DIFFATTN_NCCL_LIB)
+      set(DIFFATTN_HAVE_NCCL ON)
+      message(STATUS "diffattn: NCCL found (${DIFFATTN_NCCL_LIB}): multi-GPU sequence parallelism enabled")
+    else()
+      message(STATUS "diffattn: NCCL not found: sequence parallelism runs in-process only")
+    endif()
   else()
     message(STATUS "diffattn: nvcc not found, CPU-only build")
   endif()

@@ -6,7 +6,7 @@
 include(CMakePackageConfigHelpers)
 set(DIFFATTN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/diffattn)
 
-install(TARGETS diffattn_core diffattn_kernels diffattn_backends diffattn_cxx diffattn_shared
+install(TARGETS diffattn_core diffattn_kernels diffattn_backends diffattn_parallel diffattn_cxx diffattn_shared
   EXPORT diffattnTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

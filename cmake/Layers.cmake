@@ -2,11 +2,12 @@
 # src/CMakeLists.txt builds one target per layer from this table, tests/CMakeLists.txt sorts the
 # tests by it, and cmake/CheckLayers.cmake fails when a source includes a header of a layer it may
 # not use. A layer uses only layers listed before it.
-set(DIFFATTN_LAYERS core kernels backends runner capi cli)
+set(DIFFATTN_LAYERS core kernels backends parallel runner capi cli)
 
 set(DIFFATTN_LAYER_core_FOLDERS common config models platform registry select layer)
 set(DIFFATTN_LAYER_kernels_FOLDERS kernels)
 set(DIFFATTN_LAYER_backends_FOLDERS backends)
+set(DIFFATTN_LAYER_parallel_FOLDERS parallel)
 set(DIFFATTN_LAYER_runner_FOLDERS runner)
 set(DIFFATTN_LAYER_capi_FOLDERS capi)
 set(DIFFATTN_LAYER_cli_FOLDERS cli)
@@ -14,9 +15,11 @@ set(DIFFATTN_LAYER_cli_FOLDERS cli)
 set(DIFFATTN_LAYER_core_USES "")
 set(DIFFATTN_LAYER_kernels_USES core)
 set(DIFFATTN_LAYER_backends_USES core kernels)
-set(DIFFATTN_LAYER_runner_USES core kernels backends)
-set(DIFFATTN_LAYER_capi_USES core kernels backends)
-set(DIFFATTN_LAYER_cli_USES core kernels backends runner)
+# Sequence parallelism: communicators, Ulysses, ring and their hybrid around any backend's layer.
+set(DIFFATTN_LAYER_parallel_USES core kernels)
+set(DIFFATTN_LAYER_runner_USES core kernels backends parallel)
+set(DIFFATTN_LAYER_capi_USES core kernels backends parallel)
+set(DIFFATTN_LAYER_cli_USES core kernels backends parallel runner)
 
 # Public headers (include/diffattn/) belong to core, except these.
 set(DIFFATTN_PUBLIC_HEADER_LAYERS "c_api.h=capi" "builtin_backends.h=backends")

@@ -103,6 +103,37 @@ diffattn_code diffattn_layer_forward(const diffattn_layer* layer, const DLTensor
                                      const DLTensor* v, DLTensor* out, const DLTensor* mask, DLTensor* lse,
                                      void* stream);
 
+/* Sequence parallelism (docs/parallel.md): a layer whose every rank holds a shard of the image tokens.
+ *
+ * A communicator joins this rank to its group. NCCL, one process per GPU: rank 0 makes the unique id
+ * (diffattn_nccl_unique_id; release it with diffattn_string_free) and the caller's process group
+ * (torch.distributed, MPI, a file) passes it to every rank. In-process: `world` communicators for
+ * threads of this process, out_comms an array of `world` pointers (CPU tensors). */
+typedef struct diffattn_comm diffattn_comm;
+diffattn_code diffattn_nccl_unique_id(char** out_id);
+diffattn_code diffattn_comm_create_nccl(const char* unique_id, int rank, int world, int device, diffattn_comm** out);
+diffattn_code diffattn_comm_create_in_process(int world, diffattn_comm** out_comms);
+void diffattn_comm_destroy(diffattn_comm* comm);
+
+/* Every rank of `comm` (ulysses x ring ranks) creates the layer together. The layer keeps a
+ * reference to `comm`: destroy the layer first. */
+typedef struct diffattn_parallel_layer diffattn_parallel_layer;
+diffattn_code diffattn_parallel_layer_create(diffattn_session* session, const diffattn_layer_desc* desc, int ulysses,
+                                             int ring, diffattn_comm* comm, diffattn_parallel_layer** out);
+void diffattn_parallel_layer_destroy(diffattn_parallel_layer* layer);
+const char* diffattn_parallel_layer_backend(const diffattn_parallel_layer* layer);
+
+/* Every rank calls it together. q/k/v/out: this rank's image shard, contiguous [B, n, H, D] with
+ * n = the tokens of rank r when image_tokens are split in ceil(image_tokens / ranks) blocks
+ * (fewer or none on the last ranks). joint_q/k/v/out (all four or NULL): text tokens joined to the
+ * image sequence, the same on every rank, [B, T, H, D]; joint_rear: 0 places them before the image
+ * tokens, 1 after. joint_mask (NULL or bool [B, T]): text keys kept. */
+diffattn_code diffattn_parallel_layer_forward(diffattn_parallel_layer* layer, const DLTensor* q, const DLTensor* k,
+                                              const DLTensor* v, DLTensor* out, long long image_tokens,
+                                              const DLTensor* joint_q, const DLTensor* joint_k, const DLTensor* joint_v,
+                                              DLTensor* joint_out, const DLTensor* joint_mask, int joint_rear,
+                                              void* stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,6 +25,9 @@
 #include "diffattn/selector.h"
 #include "diffattn/status.h"
 #include "diffattn/tensor.h"
+#include "parallel/in_process_communicator.h"
+#include "parallel/nccl_communicator.h"
+#include "parallel/parallel_attention.h"
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +44,14 @@ struct diffattn_session {
 
 struct diffattn_layer {
   diffattn::Attention attention;
+};
+
+struct diffattn_comm {
+  std::unique_ptr<diffattn::parallel::Communicator> comm;
+};
+
+struct diffattn_parallel_layer {
+  std::unique_ptr<diffattn::parallel::ParallelAttention> layer;
 };
 
 namespace {
@@ -92,6 +103,25 @@ diffattn::Result<diffattn::TensorView> view_of(const DLTensor* tensor, const cha
   auto view = diffattn::from_dlpack(*tensor);
   if (!view.ok()) return Status(view.status().code(), std::string(name) + ": " + view.status().message());
   return view;
+}
+
+// The C layer description as the C++ one; `function` names the caller in errors.
+diffattn::Result<diffattn::AttentionLayerDesc> layer_desc_from_c(const diffattn_layer_desc& desc, const char* function) {
+  diffattn::AttentionLayerDesc d;
+  d.num_heads = desc.num_heads;
+  d.num_kv_heads = desc.num_kv_heads;
+  d.head_size = desc.head_size;
+  if (desc.has_scale) {
+    if (!(desc.scale > 0.f))
+      return Status(ErrorCode::kInvalidInput, std::string(function) + ": scale must be positive, got " +
+                                                  std::to_string(desc.scale) + "; set has_scale = 0 for head_size^-1/2");
+    d.scale = desc.scale;
+  }
+  d.causal = desc.causal != 0;
+  d.role = desc.role != nullptr ? desc.role : "self";
+  if (desc.category != nullptr) d.category = std::string(desc.category);
+  d.traits.allows_trtllm_default = desc.allow_trtllm_default != 0;
+  return d;
 }
 
 }  // namespace
@@ -180,22 +210,10 @@ diffattn_code diffattn_layer_create(diffattn_session* session, const diffattn_la
     if (session == nullptr) return null_argument("diffattn_layer_create", "session");
     if (desc == nullptr) return null_argument("diffattn_layer_create", "desc");
     if (out == nullptr) return null_argument("diffattn_layer_create", "out");
-    diffattn::AttentionLayerDesc d;
-    d.num_heads = desc->num_heads;
-    d.num_kv_heads = desc->num_kv_heads;
-    d.head_size = desc->head_size;
-    if (desc->has_scale) {
-      if (!(desc->scale > 0.f))
-        return fail(ErrorCode::kInvalidInput, "diffattn_layer_create: scale must be positive, got " +
-                                                  std::to_string(desc->scale) + "; set has_scale = 0 for head_size^-1/2");
-      d.scale = desc->scale;
-    }
-    d.causal = desc->causal != 0;
-    d.role = desc->role != nullptr ? desc->role : "self";
-    if (desc->category != nullptr) d.category = std::string(desc->category);
-    d.traits.allows_trtllm_default = desc->allow_trtllm_default != 0;
+    auto d = layer_desc_from_c(*desc, "diffattn_layer_create");
+    if (!d.ok()) return fail(d.status());
     std::shared_lock lock(session->mu);
-    auto attention = diffattn::Attention::Create(d, session->config, *session->selector);
+    auto attention = diffattn::Attention::Create(*d, session->config, *session->selector);
     if (!attention.ok()) return fail(attention.status());
     *out = new diffattn_layer{std::move(attention).value()};
     return DIFFATTN_OK;
@@ -236,6 +254,97 @@ diffattn_code diffattn_layer_forward(const diffattn_layer* layer, const DLTensor
       problem.lse = *converted;
     }
     const Status status = layer->attention.forward(problem, stream);
+    if (!status.ok()) return fail(status);
+    return DIFFATTN_OK;
+  });
+}
+
+diffattn_code diffattn_nccl_unique_id(char** out_id) {
+  return guarded("diffattn_nccl_unique_id", [&]() -> diffattn_code {
+    if (out_id == nullptr) return null_argument("diffattn_nccl_unique_id", "out_id");
+    auto id = diffattn::parallel::make_nccl_unique_id();
+    if (!id.ok()) return fail(id.status());
+    *out_id = malloc_copy(*id);
+    return *out_id ? DIFFATTN_OK : fail(ErrorCode::kInternal, "diffattn_nccl_unique_id: out of host memory");
+  });
+}
+
+diffattn_code diffattn_comm_create_nccl(const char* unique_id, int rank, int world, int device, diffattn_comm** out) {
+  return guarded("diffattn_comm_create_nccl", [&]() -> diffattn_code {
+    if (unique_id == nullptr) return null_argument("diffattn_comm_create_nccl", "unique_id");
+    if (out == nullptr) return null_argument("diffattn_comm_create_nccl", "out");
+    auto comm = diffattn::parallel::make_nccl_communicator(unique_id, rank, world, device);
+    if (!comm.ok()) return fail(comm.status());
+    *out = new diffattn_comm{std::move(comm).value()};
+    return DIFFATTN_OK;
+  });
+}
+
+diffattn_code diffattn_comm_create_in_process(int world, diffattn_comm** out_comms) {
+  return guarded("diffattn_comm_create_in_process", [&]() -> diffattn_code {
+    if (out_comms == nullptr) return null_argument("diffattn_comm_create_in_process", "out_comms");
+    auto comms = diffattn::parallel::make_in_process_group(world);
+    if (!comms.ok()) return fail(comms.status());
+    for (int r = 0; r < world; ++r) out_comms[r] = new diffattn_comm{std::move((*comms)[r])};
+    return DIFFATTN_OK;
+  });
+}
+
+void diffattn_comm_destroy(diffattn_comm* comm) { delete comm; }
+
+diffattn_code diffattn_parallel_layer_create(diffattn_session* session, const diffattn_layer_desc* desc, int ulysses,
+                                             int ring, diffattn_comm* comm, diffattn_parallel_layer** out) {
+  return guarded("diffattn_parallel_layer_create", [&]() -> diffattn_code {
+    constexpr const char* kFn = "diffattn_parallel_layer_create";
+    if (session == nullptr) return null_argument(kFn, "session");
+    if (desc == nullptr) return null_argument(kFn, "desc");
+    if (comm == nullptr) return null_argument(kFn, "comm");
+    if (out == nullptr) return null_argument(kFn, "out");
+    auto d = layer_desc_from_c(*desc, kFn);
+    if (!d.ok()) return fail(d.status());
+    std::shared_lock lock(session->mu);
+    auto layer = diffattn::parallel::ParallelAttention::Create(*d, {ulysses, ring}, *comm->comm, session->config,
+                                                                *session->selector);
+    if (!layer.ok()) return fail(layer.status());
+    *out = new diffattn_parallel_layer{std::move(layer).value()};
+    return DIFFATTN_OK;
+  });
+}
+
+void diffattn_parallel_layer_destroy(diffattn_parallel_layer* layer) { delete layer; }
+
+const char* diffattn_parallel_layer_backend(const diffattn_parallel_layer* layer) {
+  return layer == nullptr ? "" : layer->layer->resolution().backend.c_str();
+}
+
+diffattn_code diffattn_parallel_layer_forward(diffattn_parallel_layer* layer, const DLTensor* q, const DLTensor* k,
+                                              const DLTensor* v, DLTensor* out, long long image_tokens,
+                                              const DLTensor* joint_q, const DLTensor* joint_k, const DLTensor* joint_v,
+                                              DLTensor* joint_out, const DLTensor* joint_mask, int joint_rear,
+                                              void* stream) {
+  return guarded("diffattn_parallel_layer_forward", [&]() -> diffattn_code {
+    constexpr const char* kFn = "diffattn_parallel_layer_forward";
+    if (layer == nullptr) return null_argument(kFn, "layer");
+    diffattn::parallel::ParallelCall call;
+    for (auto [tensor, view, name] : {std::tuple{q, &call.q, "q"}, {k, &call.k, "k"}, {v, &call.v, "v"},
+                                      {static_cast<const DLTensor*>(out), &call.out, "out"}}) {
+      if (tensor == nullptr) return null_argument(kFn, name);
+      auto converted = view_of(tensor, name);
+      if (!converted.ok()) return fail(converted.status());
+      *view = *converted;
+    }
+    for (auto [tensor, view, name] :
+         {std::tuple{joint_q, &call.joint_q, "joint_q"}, {joint_k, &call.joint_k, "joint_k"},
+          {joint_v, &call.joint_v, "joint_v"}, {static_cast<const DLTensor*>(joint_out), &call.joint_out, "joint_out"},
+          {joint_mask, &call.joint_key_mask, "joint_mask"}}) {
+      if (tensor == nullptr) continue;
+      auto converted = view_of(tensor, name);
+      if (!converted.ok()) return fail(converted.status());
+      *view = *converted;
+    }
+    call.image_tokens = image_tokens;
+    call.joint_placement = joint_rear ? diffattn::parallel::JointPlacement::kRear : diffattn::parallel::JointPlacement::kFront;
+    const Status status = layer->layer->forward(call, stream);
     if (!status.ok()) return fail(status);
     return DIFFATTN_OK;
   });

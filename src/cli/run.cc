@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/run_parallel.h"
 #include "common/json_text.h"
 #include "common/name_hints.h"
 #include "common/staged_files.h"
@@ -29,13 +30,13 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kRunFlags =
     "--model, --height, --width, --num-frames, --num-inference-steps, --seed, --layers, --sample-steps, --batch, "
-    "--dtype, --compare, --quality-bound, --out-dir, --activations, --warmup, --repeats, --cpu-budget-tflop, --prompt-tokens "
-    "and the common flags";
+    "--dtype, --compare, --quality-bound, --out-dir, --activations, --warmup, --repeats, --cpu-budget-tflop, --prompt-tokens, "
+    "--ulysses, --ring and the common flags";
 
 constexpr std::string_view kRunHelp =
     "usage: diffattn run [--model NAME] [--height H --width W --num-frames F] [--num-inference-steps N]\n"
     "                    [--seed S] [--layers all|N|0,15,29] [--compare A,B,C] [--quality-bound X] [--out-dir DIR]\n"
-    "                    [--prompt-tokens N]\n"
+    "                    [--prompt-tokens N] [--ulysses N --ring M]\n"
     "\n"
     "Runs every attention role of a model (its heads, head size and sequence lengths at the given resolution)\n"
     "over a sample of its layers and denoising steps, on activations generated from the seed with DiT-like\n"
@@ -67,13 +68,22 @@ constexpr std::string_view kRunHelp =
     "                             mask a pipeline passes (non-text keys and the first N text keys kept), on\n"
     "                             the baseline and every configuration alike; a backend that refuses the mask\n"
     "                             is reported for that role. Default: no mask\n"
+    "  --ulysses N --ring M       sequence parallelism over N x M ranks (docs/parallel.md): Ulysses splits heads over\n"
+    "                             N ranks, the ring passes K/V blocks around M; on a CPU the ranks are threads, on\n"
+    "                             GPUs one process per GPU over NCCL. Each self/joint role runs across the ranks,\n"
+    "                             timed per rank, against the same backend on one rank (scaling and exactness).\n"
+    "                             Default 1 and 1: the ordinary run\n"
     "\n"
     "Common flags:\n";
 
 struct RunFlags {
   runner::RunRequest request;
   std::string out_dir;
+  parallel::ParallelDegrees degrees;
 };
+
+// The arguments after `run` as given, for the ranks a sequence-parallel run launches.
+std::vector<std::string> g_run_args;
 
 Result<std::optional<int>> take_int(ArgReader& reader, std::string_view flag, std::int64_t min, std::int64_t max) {
   DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> text, reader.take_value(flag));
@@ -157,7 +167,19 @@ Result<RunFlags> take_run_flags(std::vector<std::string>& args) {
   }
   // Any integer parses here; the plan checks it against the model's text_tokens and names that range.
   DIFFATTN_ASSIGN_OR_RETURN(r.prompt_tokens, take_int(reader, "--prompt-tokens", INT32_MIN, INT32_MAX));
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<int> ulysses, take_int(reader, "--ulysses", 1, 1024));
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<int> ring, take_int(reader, "--ring", 1, 1024));
+  flags.degrees = {ulysses.value_or(1), ring.value_or(1)};
   DIFFATTN_RETURN_IF_ERROR(reader.expect_empty("run", kRunFlags));
+  if (flags.degrees.world() > 1 && !r.activations_dir.empty())
+    return UsageError("--activations replays one device's dumps; a --ulysses/--ring run generates its inputs from --seed "
+                      "(the same tensors on any number of ranks): leave out --activations");
+  if (flags.degrees.world() > 1 && !flags.out_dir.empty())
+    return UsageError("a --ulysses/--ring run prints its report (--json for JSON) and writes no report files: leave out "
+                      "--out-dir");
+  if (flags.degrees.world() > 1 && !r.compare.empty())
+    return UsageError("--compare runs backends one after another on one device; run --ulysses/--ring with one backend "
+                      "(--diffusion-attention-backend NAME) instead");
   return flags;
 }
 
@@ -236,6 +258,12 @@ Status check_single_configuration(const runner::WorkloadPlan& plan, const runner
 int run_with_options(std::vector<std::string>& args, const CommonOptions& options) {
   auto flags = take_run_flags(args);
   if (!flags.ok()) return report_error(flags.status(), options.json);
+  if (flags->degrees.world() > 1) {
+    auto info = platform_from_options(options);
+    if (!info.ok()) return report_error(info.status(), options.json);
+    apply_embedded_default(flags->request, info->kind == PlatformKind::kCuda);
+    return run_sequence_parallel_command(flags->request, flags->degrees, options, g_run_args);
+  }
   auto config = config_from_options(options);
   if (!config.ok()) return report_error(config.status(), options.json);
   auto info = platform_from_options(options);
@@ -293,6 +321,9 @@ int run_with_options(std::vector<std::string>& args, const CommonOptions& option
 
 }  // namespace
 
-int run_workload(std::vector<std::string> args) { return run_subcommand(args, kRunHelp, run_with_options); }
+int run_workload(std::vector<std::string> args) {
+  g_run_args = args;
+  return run_subcommand(args, kRunHelp, run_with_options);
+}
 
 }  // namespace diffattn::cli
