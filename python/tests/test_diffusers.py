@@ -1,0 +1,88 @@
+"""A real diffusers transformer with its attention routed through diffattn: small configurations with
+random weights (no download), output against diffusers' own attention. Skipped without diffusers."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+diffusers = pytest.importorskip("diffusers")
+
+import diffattn  # noqa: E402
+import diffattn.diffusers  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+TOL = dict(rtol=3e-2, atol=3e-2) if DEVICE == "cuda" else dict(rtol=1e-4, atol=1e-4)
+BACKENDS = ["TORCH_SDPA", "FLASH_ATTN", "CUDNN_ATTN"] if DEVICE == "cuda" else ["TORCH_SDPA"]
+
+
+def small_wan():
+    torch.manual_seed(0)
+    model = diffusers.WanTransformer3DModel(
+        patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=64, in_channels=4, out_channels=4,
+        text_dim=32, freq_dim=32, ffn_dim=64, num_layers=2, cross_attn_norm=True, rope_max_seq_len=32,
+    )
+    inputs = dict(
+        hidden_states=torch.randn(1, 4, 3, 16, 16),
+        timestep=torch.tensor([500]),
+        encoder_hidden_states=torch.randn(1, 24, 32),
+    )
+    return model, inputs
+
+
+def small_flux():
+    torch.manual_seed(0)
+    model = diffusers.FluxTransformer2DModel(
+        patch_size=1, in_channels=16, num_layers=1, num_single_layers=1, attention_head_dim=64,
+        num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=32, guidance_embeds=False,
+        axes_dims_rope=(16, 24, 24),
+    )
+    tokens, text = 64, 12
+    inputs = dict(
+        hidden_states=torch.randn(1, tokens, 16),
+        encoder_hidden_states=torch.randn(1, text, 32),
+        pooled_projections=torch.randn(1, 32),
+        timestep=torch.tensor([0.5]),
+        img_ids=torch.randn(tokens, 3),
+        txt_ids=torch.zeros(text, 3),
+    )
+    return model, inputs
+
+
+def run(model, inputs):
+    with torch.no_grad():
+        return model(**inputs, return_dict=False)[0]
+
+
+@pytest.mark.parametrize("make, roles", [(small_wan, {"self", "cross"}), (small_flux, {"joint", "self"})])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_routed_transformer_matches_diffusers_attention(make, roles, backend):
+    model, inputs = make()
+    model = model.to(DEVICE, DTYPE).eval()
+    inputs = {k: v.to(DEVICE, DTYPE) if v.is_floating_point() else v.to(DEVICE) for k, v in inputs.items()}
+    want = run(model, inputs)
+    resolutions = diffattn.diffusers.apply(model, config={"default": backend})
+    assert set(resolutions) == roles
+    assert all(r.backend == backend for r in resolutions.values())
+    got = run(model, inputs)
+    torch.testing.assert_close(got.float(), want.float(), **TOL)
+    diffattn.diffusers.remove(model)
+    torch.testing.assert_close(run(model, inputs), want)
+
+
+def test_per_role_configuration_reaches_each_role():
+    model, inputs = small_wan()
+    model = model.to(DEVICE, DTYPE).eval()
+    resolutions = diffattn.diffusers.apply(
+        model, config={"default": "TORCH_SDPA", "per_role": {"cross": {"backend": "TORCH_SDPA"}}}
+    )
+    assert resolutions["cross"].source == "per_role" and resolutions["self"].source == "default"
+
+
+def test_an_explicit_backend_that_cannot_run_is_refused_at_apply():
+    if DEVICE == "cuda":
+        pytest.skip("every backend named here can run on a CUDA machine")
+    model, _ = small_wan()
+    with pytest.raises(diffattn.CannotRunHereError, match="FLASH_ATTN"):
+        diffattn.diffusers.apply(model, config={"default": "FLASH_ATTN"}, platform="cpu")
