@@ -10,6 +10,7 @@ diffusers = pytest.importorskip("diffusers")
 
 import diffattn  # noqa: E402
 import diffattn.diffusers  # noqa: E402
+import diffattn.layer  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
@@ -55,20 +56,41 @@ def run(model, inputs):
         return model(**inputs, return_dict=False)[0]
 
 
-@pytest.mark.parametrize("make, roles", [(small_wan, {"self", "cross"}), (small_flux, {"joint", "self"})])
+@pytest.fixture
+def routed_calls(monkeypatch):
+    """The roles of the attention calls that reached diffattn, in order."""
+    calls = []
+    layer_for = diffattn.layer.Route.layer_for
+
+    def counting(self, q, k, scale, causal):
+        calls.append(self.role)
+        return layer_for(self, q, k, scale, causal)
+
+    monkeypatch.setattr(diffattn.layer.Route, "layer_for", counting)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "make, calls_per_forward",
+    [(small_wan, {"self": 2, "cross": 2}), (small_flux, {"joint": 1, "self": 1})],
+)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_routed_transformer_matches_diffusers_attention(make, roles, backend):
+def test_routed_transformer_matches_diffusers_attention(make, calls_per_forward, backend, routed_calls):
     model, inputs = make()
     model = model.to(DEVICE, DTYPE).eval()
     inputs = {k: v.to(DEVICE, DTYPE) if v.is_floating_point() else v.to(DEVICE) for k, v in inputs.items()}
     want = run(model, inputs)
+    assert routed_calls == []
     resolutions = diffattn.diffusers.apply(model, config={"default": backend})
-    assert set(resolutions) == roles
+    assert set(resolutions) == set(calls_per_forward)
     assert all(r.backend == backend for r in resolutions.values())
     got = run(model, inputs)
+    assert {role: routed_calls.count(role) for role in set(routed_calls)} == calls_per_forward
     torch.testing.assert_close(got.float(), want.float(), **TOL)
     diffattn.diffusers.remove(model)
+    routed_calls.clear()
     torch.testing.assert_close(run(model, inputs), want)
+    assert routed_calls == []
 
 
 def test_per_role_configuration_reaches_each_role():
@@ -78,6 +100,7 @@ def test_per_role_configuration_reaches_each_role():
         model, config={"default": "TORCH_SDPA", "per_role": {"cross": {"backend": "TORCH_SDPA"}}}
     )
     assert resolutions["cross"].source == "per_role" and resolutions["self"].source == "default"
+    run(model, {k: v.to(DEVICE, DTYPE) if v.is_floating_point() else v.to(DEVICE) for k, v in inputs.items()})
 
 
 def test_an_explicit_backend_that_cannot_run_is_refused_at_apply():
@@ -86,3 +109,17 @@ def test_an_explicit_backend_that_cannot_run_is_refused_at_apply():
     model, _ = small_wan()
     with pytest.raises(diffattn.CannotRunHereError, match="FLASH_ATTN"):
         diffattn.diffusers.apply(model, config={"default": "FLASH_ATTN"}, platform="cpu")
+
+
+def test_a_routed_transformer_compiles_without_graph_breaks(routed_calls):
+    model, inputs = small_wan()
+    model = model.to(DEVICE, DTYPE).eval()
+    inputs = {k: v.to(DEVICE, DTYPE) if v.is_floating_point() else v.to(DEVICE) for k, v in inputs.items()}
+    diffattn.diffusers.apply(model, config={"default": "TORCH_SDPA"})
+    want = run(model, inputs)
+    routed_calls.clear()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager" if DEVICE == "cpu" else "inductor")
+    with torch.no_grad():
+        got = compiled(**inputs, return_dict=False)[0]
+    assert routed_calls  # the compiled graph calls diffattn's op
+    torch.testing.assert_close(got, want, **TOL)
