@@ -1,7 +1,8 @@
 """Tensors as DLPack DLTensor views, borrowed for one call: no copy, no ownership taken.
 
-PyTorch tensors are described from their attributes (pointer, shape, strides) directly: it is the
-cheapest path (the per-call overhead goal, docs/python.md) and needs no stream handshake. Anything
+PyTorch tensors are described from their attributes (pointer, shape, strides) directly, into DLTensors
+reused per thread and argument position: the cheapest path (the per-call overhead goal,
+docs/python.md), with no stream handshake. Anything
 else goes through the DLPack protocol (`__dlpack__`), whose capsule is kept until the call returns.
 Neither path checks shapes or dtypes: the core does, with its messages.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 from typing import Any
 
 from ._native import DLDataType, DLDevice, DLTensor
@@ -45,22 +47,57 @@ def is_torch_tensor(value: Any) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
-def _from_torch(tensor: Any) -> DLTensor | None:
-    torch = sys.modules["torch"]
-    kind = _torch_dtype_table(torch).get(tensor.dtype)
-    device = tensor.device
-    if kind is None or device.type not in ("cpu", "cuda"):
-        return None  # the DLPack path reports what the core makes of it
-    n = tensor.dim()
-    view = DLTensor()
-    view.data = tensor.data_ptr()
-    view.device = DLDevice(_KDL_CUDA if device.type == "cuda" else _KDL_CPU, device.index or 0)
-    view.ndim = n
-    view.dtype = DLDataType(kind[0], kind[1], 1)
-    # Assigning the arrays keeps them alive with the struct (ctypes records them in _objects).
-    view.shape = (ctypes.c_int64 * n)(*tensor.shape)
-    view.strides = (ctypes.c_int64 * n)(*tensor.stride())
-    return view
+class _TorchSlot:
+    """One reusable DLTensor for a PyTorch argument position on one thread. Its shape, strides, dtype and
+    device are rebuilt only when they change; each call sets the data pointer alone (the per-call cost)."""
+
+    __slots__ = ("key", "view", "ref")
+
+    def __init__(self) -> None:
+        self.key: Any = None
+        self.view = DLTensor()
+        self.ref = ctypes.byref(self.view)
+
+    def describe(self, tensor: Any, key: Any) -> bool:
+        torch = sys.modules["torch"]
+        kind = _torch_dtype_table(torch).get(tensor.dtype)
+        device = tensor.device
+        if kind is None or device.type not in ("cpu", "cuda"):
+            return False  # the DLPack path reports what the core makes of it
+        n = tensor.dim()
+        view = self.view
+        view.device = DLDevice(_KDL_CUDA if device.type == "cuda" else _KDL_CPU, device.index or 0)
+        view.ndim = n
+        view.dtype = DLDataType(kind[0], kind[1], 1)
+        # Assigning the arrays keeps them alive with the struct (ctypes records them in _objects).
+        view.shape = (ctypes.c_int64 * n)(*tensor.shape)
+        view.strides = (ctypes.c_int64 * n)(*tensor.stride())
+        self.key = key
+        return True
+
+
+_SLOT_NAMES = ("q", "k", "v", "out", "mask", "lse")
+_scratch = threading.local()
+
+
+def _torch_slot(name: str) -> _TorchSlot:
+    slots = getattr(_scratch, "slots", None)
+    if slots is None:
+        slots = _scratch.slots = {n: _TorchSlot() for n in _SLOT_NAMES}
+    slot = slots.get(name)
+    if slot is None:
+        slot = slots[name] = _TorchSlot()
+    return slot
+
+
+def _from_torch(tensor: Any, name: str) -> Any:
+    """A byref to this thread's DLTensor for argument `name`, valid until the next call on this thread."""
+    slot = _torch_slot(name)
+    key = (tensor.shape, tensor.stride(), tensor.dtype, tensor.device)
+    if key != slot.key and not slot.describe(tensor, key):
+        return None
+    slot.view.data = tensor.data_ptr()
+    return slot.ref
 
 
 class _Borrowed:
@@ -77,10 +114,9 @@ def borrow(value: Any, name: str, keep: list[Any]) -> Any:
     if value is None:
         return None
     if is_torch_tensor(value):
-        view = _from_torch(value)
+        view = _from_torch(value, name)
         if view is not None:
-            keep.append(view)
-            return ctypes.byref(view)
+            return view
     exporter = getattr(value, "__dlpack__", None)
     if exporter is None:
         from .errors import InvalidInputError
@@ -94,6 +130,13 @@ def borrow(value: Any, name: str, keep: list[Any]) -> Any:
     keep.append(_Borrowed(capsule))
     # An unconsumed "dltensor" capsule points at a DLManagedTensor, whose first member is the DLTensor.
     return ctypes.c_void_p(_get_capsule_pointer(capsule, b"dltensor"))
+
+
+def torch_compiling(value: Any) -> bool:
+    """Whether a PyTorch tensor is being traced by torch.compile (calls must then be custom ops)."""
+    if not is_torch_tensor(value):
+        return False
+    return sys.modules["torch"].compiler.is_compiling()
 
 
 def current_cuda_stream(tensor: Any) -> int | None:

@@ -24,8 +24,9 @@ class Attention:
     >>> out = layer(q, k, v)
 
     The layer's backend comes from its session's configuration and platform (a new session from
-    `config` and `platform`, or `session`). PyTorch tensors run through the `torch.ops.diffattn`
-    custom ops (so torch.compile sees no graph break), on the caller's current CUDA stream.
+    `config` and `platform`, or `session`). PyTorch tensors run on the caller's current CUDA stream;
+    under torch.compile the call is the `torch.ops.diffattn` custom op (no graph break), and eagerly
+    the same call without the dispatcher's per-call cost.
     """
 
     def __init__(
@@ -141,7 +142,7 @@ class Attention:
         stream: int | None = None,
     ) -> Any:
         """Attention of q over k/v: returns out, or (out, lse) with return_lse (or lse= given)."""
-        if _tensors.is_torch_tensor(q) and stream is None:
+        if stream is None and _tensors.torch_compiling(q):
             from . import torch_ops
 
             return torch_ops.call(self.key, q, k, v, mask, out, lse, return_lse, self.scale, self.causal)
@@ -256,7 +257,7 @@ def attention(
     if session is None:
         session = _session_for(config, platform)
     route = session.route(role, category)
-    if _tensors.is_torch_tensor(q):
+    if _tensors.torch_compiling(q):
         from . import torch_ops
 
         return torch_ops.call(route.key, q, k, v, mask, out, None, return_lse, scale, causal)
