@@ -77,6 +77,10 @@ diffattn_code diffattn_session_config(diffattn_session* session, char** out_json
  * readable line such as "NVIDIA H200 (sm_90, 132 SMs, cuDNN 9.19.0)". Release both with
  * diffattn_string_free. */
 diffattn_code diffattn_session_platform(diffattn_session* session, char** out_json, char** out_description);
+/* Whether the configuration file `config_path` was tuned (diffattn tune) on another platform than
+ * the session's: *out_warning is the warning, or "" when its tuning record (FILE.tuning.json beside
+ * it) agrees or does not exist. Release with diffattn_string_free. */
+diffattn_code diffattn_session_tuning_warning(diffattn_session* session, const char* config_path, char** out_warning);
 
 /* Loads a plugin library (include/diffattn/plugin.h) into this session: its backends become
  * selectable by name in this session's configuration, never as platform defaults. All of the

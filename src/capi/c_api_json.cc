@@ -6,6 +6,7 @@
 
 #include "capi/capi_internal.h"
 #include "common/json_text.h"
+#include "platform/tuning_record.h"
 
 namespace {
 
@@ -72,6 +73,16 @@ diffattn_code diffattn_session_platform(diffattn_session* session, char** out_js
     }
     *out_json = json;
     return DIFFATTN_OK;
+  });
+}
+
+diffattn_code diffattn_session_tuning_warning(diffattn_session* session, const char* config_path, char** out_warning) {
+  return guarded("diffattn_session_tuning_warning", [&]() -> diffattn_code {
+    if (session == nullptr) return null_argument("diffattn_session_tuning_warning", "session");
+    if (config_path == nullptr) return null_argument("diffattn_session_tuning_warning", "config_path");
+    if (out_warning == nullptr) return null_argument("diffattn_session_tuning_warning", "out_warning");
+    const auto warning = diffattn::tuned_elsewhere_warning(config_path, session->platform->info());
+    return return_string("diffattn_session_tuning_warning", warning.value_or(""), out_warning);
   });
 }
 

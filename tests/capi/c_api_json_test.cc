@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -153,6 +155,35 @@ TEST(CApiJson, LayerResolutionIsTheResolveAnswerForItsRole) {
   EXPECT_EQ(take_json(diffattn_resolve(s.s, "wan.cross", "cross", 64, 0, &text), text), from_layer);
   EXPECT_EQ(from_layer.at("source"), "category");
   EXPECT_EQ(diffattn_layer_resolution(nullptr, &text), DIFFATTN_INVALID_INPUT);
+}
+
+TEST(CApiJson, ATuningRecordFromAnotherPlatformGivesAWarning) {
+  const std::string dir = ::testing::TempDir() + "diffattn_tuning_" + std::to_string(std::random_device{}());
+  std::filesystem::create_directories(dir);
+  const std::string config_path = dir + "/cfg.json";
+  diffattn_session* session = nullptr;
+  ASSERT_EQ(diffattn_session_create(kHopper, nullptr, &session), DIFFATTN_OK) << diffattn_last_error();
+  char* text = nullptr;
+  const json platform = take_json(diffattn_session_platform(session, &text, nullptr), text);
+  auto warning_for = [&](const json& tuned_on) {
+    std::ofstream(dir + "/cfg.tuning.json") << json{{"tuned_on", tuned_on}, {"description", "somewhere"}}.dump();
+    char* warning = nullptr;
+    EXPECT_EQ(diffattn_session_tuning_warning(session, config_path.c_str(), &warning), DIFFATTN_OK);
+    std::string out = warning != nullptr ? warning : "(null)";
+    diffattn_string_free(warning);
+    return out;
+  };
+  EXPECT_EQ(warning_for(platform), "");
+  json elsewhere = platform;
+  elsewhere["compute_capability"] = "10.0";
+  EXPECT_NE(warning_for(elsewhere).find("was tuned on somewhere"), std::string::npos);
+  std::filesystem::remove(dir + "/cfg.tuning.json");
+  char* none = nullptr;
+  EXPECT_EQ(diffattn_session_tuning_warning(session, config_path.c_str(), &none), DIFFATTN_OK);
+  EXPECT_STREQ(none, "");
+  diffattn_string_free(none);
+  diffattn_session_destroy(session);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CApiJson, ADlpackBoolMaskMasksAsAUint8One) {
