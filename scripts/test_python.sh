@@ -26,5 +26,6 @@ if [ "${PIP_INSTALL_CHECK:-1}" = 1 ]; then
   echo "pip install took $(( $(date +%s) - start )) s"
   cd "$(mktemp -d)"
   "$venv/bin/python" -c 'import diffattn, sys; assert "site-packages" in diffattn.__file__, diffattn.__file__; print("installed:", diffattn.__file__)'
-  DIFFATTN_CLI="$root/build/$preset/bin/diffattn" "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs "$root/python/tests"
+  # The tool too is the installed one (the wheel puts it on the environment's PATH).
+  env -u DIFFATTN_CLI "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs "$root/python/tests"
 fi

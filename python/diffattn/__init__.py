@@ -30,7 +30,8 @@ from .errors import (
     UsageError,
 )
 from .layer import Attention, attention
-from .session import Considered, Platform, Resolution, Session
+from .session import Considered, Platform, Resolution, Session, TunedElsewhereWarning
+from .tune import tune
 
 __version__ = _version()
 
@@ -77,6 +78,7 @@ __all__ = [
     "RuntimeFailure",
     "Session",
     "SkipSoftmaxSpec",
+    "TunedElsewhereWarning",
     "UnavailableError",
     "UnknownBackendError",
     "UnsupportedError",
@@ -84,4 +86,5 @@ __all__ = [
     "attention",
     "errors",
     "resolve",
+    "tune",
 ]

@@ -87,6 +87,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "diffattn_session_destroy": (None, [_p]),
     "diffattn_session_config": (ctypes.c_int, [_p, ctypes.POINTER(_p)]),
     "diffattn_session_platform": (ctypes.c_int, [_p, ctypes.POINTER(_p), ctypes.POINTER(_p)]),
+    "diffattn_session_tuning_warning": (ctypes.c_int, [_p, ctypes.c_char_p, ctypes.POINTER(_p)]),
     "diffattn_session_load_plugin": (ctypes.c_int, [_p, ctypes.c_char_p, ctypes.POINTER(_p)]),
     "diffattn_resolve": (ctypes.c_int, [_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_p)]),
     "diffattn_string_free": (None, [_p]),

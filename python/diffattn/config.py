@@ -155,6 +155,7 @@ class AttentionConfig:
 
     default: AttentionSpec | None = None
     per_role: dict[str, AttentionSpec] = dataclasses.field(default_factory=dict)
+    source_file: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         per_role = self.per_role if self.per_role is not None else {}
@@ -182,14 +183,17 @@ class AttentionConfig:
     @classmethod
     def from_json(cls, text: str) -> AttentionConfig:
         config = cls.__new__(cls)
+        config.source_file = None
         config._assign(_native.call_json(_native.lib.diffattn_config_normalise, text.encode()))
         return config
 
     @classmethod
     def from_file(cls, path: str | Path) -> AttentionConfig:
         """A configuration from a JSON file (what `--diffusion-attention-config @file.json` reads)."""
-        text = Path(str(path).removeprefix("@")).read_text(encoding="utf-8")
-        return cls.from_json(text)
+        file = Path(str(path).removeprefix("@"))
+        config = cls.from_json(file.read_text(encoding="utf-8"))
+        config.source_file = str(file)  # a Session warns when the file was tuned on another platform
+        return config
 
     @classmethod
     def normalise(cls, value: ConfigLike) -> AttentionConfig:

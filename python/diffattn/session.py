@@ -6,10 +6,15 @@ import ctypes
 import dataclasses
 import json
 import threading
+import warnings
 from typing import Any, Mapping, Union
 
 from . import _native
 from .config import AttentionConfig, AttentionSpec, ConfigLike
+
+
+class TunedElsewhereWarning(UserWarning):
+    """A configuration written by `diffattn tune` on another platform: its choices may not be the fastest here."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +94,8 @@ class Session:
     """
 
     def __init__(self, config: ConfigLike = None, platform: PlatformLike = None) -> None:
-        config_json = AttentionConfig.normalise(config).to_json()
+        config = AttentionConfig.normalise(config)
+        config_json = config.to_json()
         self._platform_spec = _platform_spec(platform)
         handle = ctypes.c_void_p()
         _native.raise_for(
@@ -98,6 +104,8 @@ class Session:
             )
         )
         self._handle = handle
+        if config.source_file:
+            self._warn_if_tuned_elsewhere(config.source_file)
         self._lock = threading.Lock()
         self._layers: dict[tuple, Any] = {}
         self._routes: dict[tuple, Any] = {}
@@ -107,6 +115,15 @@ class Session:
         if handle is not None and handle.value:
             _native.lib.diffattn_session_destroy(handle)
             self._handle = None
+
+    def _warn_if_tuned_elsewhere(self, config_file: str) -> None:
+        out = ctypes.c_void_p()
+        _native.raise_for(
+            _native.lib.diffattn_session_tuning_warning(self._handle, config_file.encode(), ctypes.byref(out))
+        )
+        message = _native.take_string(out)
+        if message:
+            warnings.warn(TunedElsewhereWarning(message), stacklevel=3)
 
     @property
     def handle(self) -> ctypes.c_void_p:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 
 import numpy as np
@@ -48,5 +47,11 @@ def random_qkv(rng, batch, sq, skv, heads, kv_heads, dim, dtype=np.float32):
 
 
 def cli_path() -> str | None:
-    path = os.environ.get("DIFFATTN_CLI")
-    return path if path and os.path.exists(path) else None
+    """The diffattn tool: DIFFATTN_CLI, or the one installed with the package; None when neither is there."""
+    from diffattn import UnavailableError
+    from diffattn.tune import cli_path as find
+
+    try:
+        return find()
+    except UnavailableError:
+        return None
