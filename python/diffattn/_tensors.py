@@ -126,7 +126,12 @@ def borrow(value: Any, name: str, keep: list[Any]) -> Any:
             "or another object with __dlpack__",
             "invalid_input",
         )
-    capsule = exporter()
+    try:
+        capsule = exporter()
+    except (BufferError, TypeError, ValueError) as e:  # e.g. NumPy refuses to export a read-only array
+        from .errors import InvalidInputError
+
+        raise InvalidInputError(f"{name}: the array cannot be passed by DLPack: {e}", "invalid_input") from e
     keep.append(_Borrowed(capsule))
     # An unconsumed "dltensor" capsule points at a DLManagedTensor, whose first member is the DLTensor.
     return ctypes.c_void_p(_get_capsule_pointer(capsule, b"dltensor"))

@@ -78,9 +78,11 @@ def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal
             "on this model or disable context parallelism",
             "unsupported",
         )
-    return torch.ops.diffattn.attention(
-        query, key, value, _mask_for_diffattn(attn_mask), route.key, scale, bool(is_causal)
-    )
+    mask = _mask_for_diffattn(attn_mask)
+    if torch.compiler.is_compiling():
+        return torch.ops.diffattn.attention(query, key, value, mask, route.key, scale, bool(is_causal))
+    # Eagerly, the same call without the dispatcher's per-call cost.
+    return route.layer_for(query, key, scale, bool(is_causal))(query, key, value, mask)
 
 
 def _wrap_dispatch(namespace: dict[str, Any]) -> None:

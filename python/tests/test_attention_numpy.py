@@ -102,3 +102,10 @@ def test_functional_calls_reuse_one_layer_per_declaration(rng):
     layer = session.route("cross").layer_for(q, k, None, False)
     assert layer is session.route("cross").layer_for(q, k, None, False)
     assert layer.role == "cross" and layer.backend == "TORCH_SDPA"
+
+
+def test_a_read_only_array_is_an_input_error_not_a_crash(rng):
+    q, k, v = random_qkv(rng, 1, 4, 4, 2, 2, 8)
+    frozen = np.broadcast_to(q[:1], q.shape)  # read-only view, which NumPy will not export by DLPack
+    with pytest.raises(diffattn.InvalidInputError, match="q"):
+        diffattn.attention(frozen, k, v, config=SDPA, platform="cpu")
