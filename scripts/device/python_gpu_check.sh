@@ -32,7 +32,7 @@ root="$OLDPWD"
 
 if [ "$phase" = all ] || [ "$phase" = test ]; then
   echo "== Python tests (torch and diffusers included)"
-  DIFFATTN_CLI= python3 -m pytest -p no:cacheprovider -q -rs "$root/python/tests" 2>&1 | tee "$out/pytest.log" | tail -n 30
+  DIFFATTN_CLI="$site/bin/diffattn" python3 -m pytest -p no:cacheprovider -q -rs "$root/python/tests" 2>&1 | tee "$out/pytest.log" | tail -n 30
 fi
 
 if [ "$phase" = all ] || [ "$phase" = bench ]; then
