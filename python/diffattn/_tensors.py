@@ -149,6 +149,9 @@ def current_cuda_stream(tensor: Any) -> int | None:
     if not is_torch_tensor(tensor) or tensor.device.type != "cuda":
         return None
     torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the same handle, without a Stream object
+    if raw is not None:
+        return raw(tensor.device.index if tensor.device.index is not None else torch.cuda.current_device())
     return torch.cuda.current_stream(tensor.device).cuda_stream
 
 
