@@ -19,7 +19,6 @@ the device ahead of the host.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import time
 
