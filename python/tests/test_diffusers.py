@@ -14,7 +14,8 @@ import diffattn.layer  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
-TOL = dict(rtol=3e-2, atol=3e-2) if DEVICE == "cuda" else dict(rtol=1e-4, atol=1e-4)
+# bf16 on a GPU: whole-output relative L2 (elementwise bounds are brittle after several bf16 layers).
+REL_L2 = 2e-2 if DEVICE == "cuda" else 1e-5
 BACKENDS = ["TORCH_SDPA", "FLASH_ATTN", "CUDNN_ATTN"] if DEVICE == "cuda" else ["TORCH_SDPA"]
 
 
@@ -49,6 +50,11 @@ def small_flux():
         txt_ids=torch.zeros(text, 3),
     )
     return model, inputs
+
+
+def assert_matches(got, want):
+    err = float((got.float() - want.float()).norm() / want.float().norm())
+    assert err <= REL_L2, f"relative L2 error {err:.2e} > {REL_L2:.0e}"
 
 
 def run(model, inputs):
@@ -86,7 +92,7 @@ def test_routed_transformer_matches_diffusers_attention(make, calls_per_forward,
     assert all(r.backend == backend for r in resolutions.values())
     got = run(model, inputs)
     assert {role: routed_calls.count(role) for role in set(routed_calls)} == calls_per_forward
-    torch.testing.assert_close(got.float(), want.float(), **TOL)
+    assert_matches(got, want)
     diffattn.diffusers.remove(model)
     routed_calls.clear()
     torch.testing.assert_close(run(model, inputs), want)
@@ -122,4 +128,4 @@ def test_a_routed_transformer_compiles_without_graph_breaks(routed_calls):
     with torch.no_grad():
         got = compiled(**inputs, return_dict=False)[0]
     assert routed_calls  # the compiled graph calls diffattn's op
-    torch.testing.assert_close(got, want, **TOL)
+    assert_matches(got, want)
