@@ -29,7 +29,8 @@ from .errors import (
     UnsupportedError,
     UsageError,
 )
-from .layer import Attention, attention
+from .functional import attention
+from .layer import Attention
 from .session import Considered, Platform, Resolution, Session, TunedElsewhereWarning
 from .tune import tune
 

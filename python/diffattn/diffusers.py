@@ -24,7 +24,7 @@ import torch
 
 from . import errors, torch_ops  # noqa: F401  (torch_ops registers torch.ops.diffattn)
 from .config import ConfigLike
-from .layer import Route
+from .targets import Route
 from .session import PlatformLike, Resolution, Session
 
 _ORIGINAL_PROCESSOR = "_diffattn_original_processor"

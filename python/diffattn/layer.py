@@ -1,4 +1,4 @@
-"""The attention layer object and the functional call.
+"""The attention layer object.
 
 A layer resolves its backend once, at creation, for its role; calls run it on DLPack tensors in DiT
 layout: q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D], out [B, Sq, Hq, Dv], optional bool keep-mask
@@ -8,13 +8,12 @@ layout: q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D], out [B, Sq, Hq, Dv], optional bo
 from __future__ import annotations
 
 import ctypes
-import threading
-import weakref
 from typing import Any
 
 from . import _native, _tensors
 from .config import ConfigLike
 from .session import PlatformLike, Resolution, Session
+from .targets import register_target
 
 
 class Attention:
@@ -166,99 +165,3 @@ def _out_shape(q: Any, v: Any) -> tuple[int, ...]:
 def _lse_shape(q: Any) -> tuple[int, ...]:
     shape = tuple(q.shape)
     return (shape[0], shape[2], shape[1]) if len(shape) == 4 else (0,)
-
-
-# Call targets (layers and routes) by key, so custom ops, whose arguments are tensors and plain
-# values, can name one. A target stays registered while it lives.
-_targets_lock = threading.Lock()
-_targets: dict[int, Any] = {}
-_next_key = [1]
-
-
-def register_target(target: Any) -> int:
-    with _targets_lock:
-        key = _next_key[0]
-        _next_key[0] += 1
-        _targets[key] = weakref.ref(target, lambda _ref, key=key: _targets.pop(key, None))
-    return key
-
-
-def target_by_key(key: int) -> Any:
-    ref = _targets.get(key)
-    target = ref() if ref is not None else None
-    if target is None:
-        from .errors import InvalidInputError
-
-        raise InvalidInputError(
-            f"no diffattn layer or route with key {key} is alive; keep the Attention object (or the session)",
-            "invalid_input",
-        )
-    return target
-
-
-class Route:
-    """A session's role whose layer is chosen per call by the shapes (heads, head size), scale and
-    causality: the target of functional calls and of the diffusers integration."""
-
-    def __init__(self, session: Session, role: str, category: str | None) -> None:
-        self.session = session
-        self.role = role
-        self.category = category
-        self.key = register_target(self)
-
-    def layer_for(self, q: Any, k: Any, scale: float | None, causal: bool) -> Attention:
-        q_shape, k_shape = tuple(q.shape), tuple(k.shape)
-        # Shapes of the wrong rank make a layer the core refuses, with its message about the layer.
-        heads = q_shape[2] if len(q_shape) == 4 else 0
-        kv_heads = k_shape[2] if len(k_shape) == 4 else 0
-        head_size = q_shape[3] if len(q_shape) == 4 else 0
-        return self.session.cached_layer(heads, kv_heads, head_size, self.role, self.category, scale, causal)
-
-
-_default_sessions: dict[tuple[str, str], Session] = {}
-_sessions_lock = threading.Lock()
-
-
-def _session_for(config: ConfigLike, platform: PlatformLike) -> Session:
-    """One session per (configuration, platform) for functional calls, so each role logs once."""
-    from .config import AttentionConfig
-    from .session import _platform_spec
-
-    key = (AttentionConfig.normalise(config).to_json(), _platform_spec(platform))
-    with _sessions_lock:
-        session = _default_sessions.get(key)
-        if session is None:
-            session = Session(config=config, platform=platform)
-            _default_sessions[key] = session
-    return session
-
-
-def attention(
-    q: Any,
-    k: Any,
-    v: Any,
-    mask: Any = None,
-    scale: float | None = None,
-    causal: bool = False,
-    return_lse: bool = False,
-    out: Any = None,
-    *,
-    role: str = "self",
-    category: str | None = None,
-    config: ConfigLike = None,
-    platform: PlatformLike = None,
-    session: Session | None = None,
-) -> Any:
-    """Attention on DLPack tensors in DiT layout with the backend `role` resolves to.
-
-    The layer for these shapes is created on first use and kept by the session (by default one
-    per configuration and platform, probed, with DIFFUSION_ATTENTION_BACKEND as on the CLI).
-    """
-    if session is None:
-        session = _session_for(config, platform)
-    route = session.route(role, category)
-    if _tensors.torch_compiling(q):
-        from . import torch_ops
-
-        return torch_ops.call(route.key, q, k, v, mask, out, None, return_lse, scale, causal)
-    return route.layer_for(q, k, scale, causal)(q, k, v, mask, out=out, return_lse=return_lse)

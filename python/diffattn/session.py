@@ -172,8 +172,8 @@ class Session:
         return Attention(num_heads, head_size, session=self, **kwargs)
 
     def route(self, role: str, category: str | None = None) -> Any:
-        """The call target for `role` in this session (see diffattn.layer.Route)."""
-        from .layer import Route
+        """The call target for `role` in this session (see diffattn.targets.Route)."""
+        from .targets import Route
 
         with self._lock:
             route = self._routes.get((role, category))

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import torch
 
-from . import layer as _layer
+from . import targets as _targets
 
 
 def _out_shape(q: torch.Tensor, v: torch.Tensor) -> list[int]:
@@ -28,7 +28,7 @@ def _lse_shape(q: torch.Tensor) -> list[int]:
 
 
 def _run(q, k, v, mask, out, lse, target: int, scale: Optional[float], causal: bool) -> None:
-    _layer.target_by_key(target).layer_for(q, k, scale, causal).forward_into(q, k, v, out, mask, lse)
+    _targets.target_by_key(target).layer_for(q, k, scale, causal).forward_into(q, k, v, out, mask, lse)
 
 
 # Defined with torch.library.Library rather than torch.library.custom_op: the same schema and fake

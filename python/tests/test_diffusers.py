@@ -10,7 +10,7 @@ diffusers = pytest.importorskip("diffusers")
 
 import diffattn  # noqa: E402
 import diffattn.diffusers  # noqa: E402
-import diffattn.layer  # noqa: E402
+import diffattn.targets  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
@@ -66,13 +66,13 @@ def run(model, inputs):
 def routed_calls(monkeypatch):
     """The roles of the attention calls that reached diffattn, in order."""
     calls = []
-    layer_for = diffattn.layer.Route.layer_for
+    layer_for = diffattn.targets.Route.layer_for
 
     def counting(self, q, k, scale, causal):
         calls.append(self.role)
         return layer_for(self, q, k, scale, causal)
 
-    monkeypatch.setattr(diffattn.layer.Route, "layer_for", counting)
+    monkeypatch.setattr(diffattn.targets.Route, "layer_for", counting)
     return calls
 
 
