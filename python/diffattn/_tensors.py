@@ -157,12 +157,14 @@ def current_cuda_stream(tensor: Any) -> int | None:
 
 def empty_like_out(q: Any, shape: tuple[int, ...], float32: bool = False) -> Any:
     """A new uninitialised array from q's library, on q's device: q's dtype, or float32 (LSE)."""
+    if is_torch_tensor(q):
+        if float32:
+            return q.new_empty(shape, dtype=sys.modules["torch"].float32)
+        # empty_like is PyTorch's cheapest allocation; it serves whenever out has q's shape.
+        return sys.modules["torch"].empty_like(q) if shape == tuple(q.shape) else q.new_empty(shape)
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(q, numpy.ndarray):
         return numpy.empty(shape, dtype=numpy.float32 if float32 else q.dtype)
-    if is_torch_tensor(q):
-        torch = sys.modules["torch"]
-        return torch.empty(shape, dtype=torch.float32 if float32 else q.dtype, device=q.device)
     namespace = getattr(q, "__array_namespace__", None)
     if namespace is not None:
         xp = namespace()

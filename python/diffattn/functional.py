@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -13,12 +14,23 @@ _default_sessions: dict[tuple[str, str], Session] = {}
 _sessions_lock = threading.Lock()
 
 
+def _config_key(config: ConfigLike) -> str:
+    """A cache key for a configuration as given (the core normalises it once, when the session is made)."""
+    if config is None or isinstance(config, str):
+        return config or ""
+    if hasattr(config, "to_json"):
+        return config.to_json()
+    return json.dumps(config, sort_keys=True, default=lambda value: value.to_dict())
+
+
 def _session_for(config: ConfigLike, platform: PlatformLike) -> Session:
     """One session per (configuration, platform) for functional calls, so each role logs once."""
-    from .config import AttentionConfig
     from .session import _platform_spec
 
-    key = (AttentionConfig.normalise(config).to_json(), _platform_spec(platform))
+    key = (_config_key(config), _platform_spec(platform))
+    session = _default_sessions.get(key)
+    if session is not None:
+        return session
     with _sessions_lock:
         session = _default_sessions.get(key)
         if session is None:

@@ -173,6 +173,9 @@ class Session:
 
     def route(self, role: str, category: str | None = None) -> Any:
         """The call target for `role` in this session (see diffattn.targets.Route)."""
+        route = self._routes.get((role, category))
+        if route is not None:
+            return route
         from .targets import Route
 
         with self._lock:
