@@ -7,6 +7,7 @@ exception class of its code with the core's message.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -60,11 +61,46 @@ def _candidates() -> list[Path]:
     return found
 
 
+def _preload_cuda_libraries_from_wheels() -> bool:
+    """Loads the CUDA runtime, NVRTC and cuDNN from NVIDIA's Python wheels (PyTorch's), when present,
+    so that a CUDA build of the library finds them without LD_LIBRARY_PATH."""
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    loaded = False
+    for root in spec.submodule_search_locations:
+        for pattern in ("libcudart.so.*", "libnvrtc.so.*", "libcudnn.so.*"):
+            for library in sorted(Path(root).glob(f"*/lib/{pattern}"))[:1]:
+                try:
+                    ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
+                    loaded = True
+                except OSError:
+                    continue
+    return loaded
+
+
+def _open(path: Path) -> ctypes.CDLL:
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as first:
+        if _preload_cuda_libraries_from_wheels():
+            try:
+                return ctypes.CDLL(str(path))
+            except OSError:
+                pass
+        raise ImportError(
+            f"diffattn: {path} could not be loaded ({first}). A CUDA build needs the CUDA runtime, NVRTC and "
+            "cuDNN on the library path: add their folders to LD_LIBRARY_PATH (PyTorch's: python -c 'import "
+            "nvidia.cudnn as m; print(m.__path__[0])'), or install a CPU-only build "
+            "(pip install . -C cmake.define.DIFFATTN_ENABLE_CUDA=OFF)"
+        ) from first
+
+
 def _load() -> ctypes.CDLL:
     tried = []
     for path in _candidates():
         if path.is_file():
-            return ctypes.CDLL(str(path))
+            return _open(path)
         tried.append(str(path))
     raise ImportError(
         f"diffattn: {_LIBRARY_NAME} not found (looked at {', '.join(tried)}); install the package with "

@@ -62,3 +62,18 @@ def test_a_layer_reports_its_resolution():
     resolution = layer.resolution
     assert (resolution.role, resolution.backend, resolution.source) == ("wan.cross", "TORCH_SDPA", "category")
     assert "TORCH_SDPA" in repr(layer)
+
+
+def test_a_library_that_cannot_be_loaded_is_an_import_error_that_says_what_to_do(tmp_path):
+    import subprocess
+    import sys
+
+    fake = tmp_path / "libdiffattn.so"
+    fake.write_text("not a shared library")
+    run = subprocess.run(
+        [sys.executable, "-c", "import diffattn"],
+        env={**__import__("os").environ, "DIFFATTN_LIBRARY": str(fake)},
+        capture_output=True, text=True, check=False,
+    )
+    assert run.returncode != 0
+    assert "ImportError" in run.stderr and "could not be loaded" in run.stderr and "LD_LIBRARY_PATH" in run.stderr
