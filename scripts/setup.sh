@@ -16,6 +16,10 @@ debs=(
   clang-14=1:14.0.6-12
   libclang-rt-14-dev=1:14.0.6-12
 )
+# The Python tests build a fresh virtual environment: python3 needs venv with ensurepip.
+if ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then
+  debs+=(python3-venv=3.11.2-1+b1)
+fi
 missing=()
 for spec in "${debs[@]}"; do
   name="${spec%%=*}"; want="${spec#*=}"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: build, unit/conformance/parity tests (GPU tests skip without a GPU), the
-# installed package built against from outside the tree, the concurrency tests under ThreadSanitizer,
-# the whole CPU suite under AddressSanitizer and UndefinedBehaviorSanitizer, and a bounded libFuzzer
-# run of the parsers (from the same sanitizer build).
+# installed package built against from outside the tree, the Python package (scripts/test_python.sh),
+# the concurrency tests under ThreadSanitizer, the whole CPU suite under AddressSanitizer and
+# UndefinedBehaviorSanitizer, and a bounded libFuzzer run of the parsers (from the same sanitizer build).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 preset="${PRESET:-default}"
@@ -13,6 +13,9 @@ ctest --preset "$preset" -j "$(nproc)"
 
 echo "== the installed package, used by a project outside the tree"
 PRESET="$preset" scripts/check_consumer.sh
+
+echo "== the Python package (NumPy on the CPU; a fresh virtual environment)"
+scripts/test_python.sh "$preset"
 
 echo "== concurrency tests under ThreadSanitizer (the selection core alone)"
 cmake --preset tsan >/dev/null

@@ -44,11 +44,24 @@ const char* diffattn_last_error(void);
 const char* diffattn_code_name(diffattn_code code);
 /* "0.1.0" */
 const char* diffattn_version(void);
+/* The exit status the command-line tool gives for a code: 0 ok; 2 invalid configuration or usage
+ * (invalid_config, unknown_backend, invalid_input); 3 valid but cannot run here (unsupported,
+ * unavailable); 1 anything else. Bindings group their error classes by it. */
+int diffattn_exit_code(diffattn_code code);
+
+/* Validates a configuration object with every rule --diffusion-attention-config applies (the
+ * environment is not read) and returns it normalised: {"default": spec or null, "per_role":
+ * {dotted role: spec}}, "auto" entries dropped, typed-block defaults filled in. Release *out_json
+ * with diffattn_string_free. */
+diffattn_code diffattn_config_normalise(const char* config_json, char** out_json);
+/* The same for one AttentionSpec (a backend name string or an object); `field` names where it sits
+ * in messages, e.g. "per_role['cross']". *out_json is the normalised spec, or "null" for "auto". */
+diffattn_code diffattn_spec_normalise(const char* spec_json, const char* field, char** out_json);
 
 /* A platform and an attention configuration: resolves backends for layers.
  *
- * platform: "cpu", "cuda", a path to a JSON platform description, or NULL/"" to probe (CUDA when a
- *           device answers, else CPU).
+ * platform: "cpu", "cuda", a path to a JSON platform description, the description itself (text
+ *           starting with '{'), or NULL/"" to probe (CUDA when a device answers, else CPU).
  * config_json: the --diffusion-attention-config object, e.g.
  *           {"default": {"backend": "FLASH_ATTN"}, "per_role": {"cross": {"backend": "TORCH_SDPA"}}},
  *           or NULL/"" for none. DIFFUSION_ATTENTION_BACKEND in the environment fills the default
@@ -56,6 +69,18 @@ const char* diffattn_version(void);
 typedef struct diffattn_session diffattn_session;
 diffattn_code diffattn_session_create(const char* platform, const char* config_json, diffattn_session** out);
 void diffattn_session_destroy(diffattn_session* session);
+/* The session's configuration as it resolves (after DIFFUSION_ATTENTION_BACKEND), in the form of
+ * diffattn_config_normalise. Release with diffattn_string_free. */
+diffattn_code diffattn_session_config(diffattn_session* session, char** out_json);
+/* The session's platform as a JSON description (the form a described platform is given in, plus
+ * "sm_count", "compiled_archs" and "origin"), and optionally (out_description may be NULL) one
+ * readable line such as "NVIDIA H200 (sm_90, 132 SMs, cuDNN 9.19.0)". Release both with
+ * diffattn_string_free. */
+diffattn_code diffattn_session_platform(diffattn_session* session, char** out_json, char** out_description);
+/* Whether the configuration file `config_path` was tuned (diffattn tune) on another platform than
+ * the session's: *out_warning is the warning, or "" when its tuning record (FILE.tuning.json beside
+ * it) agrees or does not exist. Release with diffattn_string_free. */
+diffattn_code diffattn_session_tuning_warning(diffattn_session* session, const char* config_path, char** out_warning);
 
 /* Loads a plugin library (include/diffattn/plugin.h) into this session: its backends become
  * selectable by name in this session's configuration, never as platform defaults. All of the
@@ -93,6 +118,8 @@ diffattn_code diffattn_layer_create(diffattn_session* session, const diffattn_la
 void diffattn_layer_destroy(diffattn_layer* layer);
 /* The canonical name of the layer's backend, e.g. "FLASH_ATTN"; valid while the layer lives. */
 const char* diffattn_layer_backend(const diffattn_layer* layer);
+/* The layer's resolution as JSON, in the form of diffattn_resolve. Release with diffattn_string_free. */
+diffattn_code diffattn_layer_resolution(const diffattn_layer* layer, char** out_json);
 
 /* One call in DiT layout: q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D], out [B, Sq, Hq, D], strided
  * DLPack views on one device. mask (optional, NULL): bool keep-mask [B, Skv] or

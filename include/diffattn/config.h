@@ -97,6 +97,8 @@ Status validate_spec(AttentionSpec& spec, std::string_view field);
 // One JSON object {"default": ..., "per_role": {...}}; nested per_role maps flatten to dotted roles.
 Result<AttentionConfig> config_from_json(const nlohmann::json& value);
 Result<AttentionConfig> parse_attention_config_json(std::string_view text);
+// One spec given as JSON text (a backend name string or an object), with spec_from_json's rules.
+Result<std::optional<AttentionSpec>> parse_attention_spec_json(std::string_view text, std::string_view field);
 
 nlohmann::json spec_to_json(const AttentionSpec& spec);
 // {"default": spec or null, "per_role": {flat dotted role: spec}}; config_from_json reads it back to

@@ -59,7 +59,8 @@ PlatformInfo probe_cpu_platform();
 // diffattn kernels this build holds for the device's architecture. kUnavailable without a GPU
 // or in a build without CUDA.
 Result<PlatformInfo> probe_cuda_platform(int device = 0);
-// "cpu", "cuda", a path to a JSON description, or empty (CUDA when a device answers, else CPU).
+// "cpu", "cuda", a path to a JSON description, the description itself (text starting with '{'), or
+// empty (CUDA when a device answers, else CPU).
 Result<PlatformInfo> load_platform(std::string_view spec);
 
 struct Considered {

@@ -3,7 +3,7 @@
 // everything, so no exception crosses into C, and records its failure in a per-thread message.
 
 #include "common/json_text.h"
-#include "diffattn/c_api.h"
+#include "capi/capi_internal.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -31,21 +31,6 @@
 
 #include <nlohmann/json.hpp>
 
-// A session has its own registry (the built-ins plus the plugins loaded into it), so plugins
-// loaded by one session are not seen by another. The lock orders plugin loads, which rebuild the
-// selector, against resolution and layer creation.
-struct diffattn_session {
-  std::unique_ptr<diffattn::Registry> registry;
-  std::shared_ptr<const diffattn::Platform> platform;
-  std::unique_ptr<diffattn::Selector> selector;
-  diffattn::AttentionConfig config;
-  std::shared_mutex mu;
-};
-
-struct diffattn_layer {
-  diffattn::Attention attention;
-};
-
 struct diffattn_comm {
   std::unique_ptr<diffattn::parallel::Communicator> comm;
 };
@@ -54,50 +39,46 @@ struct diffattn_parallel_layer {
   std::unique_ptr<diffattn::parallel::ParallelAttention> layer;
 };
 
+namespace diffattn::capi {
 namespace {
-
-using diffattn::ErrorCode;
-using diffattn::Status;
-
 thread_local std::string g_last_error;
+}  // namespace
 
-diffattn_code to_c(ErrorCode code) { return static_cast<diffattn_code>(static_cast<int>(code)); }
+void clear_last_error() { g_last_error.clear(); }
 
 diffattn_code fail(const Status& status) {
   g_last_error = status.message();
-  return to_c(status.code());
+  return static_cast<diffattn_code>(static_cast<int>(status.code()));
 }
 
 diffattn_code fail(ErrorCode code, std::string message) { return fail(Status(code, std::move(message))); }
-
-// Runs `body` (which returns a diffattn_code) with the last error cleared, turning any exception
-// into DIFFATTN_INTERNAL.
-template <class F>
-diffattn_code guarded(const char* function, F&& body) {
-  g_last_error.clear();
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return fail(ErrorCode::kInternal, std::string(function) + ": out of host memory");
-  } catch (const std::exception& e) {
-    return fail(ErrorCode::kInternal, std::string(function) + ": unexpected error: " + e.what());
-  } catch (...) {
-    return fail(ErrorCode::kInternal, std::string(function) + ": unexpected error");
-  }
-}
 
 diffattn_code null_argument(const char* function, const char* name) {
   return fail(ErrorCode::kInvalidInput, std::string(function) + ": " + name + " must not be NULL");
 }
 
-bool is_empty(const char* text) { return text == nullptr || text[0] == '\0'; }
-
-// A copy the caller releases with diffattn_string_free; nullptr when out of memory.
-char* malloc_copy(const std::string& text) {
+diffattn_code return_string(const char* function, const std::string& text, char** out) {
   char* copy = static_cast<char*>(std::malloc(text.size() + 1));
-  if (copy != nullptr) std::memcpy(copy, text.c_str(), text.size() + 1);
-  return copy;
+  if (copy == nullptr) return fail(ErrorCode::kInternal, std::string(function) + ": out of host memory");
+  std::memcpy(copy, text.c_str(), text.size() + 1);
+  *out = copy;
+  return DIFFATTN_OK;
 }
+
+const char* last_error() { return g_last_error.c_str(); }
+
+}  // namespace diffattn::capi
+
+namespace {
+
+using diffattn::ErrorCode;
+using diffattn::Status;
+using diffattn::capi::fail;
+using diffattn::capi::guarded;
+using diffattn::capi::null_argument;
+using diffattn::capi::return_string;
+
+bool is_empty(const char* text) { return text == nullptr || text[0] == '\0'; }
 
 diffattn::Result<diffattn::TensorView> view_of(const DLTensor* tensor, const char* name) {
   auto view = diffattn::from_dlpack(*tensor);
@@ -128,7 +109,7 @@ diffattn::Result<diffattn::AttentionLayerDesc> layer_desc_from_c(const diffattn_
 
 extern "C" {
 
-const char* diffattn_last_error(void) { return g_last_error.c_str(); }
+const char* diffattn_last_error(void) { return diffattn::capi::last_error(); }
 
 const char* diffattn_code_name(diffattn_code code) {
   if (code < DIFFATTN_OK || code > DIFFATTN_INTERNAL) return "unknown";
@@ -169,12 +150,8 @@ diffattn_code diffattn_session_load_plugin(diffattn_session* session, const char
     if (!names.ok()) return fail(names.status());
     // Decisions cached before the load may have refused a name the plugin now provides.
     session->selector = std::make_unique<diffattn::Selector>(session->platform, session->registry.get());
-    if (out_names_json != nullptr) {
-      char* copy = malloc_copy(diffattn::json_text(nlohmann::json(*names)));
-      if (copy == nullptr) return fail(ErrorCode::kInternal, "diffattn_session_load_plugin: out of host memory");
-      *out_names_json = copy;
-    }
-    return DIFFATTN_OK;
+    if (out_names_json == nullptr) return DIFFATTN_OK;
+    return return_string("diffattn_session_load_plugin", diffattn::json_text(nlohmann::json(*names)), out_names_json);
   });
 }
 
@@ -190,10 +167,7 @@ diffattn_code diffattn_resolve(diffattn_session* session, const char* role, cons
     auto resolution = session->selector->resolve(role, head_size, session->config, cat,
                                                   diffattn::LayerTraits{.allows_trtllm_default = allow_trtllm_default != 0});
     if (!resolution.ok()) return fail(resolution.status());
-    char* copy = malloc_copy(diffattn::json_text(diffattn::resolution_to_json(*resolution)));
-    if (copy == nullptr) return fail(ErrorCode::kInternal, "diffattn_resolve: out of host memory");
-    *out_json = copy;
-    return DIFFATTN_OK;
+    return return_string("diffattn_resolve", diffattn::json_text(diffattn::resolution_to_json(*resolution)), out_json);
   });
 }
 

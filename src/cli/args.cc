@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cli/commands.h"
+#include "cli/tuned_config.h"
 #include "diffattn/builtin_backends.h"
 #include "diffattn/log.h"
 #include "diffattn/registry.h"
@@ -105,6 +106,7 @@ Result<bool> take_one_common_flag(std::vector<std::string>& args, std::size_t i,
                                            "pass one JSON object, or add settings with dotted "
                                            "--diffusion-attention-config.<path> VALUE flags."));
     DIFFATTN_ASSIGN_OR_RETURN(std::string value, value_of());
+    if (value.starts_with('@')) options.config_file = value.substr(1);
     DIFFATTN_ASSIGN_OR_RETURN(std::string json, config_json_from_value(std::move(value)));
     options.config.config_json = std::move(json);
     return true;
@@ -232,7 +234,11 @@ Result<AttentionConfig> config_from_options(const CommonOptions& options) {
 }
 
 Result<PlatformInfo> platform_from_options(const CommonOptions& options) {
-  return load_platform(options.platform_spec);
+  Result<PlatformInfo> info = load_platform(options.platform_spec);
+  if (info.ok() && !options.config_file.empty()) {
+    if (auto warning = tuned_elsewhere_warning(options.config_file, *info)) log_warning(*warning);
+  }
+  return info;
 }
 
 Result<std::vector<std::string>> ArgReader::take_all(std::string_view name) {

@@ -17,6 +17,7 @@ namespace diffattn::cli {
 struct CommonOptions {
   ConfigSources config;
   std::string platform_spec;  // empty: probe
+  std::string config_file;    // the FILE of --diffusion-attention-config @FILE, if given so
   std::vector<std::string> plugins;  // --plugin PATH, in the order given
   bool json = false;
 };
@@ -33,5 +34,6 @@ int run_resolve(std::vector<std::string> args);
 int run_backends(std::vector<std::string> args);
 int run_attend(std::vector<std::string> args);
 int run_workload(std::vector<std::string> args);  // `diffattn run`: the main job
+int run_tune(std::vector<std::string> args);      // `diffattn tune`: run every backend, write the fastest per role
 
 }  // namespace diffattn::cli

@@ -20,6 +20,8 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"run", "run a DiT model's attention workload through the configured backends (the main job)",
      diffattn::cli::run_workload},
+    {"tune", "run every backend over a model's roles and write the fastest per role as a configuration",
+     diffattn::cli::run_tune},
     {"resolve", "show which backend each attention role resolves to, and why", diffattn::cli::run_resolve},
     {"backends", "list every registered backend, whether it can run here, and its capabilities",
      diffattn::cli::run_backends},

@@ -1,6 +1,8 @@
 // `diffattn run`: the main job. Runs a DiT model's attention workload through the configured
 // backends (or several, with --compare) and reports time and quality against TORCH_SDPA.
+// `diffattn tune`: the same run over every backend, writing the fastest per role as a configuration.
 
+#include <algorithm>
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
@@ -11,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "cli/run_parallel.h"
+#include "cli/tuned_config.h"
 #include "common/json_text.h"
 #include "common/name_hints.h"
 #include "common/staged_files.h"
@@ -255,7 +258,24 @@ Status check_single_configuration(const runner::WorkloadPlan& plan, const runner
   return Status::Ok();
 }
 
-int run_with_options(std::vector<std::string>& args, const CommonOptions& options) {
+// diffattn tune's two files, replaced together: the configuration and its tuning record.
+Status write_tuned_config(const runner::RunReport& report, const std::string& path, bool quiet) {
+  const std::string record_path = tuning_record_path(path);
+  std::error_code ec;
+  if (const fs::path parent = fs::path(path).parent_path(); !parent.empty()) fs::create_directories(parent, ec);
+  if (ec) return InvalidInput("could not create the folder of --output " + path + ": " + ec.message());
+  StagedFiles files;
+  DIFFATTN_RETURN_IF_ERROR(files.stage(path, {json_text(tuned_config_json(report), 2) + "\n"}));
+  DIFFATTN_RETURN_IF_ERROR(files.stage(record_path, {json_text(tuning_record_json(report), 2) + "\n"}));
+  DIFFATTN_RETURN_IF_ERROR(files.commit());
+  if (!quiet)
+    std::cout << "tuned configuration: " << path << " (measurements: " << record_path << ")\n"
+              << "use it with --diffusion-attention-config @" << path << "\n";
+  return Status::Ok();
+}
+
+// `tune_output` is diffattn tune's configuration file; null for diffattn run.
+int run_with_options(std::vector<std::string>& args, const CommonOptions& options, const std::string* tune_output) {
   auto flags = take_run_flags(args);
   if (!flags.ok()) return report_error(flags.status(), options.json);
   if (flags->degrees.world() > 1) {
@@ -283,6 +303,11 @@ int run_with_options(std::vector<std::string>& args, const CommonOptions& option
   const std::string out_dir = flags->out_dir.empty() ? default_out_dir(plan->model->name) : flags->out_dir;
   const Status writable = check_folder_writable(out_dir, "--out-dir");
   if (!writable.ok()) return report_error(writable, options.json);
+  if (tune_output != nullptr) {
+    const fs::path parent = fs::path(*tune_output).parent_path();
+    const Status output_writable = check_folder_writable(parent.empty() ? "." : parent.string(), "--output");
+    if (!output_writable.ok()) return report_error(output_writable, options.json);
+  }
   auto platform = make_platform(*info, global_registry());
   Selector selector(platform, &global_registry());
   if (request.compare.empty()) {
@@ -304,6 +329,12 @@ int run_with_options(std::vector<std::string>& args, const CommonOptions& option
   else std::cout << runner::report_to_text(*report);
   Status written = write_reports(*report, out_dir, options.json);
   if (!written.ok()) return report_error(written, options.json);
+  if (tune_output != nullptr) {
+    for (const runner::RoleReport& role : report->roles)
+      if (!role.baseline.ok()) return 1;
+    Status tuned = write_tuned_config(*report, *tune_output, options.json);
+    return tuned.ok() ? 0 : report_error(tuned, options.json);
+  }
   // A compared backend that cannot run here, or refuses a call it was given (a mask it cannot
   // take), is a finding; a run that broke is a failure. A single configuration that refused exits 3.
   const std::string unsupported(error_code_name(ErrorCode::kUnsupported));
@@ -319,11 +350,40 @@ int run_with_options(std::vector<std::string>& args, const CommonOptions& option
   return refused && request.compare.empty() ? exit_code_for(ErrorCode::kUnsupported) : 0;
 }
 
+int run_only(std::vector<std::string>& args, const CommonOptions& options) {
+  return run_with_options(args, options, nullptr);
+}
+
+constexpr std::string_view kTuneHelp =
+    "usage: diffattn tune [--model NAME] [--output FILE.json] [--quality-bound X] [diffattn run's flags]\n"
+    "\n"
+    "Runs the model's attention workload (as diffattn run does) through every backend that can run here\n"
+    "(--compare narrows the candidates), and writes FILE.json: an AttentionConfig giving each role the\n"
+    "fastest backend whose relL2 against the TORCH_SDPA baseline stays within --quality-bound (default\n"
+    "1e-2; TORCH_SDPA where none does). Beside it, FILE.tuning.json records every measurement and the\n"
+    "platform. Load the result with --diffusion-attention-config @FILE.json (or Python's\n"
+    "AttentionConfig.from_file); on another GPU or cuDNN a warning says it was tuned elsewhere.\n"
+    "\n"
+    "  --output FILE.json         where the configuration goes (default attention-config.json)\n"
+    "\n"
+    "Common flags:\n";
+
+int tune_with_options(std::vector<std::string>& args, const CommonOptions& options) {
+  ArgReader reader(args);
+  auto output = reader.take_value("--output");
+  if (!output.ok()) return report_error(output.status(), options.json);
+  const std::string path = output->value_or("attention-config.json");
+  const bool narrowed = std::any_of(args.begin(), args.end(), [](const std::string& a) { return a.starts_with("--compare"); });
+  if (!narrowed) args.insert(args.end(), {"--compare", "all"});
+  return run_with_options(args, options, &path);
+}
+
 }  // namespace
 
 int run_workload(std::vector<std::string> args) {
   g_run_args = args;
-  return run_subcommand(args, kRunHelp, run_with_options);
+  return run_subcommand(args, kRunHelp, run_only);
 }
+int run_tune(std::vector<std::string> args) { return run_subcommand(args, kTuneHelp, tune_with_options); }
 
 }  // namespace diffattn::cli

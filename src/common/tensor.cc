@@ -55,6 +55,9 @@ TensorView TensorView::Contiguous(void* data, DType dtype, std::initializer_list
 
 namespace {
 
+// kDLBool, which DLPack 0.8 added (NumPy exports bool arrays with it); the 0.6 header lacks the name.
+constexpr std::uint8_t kDLBoolCode = 6;
+
 Result<DType> dtype_from_dlpack(DLDataType t) {
   if (t.lanes != 1) return InvalidInput("DLPack tensors with vector lanes are not supported; pass lanes=1");
   if (t.code == kDLFloat && t.bits == 32) return DType::kFloat32;
@@ -65,6 +68,7 @@ Result<DType> dtype_from_dlpack(DLDataType t) {
   if (t.code == kDLInt && t.bits == 32) return DType::kInt32;
   if (t.code == kDLUInt && t.bits == 1) return DType::kBool;
   if (t.code == kDLUInt && t.bits == 8) return DType::kBool;  // torch.bool exports as uint8 in DLPack 0.6
+  if (t.code == kDLBoolCode && t.bits == 8) return DType::kBool;
   return InvalidInput("DLPack dtype (code " + std::to_string(t.code) + ", bits " + std::to_string(t.bits) +
                       ") is not supported; use float32, float16, bfloat16, int8, int32 or bool");
 }

@@ -129,4 +129,9 @@ Result<AttentionConfig> parse_attention_config_json(std::string_view text) {
   return config_from_json(value);
 }
 
+Result<std::optional<AttentionSpec>> parse_attention_spec_json(std::string_view text, std::string_view field) {
+  DIFFATTN_ASSIGN_OR_RETURN(json value, config_detail::parse_json_text(text, field));
+  return spec_from_json(value, field);
+}
+
 }  // namespace diffattn

@@ -36,6 +36,22 @@ Result<PlatformInfo> load_platform_file(std::string_view path) {
   return info;
 }
 
+// A description given inline (the text itself rather than a file that holds it).
+Result<PlatformInfo> load_platform_text(std::string_view text) {
+  std::string duplicate;
+  const nlohmann::json value = parse_json_noting_duplicates(text, duplicate, /*allow_exceptions=*/false);
+  if (value.is_discarded()) return InvalidConfig("the platform description given inline is not valid JSON.");
+  if (!duplicate.empty())
+    return InvalidConfig("the platform description given inline has the key '" + bounded_echo(duplicate) +
+                         "' twice; keep one.");
+  Result<PlatformInfo> info = platform_from_json(value);
+  if (!info.ok()) return InvalidConfig("platform description: " + info.status().message());
+  info->origin = "description";
+  return info;
+}
+
+bool is_inline_description(std::string_view spec) { return !spec.empty() && spec.front() == '{'; }
+
 // "cpu" and "cuda" in any case, like backend names; anything else is a file path, case kept.
 bool names_kind(std::string_view spec, std::string_view kind) {
   return spec.size() == kind.size() && std::equal(spec.begin(), spec.end(), kind.begin(), [](char a, char b) {
@@ -53,6 +69,7 @@ Result<PlatformInfo> load_platform(std::string_view spec) {
     if (cuda.ok()) return cuda;
     return probe_cpu_platform();
   }
+  if (is_inline_description(spec)) return load_platform_text(spec);
   return load_platform_file(spec);
 }
 

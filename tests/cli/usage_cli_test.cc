@@ -22,7 +22,7 @@ TEST(UsageCli, HelpListsSubcommandsAndExitCodes) {
 }
 
 TEST(UsageCli, EverySubcommandHasHelp) {
-  for (const char* sub : {"resolve", "backends", "attend", "run"}) {
+  for (const char* sub : {"resolve", "backends", "attend", "run", "tune"}) {
     const CliResult direct = run_cli({sub, "--help"});
     EXPECT_EQ(direct.exit_code, 0) << sub << ": " << direct.err;
     EXPECT_FALSE(direct.out.empty()) << sub;

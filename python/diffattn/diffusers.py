@@ -1,0 +1,156 @@
+"""Run a diffusers transformer's attention through diffattn, per role.
+
+    import diffattn.diffusers
+    resolutions = diffattn.diffusers.apply(transformer, config={"default": "FLASH_ATTN",
+                                                                "per_role": {"cross": "CUDNN_ATTN"}})
+    ...
+    diffattn.diffusers.remove(transformer)   # back to diffusers' own attention
+
+diffusers' attention processors call `dispatch_attention_fn(q, k, v, ..., backend=processor._attention_backend)`
+with q/k/v in [B, S, H, D], diffattn's layout. `apply` gives each attention module's processor (a copy of
+it, so modules sharing one stay independent) a Route as its backend, and wraps the dispatch function in
+the processor's module so that a Route runs `torch.ops.diffattn.attention`; any other backend value goes
+to diffusers unchanged. Roles: a module diffusers marks as cross-attention is "cross"; one with added
+key/value projections (text and image tokens attended together, as in Flux's double-stream blocks) is
+"joint" (category "self"); any other is "self". Each role's resolution is logged once, at `apply`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from . import errors, torch_ops  # noqa: F401  (torch_ops registers torch.ops.diffattn)
+from .config import ConfigLike
+from .targets import Route
+from .session import PlatformLike, Resolution, Session
+
+_ORIGINAL_PROCESSOR = "_diffattn_original_processor"
+_WRAPPED_MARK = "_diffattn_wraps"
+
+
+def role_of(module: Any) -> tuple[str, str | None]:
+    """(role, category) of a diffusers attention module."""
+    if getattr(module, "is_cross_attention", False):
+        return "cross", None
+    if getattr(module, "added_kv_proj_dim", None) is not None:
+        return "joint", "self"
+    return "self", None
+
+
+def _head_size(module: Any) -> int:
+    head_dim = getattr(module, "head_dim", None)
+    if head_dim:
+        return int(head_dim)
+    return int(module.inner_dim // module.heads)
+
+
+def _attention_modules(model: Any) -> list[tuple[str, Any]]:
+    return [(name, m) for name, m in model.named_modules() if hasattr(m, "processor") and hasattr(m, "set_processor")]
+
+
+def _mask_for_diffattn(mask: Any) -> Any:
+    """diffusers' boolean masks as diffattn takes them: [B, 1, 1, Skv] becomes [B, Skv]."""
+    if mask is None:
+        return None
+    if mask.dtype.is_floating_point:
+        raise errors.InvalidInputError(
+            "diffattn takes boolean keep-masks; this model passes an additive float mask. Give this role to "
+            "diffusers' own attention with diffattn.diffusers.apply(..., roles=[...]) leaving it out",
+            "invalid_input",
+        )
+    if mask.dim() == 4 and mask.shape[1] == 1 and mask.shape[2] == 1:
+        return mask[:, 0, 0, :]
+    return mask
+
+
+def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal, scale, parallel_config):
+    if dropout_p:
+        raise errors.InvalidInputError(
+            f"diffattn runs inference attention; dropout_p={dropout_p} asks for training dropout (call model.eval())",
+            "invalid_input",
+        )
+    if parallel_config is not None and getattr(parallel_config, "context_parallel_config", None) is not None:
+        raise errors.UnsupportedError(
+            "diffusers' context parallelism is not routed through diffattn yet; call diffattn.diffusers.remove "
+            "on this model or disable context parallelism",
+            "unsupported",
+        )
+    mask = _mask_for_diffattn(attn_mask)
+    if torch.compiler.is_compiling():
+        return torch.ops.diffattn.attention(query, key, value, mask, route.key, scale, bool(is_causal))
+    # Eagerly, the same call without the dispatcher's per-call cost.
+    return route.layer_for(query, key, scale, bool(is_causal))(query, key, value, mask)
+
+
+def _wrap_dispatch(namespace: dict[str, Any]) -> None:
+    """Wraps `dispatch_attention_fn` in a processor's module once: Routes go to diffattn."""
+    original = namespace.get("dispatch_attention_fn")
+    if original is None:
+        raise errors.UnsupportedError(
+            f"the attention processors of {namespace.get('__name__')} do not call dispatch_attention_fn, so "
+            "diffattn cannot route them; use diffusers' attention for this model",
+            "unsupported",
+        )
+    if getattr(original, _WRAPPED_MARK, None) is not None:
+        return
+
+    def dispatch_attention_fn(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                              enable_gqa=False, attention_kwargs=None, *, backend=None, parallel_config=None):
+        if isinstance(backend, Route):
+            return _route_call(backend, query, key, value, attn_mask, dropout_p, is_causal, scale, parallel_config)
+        return original(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, attention_kwargs,
+                        backend=backend, parallel_config=parallel_config)
+
+    setattr(dispatch_attention_fn, _WRAPPED_MARK, original)
+    namespace["dispatch_attention_fn"] = dispatch_attention_fn
+
+
+def apply(
+    model: Any,
+    config: ConfigLike = None,
+    platform: PlatformLike = None,
+    *,
+    roles: list[str] | None = None,
+    session: Session | None = None,
+) -> dict[str, Resolution]:
+    """Routes `model`'s attention modules through diffattn; returns the resolution of each role.
+
+    roles: only these roles are routed (others keep diffusers' attention); None routes every role.
+    An explicit backend that cannot run here raises at once (never a silent swap).
+    """
+    if session is None:
+        session = Session(config=config, platform=platform)
+    resolutions: dict[str, Resolution] = {}
+    modules = _attention_modules(model)
+    if not modules:
+        raise errors.InvalidInputError(
+            f"{type(model).__name__} has no diffusers attention modules (with a processor) to route", "invalid_input"
+        )
+    for _name, module in modules:
+        role, category = role_of(module)
+        if roles is not None and role not in roles:
+            continue
+        if role not in resolutions:
+            resolutions[role] = session.resolve(role, _head_size(module), category)  # logs once per role
+        processor = getattr(module, _ORIGINAL_PROCESSOR, None) or module.processor
+        routed = copy.copy(processor)
+        routed._attention_backend = session.route(role, category)
+        _wrap_dispatch(type(processor).__call__.__globals__)
+        setattr(module, _ORIGINAL_PROCESSOR, processor)
+        module.processor = routed
+    model._diffattn_session = session  # the routes live as long as the model uses them
+    return resolutions
+
+
+def remove(model: Any) -> None:
+    """Gives `model`'s attention back to diffusers (the processors it had before apply)."""
+    for _name, module in _attention_modules(model):
+        original = getattr(module, _ORIGINAL_PROCESSOR, None)
+        if original is not None:
+            module.processor = original
+            delattr(module, _ORIGINAL_PROCESSOR)
+    if hasattr(model, "_diffattn_session"):
+        del model._diffattn_session

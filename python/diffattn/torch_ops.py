@@ -1,0 +1,108 @@
+"""PyTorch custom ops (torch.library), so torch.compile traces diffattn calls without graph breaks
+and CUDA graphs capture them.
+
+Ops take tensors and a `target` key: an Attention layer, or a Route (a session and a role whose layer
+is chosen by the call's shapes; the diffusers integration uses these). Each op has a fake
+implementation giving output shapes and dtypes without running anything.
+
+  torch.ops.diffattn.attention(q, k, v, mask, target, scale, causal) -> out
+  torch.ops.diffattn.attention_lse(q, k, v, mask, target, scale, causal) -> (out, lse)
+  torch.ops.diffattn.attention_out(q, k, v, mask, out, lse, target, scale, causal) -> None  (in place)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from . import targets as _targets
+
+
+def _out_shape(q: torch.Tensor, v: torch.Tensor) -> list[int]:
+    return [*q.shape[:3], v.shape[3]] if q.dim() == 4 and v.dim() == 4 else list(q.shape)
+
+
+def _lse_shape(q: torch.Tensor) -> list[int]:
+    return [q.shape[0], q.shape[2], q.shape[1]] if q.dim() == 4 else [0]
+
+
+def _run(q, k, v, mask, out, lse, target: int, scale: Optional[float], causal: bool) -> None:
+    _targets.target_by_key(target).layer_for(q, k, scale, causal).forward_into(q, k, v, out, mask, lse)
+
+
+# Defined with torch.library.Library rather than torch.library.custom_op: the same schema and fake
+# implementations, at about a fifth of custom_op's per-call dispatch cost (python/bench/overhead.py).
+_library = torch.library.Library("diffattn", "DEF")
+_library.define(
+    "attention_out(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor(a!) out, Tensor(b!)? lse, int target, "
+    "float? scale, bool causal) -> ()"
+)
+_library.define("attention(Tensor q, Tensor k, Tensor v, Tensor? mask, int target, float? scale, bool causal) -> Tensor")
+_library.define(
+    "attention_lse(Tensor q, Tensor k, Tensor v, Tensor? mask, int target, float? scale, bool causal) -> (Tensor, Tensor)"
+)
+
+
+def _attention_out(q, k, v, mask, out, lse, target, scale, causal) -> None:
+    _run(q, k, v, mask, out, lse, target, scale, causal)
+
+
+def _attention(q, k, v, mask, target, scale, causal) -> torch.Tensor:
+    out = q.new_empty(_out_shape(q, v))
+    _run(q, k, v, mask, out, None, target, scale, causal)
+    return out
+
+
+def _attention_lse(q, k, v, mask, target, scale, causal) -> tuple[torch.Tensor, torch.Tensor]:
+    out = q.new_empty(_out_shape(q, v))
+    lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
+    _run(q, k, v, mask, out, lse, target, scale, causal)
+    return out, lse
+
+
+_library.impl("attention_out", _attention_out, "CompositeExplicitAutograd")
+_library.impl("attention", _attention, "CompositeExplicitAutograd")
+_library.impl("attention_lse", _attention_lse, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("diffattn::attention_out", lib=_library)
+def _attention_out_fake(q, k, v, mask, out, lse, target, scale, causal) -> None:
+    return None
+
+
+@torch.library.register_fake("diffattn::attention", lib=_library)
+def _attention_fake(q, k, v, mask, target, scale, causal) -> torch.Tensor:
+    return q.new_empty(_out_shape(q, v))
+
+
+@torch.library.register_fake("diffattn::attention_lse", lib=_library)
+def _attention_lse_fake(q, k, v, mask, target, scale, causal) -> tuple[torch.Tensor, torch.Tensor]:
+    return q.new_empty(_out_shape(q, v)), q.new_empty(_lse_shape(q), dtype=torch.float32)
+
+
+def call(
+    target: int,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: Optional[torch.Tensor],
+    out: Optional[torch.Tensor],
+    lse: Optional[torch.Tensor],
+    return_lse: bool,
+    scale: Optional[float] = None,
+    causal: bool = False,
+) -> Any:
+    """The op that fits the arguments: in place into out/lse when given, else a new output."""
+    ops = torch.ops.diffattn
+    want_lse = return_lse or lse is not None
+    if out is not None or lse is not None:
+        if out is None:
+            out = q.new_empty(_out_shape(q, v))
+        if want_lse and lse is None:
+            lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
+        ops.attention_out(q, k, v, mask, out, lse, target, scale, causal)
+        return (out, lse) if want_lse else out
+    if want_lse:
+        return ops.attention_lse(q, k, v, mask, target, scale, causal)
+    return ops.attention(q, k, v, mask, target, scale, causal)
