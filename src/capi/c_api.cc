@@ -238,8 +238,7 @@ diffattn_code diffattn_nccl_unique_id(char** out_id) {
     if (out_id == nullptr) return null_argument("diffattn_nccl_unique_id", "out_id");
     auto id = diffattn::parallel::make_nccl_unique_id();
     if (!id.ok()) return fail(id.status());
-    *out_id = malloc_copy(*id);
-    return *out_id ? DIFFATTN_OK : fail(ErrorCode::kInternal, "diffattn_nccl_unique_id: out of host memory");
+    return return_string("diffattn_nccl_unique_id", *id, out_id);
   });
 }
 
