@@ -72,7 +72,9 @@ Status take_workspace(SageParams& p, bool v_fp8, cudaStream_t stream, Workspace&
       B * Hkv * p.stat_chunks * D * 4,              // k_sum_parts
       v_fp8 ? B * Hkv * p.stat_chunks * D * 4 : 0,  // v_amax_parts
       B * p.stat_chunks * 4,                        // valid_parts
-      B * Hq * p.seqlen_q * 4};                     // q_shift
+      B * Hq * p.seqlen_q * 4,                      // q_shift
+      B * Hkv * D * 4,                              // k_mean
+      B * Hkv * D * 4};                             // v_amax
   std::size_t total = 0;
   for (std::size_t s : sizes) total += align256(s);
   cudaMemPool_t pool = flash::hopper_detail::workspace_pool();
@@ -101,12 +103,15 @@ Status take_workspace(SageParams& p, bool v_fp8, cudaStream_t stream, Workspace&
   p.v_amax_parts = static_cast<float*>(parts[7]);
   p.valid_parts = static_cast<int*>(parts[8]);
   p.q_shift = static_cast<float*>(parts[9]);
+  p.k_mean = static_cast<float*>(parts[10]);
+  p.v_amax = static_cast<float*>(parts[11]);
   return Status::Ok();
 }
 
 template <bool kBf16, int kD>
 Status quantize(const SageParams& p, bool v_fp8, cudaStream_t stream) {
   sage_stats_kernel<kBf16><<<dim3(p.stat_chunks, p.batch * p.heads_kv), 256, 0, stream>>>(p, v_fp8);
+  sage_means_kernel<kD><<<p.batch * p.heads_kv, kD, 0, stream>>>(p, v_fp8);
   sage_quant_q_kernel<kBf16, kD><<<dim3(p.q_groups, p.batch * p.heads_q), 128, 0, stream>>>(p);
   sage_quant_k_kernel<kBf16, kD><<<dim3(p.k_groups, p.batch * p.heads_kv), 256, 0, stream>>>(p);
   if (v_fp8) sage_quant_v_kernel<kBf16, kD><<<dim3(p.kv_padded / kKvBlock, p.batch * p.heads_kv), 256, 0, stream>>>(p);

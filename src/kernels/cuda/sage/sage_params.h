@@ -39,6 +39,8 @@ struct SageParams {
   float* k_sum_parts = nullptr;   // [B, Hkv, stat_chunks, D]: sums of valid keys per chunk
   float* v_amax_parts = nullptr;  // [B, Hkv, stat_chunks, D]
   int* valid_parts = nullptr;     // [B, stat_chunks]: valid keys per chunk
+  float* k_mean = nullptr;        // [B, Hkv, D]: K's channel means over the valid keys
+  float* v_amax = nullptr;        // [B, Hkv, D]: V's channel maxima over the valid keys
   int q_groups = 0, k_groups = 0, kv_padded = 0, stat_chunks = 0;
 
   // The attention kernel's tiles.
@@ -46,6 +48,6 @@ struct SageParams {
 };
 
 // Keys per chunk of the statistics pass (K's channel sums and V's channel maxima).
-inline constexpr int kStatChunk = 1024;
+inline constexpr int kStatChunk = 128;
 
 }  // namespace diffattn::sage

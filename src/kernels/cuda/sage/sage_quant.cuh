@@ -63,6 +63,7 @@ __global__ void __launch_bounds__(256) sage_stats_kernel(const SageParams p, boo
   float sum = 0.f, amax = 0.f;
   int count = 0;
   if (lane < lanes) {
+#pragma unroll 4
     for (int key = key0 + lane; key < key1; key += lanes) {
       if (!key_valid(p, b, key)) continue;
       sum += load_elem<kBf16>(p.k, b * p.k_stride_b + key * p.k_stride_s + hkv * p.k_stride_h + c);
@@ -86,19 +87,31 @@ __global__ void __launch_bounds__(256) sage_stats_kernel(const SageParams p, boo
   if (hkv == 0 && c == 0) p.valid_parts[b * p.stat_chunks + blockIdx.x] = count;
 }
 
-// The mean of each K channel over the valid keys of (b, kv head) `bh`, from the statistics
-// pass's partials in a fixed order (so the Q and K kernels compute the same bits).
+// grid (B * Hkv), kD threads: K's channel means and V's channel maxima from the statistics
+// pass's partials, summed in a fixed order (every run gives the same bits).
 template <int kD>
-__device__ __forceinline__ void k_means(const SageParams& p, int bh, int b, float* mean) {
-  for (int c = threadIdx.x; c < kD; c += blockDim.x) {
-    float s = 0.f;
-    int n = 0;
-    for (int ch = 0; ch < p.stat_chunks; ++ch) {
-      s += p.k_sum_parts[(static_cast<std::int64_t>(bh) * p.stat_chunks + ch) * kD + c];
-      n += p.valid_parts[b * p.stat_chunks + ch];
-    }
-    mean[c] = n > 0 ? __fdiv_rn(s, static_cast<float>(n)) : 0.f;
+__global__ void __launch_bounds__(kD) sage_means_kernel(const SageParams p, bool v_stats) {
+  const int bh = blockIdx.x, b = bh / p.heads_kv, c = threadIdx.x;
+  const float* sums = p.k_sum_parts + static_cast<std::int64_t>(bh) * p.stat_chunks * kD + c;
+  const float* maxima = p.v_amax_parts + static_cast<std::int64_t>(bh) * p.stat_chunks * kD + c;
+  float s = 0.f, amax = 0.f;
+  int n = 0;
+#pragma unroll 8
+  for (int ch = 0; ch < p.stat_chunks; ++ch) {
+    s += sums[static_cast<std::int64_t>(ch) * kD];
+    n += p.valid_parts[b * p.stat_chunks + ch];
+    if (v_stats) amax = fmaxf(amax, maxima[static_cast<std::int64_t>(ch) * kD]);
   }
+  p.k_mean[static_cast<std::int64_t>(bh) * kD + c] = n > 0 ? __fdiv_rn(s, static_cast<float>(n)) : 0.f;
+  if (v_stats) {
+    p.v_amax[static_cast<std::int64_t>(bh) * kD + c] = amax;
+    p.v_scale[static_cast<std::int64_t>(bh) * kD + c] = __fdiv_rn(amax, kE4m3Max);
+  }
+}
+
+template <int kD>
+__device__ __forceinline__ void k_means(const SageParams& p, int bh, int, float* mean) {
+  for (int c = threadIdx.x; c < kD; c += blockDim.x) mean[c] = p.k_mean[static_cast<std::int64_t>(bh) * kD + c];
 }
 
 // grid (q_groups, B * Hq), 128 threads. Also writes each row's q' . mean(K), the amount by which
@@ -180,11 +193,8 @@ __global__ void __launch_bounds__(256) sage_quant_v_kernel(const SageParams p) {
   __shared__ __align__(16) std::uint8_t tile[kD][kKvBlock];
   const int bh = blockIdx.y, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
   if (threadIdx.x < kD) {
-    float amax = 0.f;
-    for (int ch = 0; ch < p.stat_chunks; ++ch)
-      amax = fmaxf(amax, p.v_amax_parts[(static_cast<std::int64_t>(bh) * p.stat_chunks + ch) * kD + threadIdx.x]);
+    const float amax = p.v_amax[static_cast<std::int64_t>(bh) * kD + threadIdx.x];
     inv[threadIdx.x] = amax > 0.f ? __fdiv_rn(kE4m3Max, amax) : 0.f;
-    if (blockIdx.x == 0) p.v_scale[static_cast<std::int64_t>(bh) * kD + threadIdx.x] = __fdiv_rn(amax, kE4m3Max);
   }
   __syncthreads();
   const int key0 = blockIdx.x * kKvBlock;
