@@ -74,7 +74,7 @@ def test_cuda_bf16_matches_sdpa(backend):
 @needs_cuda
 def test_cuda_runs_on_the_callers_stream_into_a_preallocated_output():
     layer = diffattn.Attention(num_heads=8, head_size=128, config={"default": "FLASH_ATTN"})
-    q, k, v = qkv("cuda", torch.bfloat16, sq=512, skv=512, heads=8, dim=128)
+    q, k, v = qkv("cuda", torch.bfloat16, sq=512, skv=512, heads=8, kv_heads=8, dim=128)
     out = torch.full_like(q, float("nan"))
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -88,7 +88,7 @@ def test_cuda_runs_on_the_callers_stream_into_a_preallocated_output():
 @needs_cuda
 def test_cuda_graph_capture_and_replay():
     layer = diffattn.Attention(num_heads=8, head_size=128, config={"default": "FLASH_ATTN"})
-    q, k, v = qkv("cuda", torch.bfloat16, sq=256, skv=256, heads=8, dim=128)
+    q, k, v = qkv("cuda", torch.bfloat16, sq=256, skv=256, heads=8, kv_heads=8, dim=128)
     out = torch.empty_like(q)
     layer(q, k, v, out=out)  # warm-up outside capture
     torch.cuda.synchronize()
