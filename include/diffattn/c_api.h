@@ -47,7 +47,7 @@ const char* diffattn_version(void);
 /* The exit status the command-line tool gives for a code: 0 ok; 2 invalid configuration or usage
  * (invalid_config, unknown_backend, invalid_input); 3 valid but cannot run here (unsupported,
  * unavailable); 1 anything else. Bindings group their error classes by it. */
-int diffattn_exit_code(diffattn_code code);
+int diffattn_exit_code(int code);
 
 /* Validates a configuration object with every rule --diffusion-attention-config applies (the
  * environment is not read) and returns it normalised: {"default": spec or null, "per_role":

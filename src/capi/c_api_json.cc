@@ -19,7 +19,7 @@ using diffattn::capi::return_string;
 
 extern "C" {
 
-int diffattn_exit_code(diffattn_code code) {
+int diffattn_exit_code(int code) {
   if (code < DIFFATTN_OK || code > DIFFATTN_INTERNAL) return 1;
   return diffattn::exit_code_for(static_cast<diffattn::ErrorCode>(static_cast<int>(code)));
 }

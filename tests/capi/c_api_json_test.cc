@@ -47,7 +47,7 @@ TEST(CApiJson, ExitCodesFollowTheCommandLineClasses) {
   EXPECT_EQ(diffattn_exit_code(DIFFATTN_UNAVAILABLE), 3);
   EXPECT_EQ(diffattn_exit_code(DIFFATTN_CUDA_ERROR), 1);
   EXPECT_EQ(diffattn_exit_code(DIFFATTN_INTERNAL), 1);
-  EXPECT_EQ(diffattn_exit_code(static_cast<diffattn_code>(99)), 1);
+  EXPECT_EQ(diffattn_exit_code(99), 1);
 }
 
 TEST(CApiJson, NormaliseDropsAutoFillsDefaultsAndReadsBack) {

@@ -70,7 +70,8 @@ TEST_F(TuneCli, WritesEachRolesVerdictAndReloadsToTheSameResolution) {
                                       "--diffusion-attention-config", "@" + config_path});
   ASSERT_EQ(resolved.exit_code, 0) << resolved.err;
   EXPECT_EQ(resolved.err.find("tuned on"), std::string::npos) << resolved.err;
-  for (const json& r : resolved.json().at("resolutions")) {
+  const json resolutions = resolved.json().at("resolutions");  // a copy: json() returns a temporary
+  for (const json& r : resolutions) {
     EXPECT_EQ(r.at("backend"), config.at("per_role").at(r.at("role").get<std::string>()).at("backend"));
     EXPECT_EQ(r.at("source"), "per_role");
   }

@@ -187,7 +187,9 @@ class ItemRunner {
     const float* v_scale = ops_.v_scales.data() + (w.batch * ops_.k.heads + kv_head) * dv_;
     const TensorView& out = p_.out;
     auto* dst = static_cast<std::uint16_t*>(out.data);
-    const float* shift = ops_.lse_shifts.data() + (w.batch * ops_.q.heads + w.head) * ops_.q.seqlen + w.q_begin;
+    // The shifts exist only when the call asks for the LSE.
+    const float* shift =
+        ops_.lse_shifts.empty() ? nullptr : ops_.lse_shifts.data() + (w.batch * ops_.q.heads + w.head) * ops_.q.seqlen + w.q_begin;
     for (std::int64_t r = 0; r < w.q_rows; ++r) {
       const std::int64_t i = w.q_begin + r;
       const float l = st.l[r];
