@@ -17,12 +17,12 @@ Status cuda_ok(cudaError_t err, const char* call) {
   if (err == cudaSuccess) return Status::Ok();
   return CudaError(std::string(call) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
 }
-#endif
-
+#else
 Status no_cuda() {
   return Unavailable("this diffattn build has no CUDA (nvcc was not found when it was built); run sequence "
                      "parallelism on CPU tensors or rebuild with the CUDA toolkit");
 }
+#endif
 
 }  // namespace
 

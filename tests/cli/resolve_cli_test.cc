@@ -192,7 +192,7 @@ TEST(ResolveCli, MissingPlatformFileIsAnError) {
 }
 
 TEST(ResolveCli, MalformedPlatformFileIsAnError) {
-  const std::string path = ::testing::TempDir() + "/diffattn_bad_platform.json";
+  const std::string path = ::testing::TempDir() + "/diffattn_bad_platform_resolve_cli.json";
   FILE* f = std::fopen(path.c_str(), "w");
   ASSERT_NE(f, nullptr);
   std::fputs("{\"kind\": \"cuda\", \"compute_capability\": ", f);

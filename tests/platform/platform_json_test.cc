@@ -147,7 +147,7 @@ TEST(PlatformJsonTest, MissingOrMalformedFilesAreConfigErrors) {
   EXPECT_EQ(missing.status().code(), ErrorCode::kInvalidConfig);
   EXPECT_THAT(missing.status().message(), HasSubstr("neither 'cpu', 'cuda' nor a readable JSON"));
 
-  const std::string path = ::testing::TempDir() + "/diffattn_bad_platform.json";
+  const std::string path = ::testing::TempDir() + "/diffattn_bad_platform_json_test.json";
   FILE* file = std::fopen(path.c_str(), "w");
   ASSERT_NE(file, nullptr);
   std::fputs("{\"kind\": \"cuda\", ", file);

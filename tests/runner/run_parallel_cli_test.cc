@@ -1,44 +1,33 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "cli/cli_runner.h"
 
 namespace diffattn {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
-};
+using testing::CliResult;
 
-Output run_cli(const std::string& args) {
-  const std::string err_file = ::testing::TempDir() + "run_parallel_err.txt";
-  const std::string command = std::string(DIFFATTN_CLI_PATH) + " " + args + " 2>" + err_file;
-  Output out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return out;
-  std::array<char, 4096> buf;
-  while (std::fgets(buf.data(), buf.size(), pipe)) out.out += buf.data();
-  const int status = pclose(pipe);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (FILE* f = std::fopen(err_file.c_str(), "r")) {
-    while (std::fgets(buf.data(), buf.size(), f)) out.err += buf.data();
-    std::fclose(f);
-  }
-  return out;
+// The tool's stdout and stderr arrive through their own pipes (tests/cli/cli_runner.h): tests of
+// this file run in parallel under CTest, so nothing may pass through a shared temporary file.
+CliResult run_cli(const std::string& args) {
+  std::vector<std::string> argv;
+  std::istringstream words(args);
+  for (std::string word; words >> word;) argv.push_back(word);
+  return testing::run_cli(argv);
 }
 
 TEST(RunParallelCli, HybridRunMatchesOneRankAndReportsEveryRank) {
   // 7 x 7 latent positions x 3 frames: 147 tokens, which do not divide by 4 ranks (padding).
-  const Output r = run_cli("run --platform cpu --model tiny-dit --height 112 --width 112 --num-frames 9 "
+  const CliResult r = run_cli("run --platform cpu --model tiny-dit --height 112 --width 112 --num-frames 9 "
                            "--ulysses 2 --ring 2 --warmup 0 --repeats 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto doc = nlohmann::json::parse(r.out, nullptr, false);
@@ -55,7 +44,7 @@ TEST(RunParallelCli, HybridRunMatchesOneRankAndReportsEveryRank) {
 }
 
 TEST(RunParallelCli, TextPrintsTheResolutionOnceAndTheScaling) {
-  const Output r = run_cli("run --platform cpu --model tiny-dit --height 64 --width 64 --num-frames 5 --ring 2 "
+  const CliResult r = run_cli("run --platform cpu --model tiny-dit --height 64 --width 64 --num-frames 5 --ring 2 "
                            "--warmup 0 --repeats 1");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("ulysses 1 x ring 2 = 2 ranks (in-process threads)"));
@@ -67,7 +56,7 @@ TEST(RunParallelCli, TextPrintsTheResolutionOnceAndTheScaling) {
 }
 
 TEST(RunParallelCli, PromptTokensMaskTheTextKeysOnEveryRankAndTheReference) {
-  const Output r = run_cli("run --platform cpu --model sd3-medium --height 128 --width 128 --ulysses 2 --ring 2 "
+  const CliResult r = run_cli("run --platform cpu --model sd3-medium --height 128 --width 128 --ulysses 2 --ring 2 "
                            "--prompt-tokens 20 --warmup 0 --repeats 1 --dtype float32 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto doc = nlohmann::json::parse(r.out, nullptr, false);
@@ -78,13 +67,13 @@ TEST(RunParallelCli, PromptTokensMaskTheTextKeysOnEveryRankAndTheReference) {
 
 TEST(RunParallelCli, IndivisibleHeadsAndRefusedOptionsExitWithTheReason) {
   // tiny-dit has 4 heads.
-  const Output heads = run_cli("run --platform cpu --model tiny-dit --height 64 --width 64 --ulysses 3 --warmup 0 --repeats 1");
+  const CliResult heads = run_cli("run --platform cpu --model tiny-dit --height 64 --width 64 --ulysses 3 --warmup 0 --repeats 1");
   EXPECT_EQ(heads.exit_code, 2) << heads.out << heads.err;
   EXPECT_THAT(heads.out, HasSubstr("do not divide by ulysses 3"));
-  const Output compare = run_cli("run --platform cpu --ulysses 2 --compare TORCH_SDPA");
+  const CliResult compare = run_cli("run --platform cpu --ulysses 2 --compare TORCH_SDPA");
   EXPECT_EQ(compare.exit_code, 2);
   EXPECT_THAT(compare.err, HasSubstr("--compare"));
-  const Output dumps = run_cli("run --platform cpu --ulysses 2 --activations /nonexistent");
+  const CliResult dumps = run_cli("run --platform cpu --ulysses 2 --activations /nonexistent");
   EXPECT_EQ(dumps.exit_code, 2);
   EXPECT_THAT(dumps.err, HasSubstr("--activations"));
 }
