@@ -10,8 +10,8 @@ namespace diffattn {
 namespace {
 
 const char kNoCudaKernels[] =
-    "FASTVIDEO_VSA's CUDA kernels are not part of this diffattn build yet (its CPU implementation is); run it on "
-    "CPU tensors, or select FLASH_ATTN or TORCH_SDPA instead.";
+    "FASTVIDEO_VSA's CUDA kernels are not part of this diffattn build yet. Run it on CPU tensors (its CPU "
+    "implementation is built), or select FLASH_ATTN or TORCH_SDPA instead.";
 
 }  // namespace
 
@@ -20,8 +20,7 @@ void register_fastvideo_vsa(Registry& registry) {
   d.name = "FASTVIDEO_VSA";
   d.summary = "video sparse attention: pooled coarse attention picks top-k cubes for fine attention";
   d.caps = fastvideo_vsa_capabilities();
-  d.kernels = {{DeviceKind::kCpu, "4x4x4 cubes, float64 coarse branch and top-k, block-sparse fine branch on the "
-                                  "dense tile kernel"}};
+  d.kernels = {{DeviceKind::kCpu, "4x4x4 cubes, coarse branch and top-k, block-sparse fine branch"}};
   // The CPU implementation is always built; the CUDA kernels are not written yet.
   d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
     if (platform.kind == PlatformKind::kCpu) return std::nullopt;

@@ -31,8 +31,8 @@ Capabilities fastvideo_vsa_capabilities() {
 // here, since the layer does not check them per call.
 Status FastvideoVsaBackend::forward(const AttentionProblem& problem, void*) {
   if (problem.q.device.kind == DeviceKind::kCuda)
-    return Unavailable("FASTVIDEO_VSA's CUDA kernels are not part of this diffattn build yet; run it on CPU tensors, "
-                       "or select FLASH_ATTN or TORCH_SDPA instead");
+    return Unavailable("FASTVIDEO_VSA's CUDA kernels are not part of this diffattn build yet. Run it on CPU tensors, "
+                       "or select FLASH_ATTN or TORCH_SDPA instead.");
   const std::vector<std::string> reasons = capability_reasons(fastvideo_vsa_capabilities(), problem.shape());
   if (!reasons.empty())
     return Unsupported("FASTVIDEO_VSA cannot run this call: " + join(reasons, "; ") + ". Select TORCH_SDPA instead.");
