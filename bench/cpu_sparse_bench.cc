@@ -15,9 +15,6 @@
 #include <string>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include "diffattn/problem.h"
 #include "kernels/cpu/half_convert.h"
@@ -102,16 +99,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;
   }
-  int threads = 1;
-#if defined(_OPENMP)
-  threads = omp_get_max_threads();
-#endif
+  const char* threads = std::getenv("OMP_NUM_THREADS");
   const std::int64_t cubes = tile_video_into_cubes(video).count();
   const double dense = best_seconds(reps, [&] { return run_sdpa_cpu(p); });
-  std::printf("video %ldx%ldx%ld (%ld tokens, %ld cubes), 1 x %ld heads x d %ld, bfloat16, %s kernel, %d threads, "
-              "best of %d\n\n",
+  std::printf("video %ldx%ldx%ld (%ld tokens, %ld cubes), 1 x %ld heads x d %ld, bfloat16, %s kernel, "
+              "OMP_NUM_THREADS=%s, best of %d\n\n",
               video.frames, video.height, video.width, tokens, cubes, heads, dim,
-              std::string(cpu_isa_name(default_cpu_isa())).c_str(), threads, reps);
+              std::string(cpu_isa_name(default_cpu_isa())).c_str(), threads ? threads : "unset", reps);
   std::printf("| density | block-sparse ms | x dense | FASTVIDEO_VSA topk | VSA ms | x dense |\n|---|---|---|---|---|---|\n");
   std::printf("| dense (run_sdpa_cpu) | %.1f | 1.00 | | | |\n", dense * 1e3);
   for (double density : {1.0, 0.5, 0.25, 0.125}) {
