@@ -7,8 +7,9 @@
 // column) order and the rest padding (partial cubes at the far edges of each axis). Every query
 // and key tile is then one contiguous 64-row block, the shape the block-sparse kernels tile by
 // (fixed TMA boxes on the GPU, the same tiles on the CPU), and padding keys are hidden by a
-// key-padding mask the kernels already take; the price is the padded slots, a few per cent at
-// video shapes whose extents are not multiples of 4 (FastVideo pads the same way).
+// key-padding mask the kernels already take. The price is the padded slots, which the CPU kernel
+// still computes: 22 % more slots (1.49x the pairs) at Wan2.1 480p's 21 x 30 x 52 tokens, none when
+// every extent is a multiple of 4. FastVideo pads the same way.
 
 #include <cstdint>
 #include <vector>
