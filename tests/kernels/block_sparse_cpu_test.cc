@@ -70,6 +70,9 @@ TEST(BlockSparseLayout, MalformedLayoutsAreRefusedWithTheFirstWrongEntry) {
       {"a repeated index", [](BlockSparseLayout& l) { l.indices[1] = 0; }, "once"},
       {"shapes of another call", [](BlockSparseLayout& l) { l.heads = 3; }, "build the layout"},
       {"a tile size outside the range", [](BlockSparseLayout& l) { l.k_tile = 0; }, "tile"},
+      {"tile rows for some tiles only", [](BlockSparseLayout& l) { l.tile_rows = {64}; }, "one entry per tile"},
+      {"an empty tile", [](BlockSparseLayout& l) { l.tile_rows = {64, 0}; }, "outside 1..36"},
+      {"a tile longer than its rows", [](BlockSparseLayout& l) { l.tile_rows = {64, 37}; }, "outside 1..36"},
   };
   for (const Bad& bad : cases) {
     BlockSparseLayout layout = full;
@@ -154,6 +157,49 @@ TEST(BlockSparseCpu, SparseListsMatchTheFloat64Reference) {
         EXPECT_LE(err.lse, 1e-4) << c.name() << " on " << cpu_isa_name(isa) << " (seed " << seed << ")";
       }
     }
+}
+
+// Padded tiles (FASTVIDEO_VSA's partial cubes): padding keys are never attended to and padding
+// query rows are never written.
+TEST(BlockSparseCpu, TileRowsKeepPaddingOutAndLeavePaddingRowsUnwritten) {
+  std::uint64_t seed = 0;
+  std::mt19937_64 rng = fresh_rng(seed);
+  ParityCase c;
+  c.dtype = DType::kBFloat16;
+  c.batch = 2, c.seq_q = c.seq_kv = 4 * 64, c.heads_q = 4, c.heads_kv = 2, c.head_size = c.head_size_v = 64;
+  c.lse = true;
+  auto data = testing::make_case_data(c, rng);
+  AttentionProblem& p = data->problem;
+  BlockSparseLayout layout = full_block_sparse_layout(c.batch, c.heads_q, c.seq_q, c.seq_kv, 64, 64);
+  layout.tile_rows = {64, 17, 1, 40};
+  ASSERT_TRUE(check_block_sparse_layout(layout, c.batch, c.heads_q, c.seq_q, c.seq_kv).ok());
+  testing::OracleOutput truth = testing::reference_block_sparse(p, layout);
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (!cpu_isa_available(isa)) continue;
+    testing::poison(p.out);
+    testing::poison(*p.lse);
+    ASSERT_TRUE(run_block_sparse_cpu(p, layout, isa).ok());
+    double worst = 0.0;
+    int unwritten = 0, padding = 0;
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t i = 0; i < c.seq_q; ++i)
+        for (std::int64_t h = 0; h < c.heads_q; ++h) {
+          const bool valid = i % 64 < layout.tile_rows[i / 64];
+          padding += valid ? 0 : 1;
+          const double lse = testing::read_element(*p.lse, testing::element_offset(*p.lse, {b, h, i}));
+          for (std::int64_t e = 0; e < c.head_size_v; ++e) {
+            const double got = testing::read_element(p.out, testing::element_offset(p.out, {b, i, h, e}));
+            if (!valid) {
+              unwritten += std::isnan(got) && std::isnan(lse) && e == 0 ? 1 : 0;
+              continue;
+            }
+            const double err = std::fabs(got - truth.at(b, i, h, e));
+            worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+          }
+        }
+    EXPECT_LE(worst, 1e-2) << "on " << cpu_isa_name(isa) << " (seed " << seed << ")";
+    EXPECT_EQ(unwritten, padding) << "padding rows were written on " << cpu_isa_name(isa);
+  }
 }
 
 TEST(BlockSparseCpu, LayoutsOfAnotherCallAndPackedBatchesAreRefusedWithNothingWritten) {

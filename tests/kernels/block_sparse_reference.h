@@ -1,7 +1,8 @@
 #pragma once
 // Float64 block-sparse attention, straightforward loops: each query row attends to the keys of the
-// key tiles its query tile lists (and, as the kernel, to the kept keys of a key-padding mask and
-// the causal prefix). Rows that see no key give zeros and LSE -inf.
+// key tiles its query tile lists (only their valid rows when the layout has tile_rows; and, as the
+// kernel, to the kept keys of a key-padding mask and the causal prefix). Rows that see no key give
+// zeros and LSE -inf; padding query rows are computed too (the caller ignores them).
 
 #include <algorithm>
 #include <cmath>
@@ -30,7 +31,8 @@ inline OracleOutput reference_block_sparse(const AttentionProblem& p, const Bloc
         std::vector<bool> listed(static_cast<std::size_t>(skv), false);
         for (std::int32_t x = layout.offsets[r]; x < layout.offsets[r + 1]; ++x) {
           const std::int64_t j0 = std::int64_t{layout.indices[x]} * layout.k_tile;
-          for (std::int64_t j = j0; j < std::min(skv, j0 + layout.k_tile); ++j) listed[static_cast<std::size_t>(j)] = true;
+          const std::int64_t rows = layout.tile_rows.empty() ? layout.k_tile : layout.tile_rows[layout.indices[x]];
+          for (std::int64_t j = j0; j < std::min(skv, j0 + rows); ++j) listed[static_cast<std::size_t>(j)] = true;
         }
         std::vector<double> s(static_cast<std::size_t>(skv), neg_inf);
         double mx = neg_inf;

@@ -213,7 +213,8 @@ struct DenseTile {
     for (std::int64_t t = 0; t < tiles; ++t) {
       const std::int64_t j0 = (listed != nullptr ? listed[t] : t) * key_tile;
       if (j0 >= kv_end) break;  // causal: this tile and the later ones lie past the block's last row
-      const std::int64_t n = smaller(key_tile, kv_end - j0);
+      std::int64_t n = smaller(key_tile, kv_end - j0);
+      if (p.sparse_tile_rows != nullptr) n = smaller(n, p.sparse_tile_rows[j0 / key_tile]);  // padding keys follow
       const std::int64_t n_pad = round_up(n, NR);
 
       bool bias_needed = false;

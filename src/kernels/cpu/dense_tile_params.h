@@ -39,6 +39,7 @@ struct DenseTileParams {
   const std::int32_t* sparse_offsets = nullptr;
   const std::int32_t* sparse_indices = nullptr;
   std::int64_t sparse_q_tiles = 0;
+  const std::int32_t* sparse_tile_rows = nullptr;  // nullptr: every key of a tile is valid
 };
 
 // One unit of parallel work: a block of query rows of one head of one sequence.

@@ -266,8 +266,11 @@ Status run_tiled(const AttentionProblem& problem, CpuIsa isa, const BlockSparseL
     params.sparse_offsets = layout->offsets.data();
     params.sparse_indices = layout->indices.data();
     params.sparse_q_tiles = layout->q_tiles;
+    if (!layout->tile_rows.empty()) params.sparse_tile_rows = layout->tile_rows.data();
   }
-  const std::vector<cpu::WorkItem> items = work_items(seqs, heads, tiles.block_q);
+  std::vector<cpu::WorkItem> items = work_items(seqs, heads, tiles.block_q);
+  if (layout != nullptr && !layout->tile_rows.empty())  // padding query rows are not computed
+    for (cpu::WorkItem& w : items) w.q_rows = layout->tile_rows[static_cast<std::size_t>(w.q_local / tiles.block_q)];
   if (items.empty()) return Status::Ok();
   return run_items(tile_kernel(isa), params, items);
 }

@@ -149,22 +149,17 @@ Status run_fastvideo_vsa_cpu(const AttentionProblem& p, std::int64_t topk, Block
                                           pool_cubes(v, cubes, batch, heads_kv, dv), batch, count, heads_q, heads_kv, d,
                                           dv, p.softmax_scale(), topk);
 
-  // The fine branch on the padded sequence; padding slots are hidden as keys and dropped as queries.
-  // It refuses inputs whose scores could pass float32's range before out is touched.
+  // The fine branch on the padded sequence: the layout's tile rows (each cube's valid tokens come
+  // first) keep padding slots out as keys and skip them as queries. It refuses inputs whose scores
+  // could pass float32's range before out is touched.
+  coarse.layout.tile_rows = cubes.valid;
   std::vector<float> fine_out(static_cast<std::size_t>(batch * padded * heads_q * dv));
-  std::vector<std::uint8_t> keep;
   AttentionProblem fine;
   fine.q = TensorView::Contiguous(q.data(), DType::kFloat32, {batch, padded, heads_q, d});
   fine.k = TensorView::Contiguous(k.data(), DType::kFloat32, {batch, padded, heads_kv, d});
   fine.v = TensorView::Contiguous(v.data(), DType::kFloat32, {batch, padded, heads_kv, dv});
   fine.out = TensorView::Contiguous(fine_out.data(), DType::kFloat32, {batch, padded, heads_q, dv});
   fine.scale = p.softmax_scale();
-  if (cubes.has_partial_cubes()) {
-    keep.assign(static_cast<std::size_t>(padded), 0);
-    for (std::int64_t c = 0; c < count; ++c)
-      std::fill_n(keep.begin() + c * kVsaCubeTokens, cubes.valid[static_cast<std::size_t>(c)], 1);
-    fine.mask = TensorView::Contiguous(keep.data(), DType::kBool, {1, padded});  // broadcast over the batch
-  }
   DIFFATTN_RETURN_IF_ERROR(run_block_sparse_cpu(fine, coarse.layout));
 
   for (std::int64_t b = 0; b < batch; ++b)

@@ -1,5 +1,6 @@
 #include "kernels/sparse/block_sparse_layout.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 #include <string>
@@ -35,6 +36,19 @@ Status check_block_sparse_layout(const BlockSparseLayout& layout, std::int64_t b
     return InvalidInput("block-sparse layout offsets must start at 0 and end at the number of indices (" +
                         std::to_string(layout.indices.size()) + "), got " + std::to_string(layout.offsets[0]) +
                         " and " + std::to_string(layout.offsets.back()));
+  if (!layout.tile_rows.empty()) {
+    if (layout.q_tile != layout.k_tile || seqlen_q != seqlen_kv ||
+        static_cast<std::int64_t>(layout.tile_rows.size()) != q_tiles)
+      return InvalidInput("block-sparse tile_rows describe padded self-attention tiles: they need q_tile = k_tile, "
+                          "Sq = Skv and one entry per tile (" + std::to_string(q_tiles) + "), got " +
+                          std::to_string(layout.tile_rows.size()) + " entries; or leave tile_rows empty");
+    for (std::int64_t t = 0; t < q_tiles; ++t) {
+      const std::int64_t most = std::min<std::int64_t>(layout.q_tile, seqlen_q - t * layout.q_tile);
+      if (layout.tile_rows[t] < 1 || layout.tile_rows[t] > most)
+        return InvalidInput("block-sparse tile_rows[" + std::to_string(t) + "] = " + std::to_string(layout.tile_rows[t]) +
+                            " is outside 1.." + std::to_string(most) + " (the rows tile " + std::to_string(t) + " holds)");
+    }
+  }
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int32_t begin = layout.offsets[r], end = layout.offsets[r + 1];
     if (end < begin)

@@ -24,6 +24,10 @@ struct BlockSparseLayout {
   // strictly ascending (the kernel's online softmax visits them in this order).
   std::vector<std::int32_t> offsets;  // batch * heads * q_tiles + 1 entries, offsets[0] = 0
   std::vector<std::int32_t> indices;
+  // Optional, for self-attention over padded tiles (q_tile = k_tile, Sq = Skv; FastVideo's variable
+  // block sizes): the valid leading rows of each tile. Rows past them are padding: never keys, and
+  // not computed as queries (their out and lse rows are left as they were). Empty: every row.
+  std::vector<std::int32_t> tile_rows;
 
   std::int64_t row(std::int64_t b, std::int64_t h, std::int64_t t) const { return (b * heads + h) * q_tiles + t; }
 };
@@ -35,8 +39,8 @@ inline std::int64_t tile_count(std::int64_t length, std::int64_t tile) { return 
 Status check_block_sparse_tiles(int q_tile, int k_tile);
 
 // Whether `layout` describes attention of `batch` x `heads` query heads over sequences of
-// `seqlen_q` queries and `seqlen_kv` keys: tile sizes, tile counts, offsets and sorted, in-range,
-// distinct indices. Messages name the first wrong entry.
+// `seqlen_q` queries and `seqlen_kv` keys: tile sizes, tile counts, offsets, sorted, in-range,
+// distinct indices and the tile rows. Messages name the first wrong entry.
 Status check_block_sparse_layout(const BlockSparseLayout& layout, std::int64_t batch, std::int64_t heads,
                                  std::int64_t seqlen_q, std::int64_t seqlen_kv);
 

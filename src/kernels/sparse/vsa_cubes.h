@@ -6,10 +6,10 @@
 // [c * 64, (c + 1) * 64) of a sequence of cubes * 64 slots, its valid tokens first in (frame, row,
 // column) order and the rest padding (partial cubes at the far edges of each axis). Every query
 // and key tile is then one contiguous 64-row block, the shape the block-sparse kernels tile by
-// (fixed TMA boxes on the GPU, the same tiles on the CPU), and padding keys are hidden by a
-// key-padding mask the kernels already take. The price is the padded slots, which the CPU kernel
-// still computes: 22 % more slots (1.49x the pairs) at Wan2.1 480p's 21 x 30 x 52 tokens, none when
-// every extent is a multiple of 4. FastVideo pads the same way.
+// (fixed TMA boxes on the GPU, the same tiles on the CPU), and the layout's tile rows (each cube's
+// valid count) keep padding out of the arithmetic: padding keys are never read and padding query
+// rows never computed. The price is memory for the padded slots, 22 % more than tokens at Wan2.1
+// 480p's 21 x 30 x 52, none when every extent is a multiple of 4. FastVideo pads the same way.
 
 #include <cstdint>
 #include <vector>
