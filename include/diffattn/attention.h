@@ -33,13 +33,15 @@ class Attention {
   const AttentionLayerDesc& desc() const { return desc_; }
   const Resolution& resolution() const { return resolution_; }
   // Runs the resolved backend. The problem must match the layer (heads, head size); the layer's
-  // scale applies where the problem sets none, and a causal layer makes every call causal.
+  // scale applies where the problem sets none, and a causal layer makes every call causal. A gate
+  // (AttentionProblem::gate) is refused unless the backend declares that it takes one.
   Status forward(const AttentionProblem& problem, void* stream = nullptr) const;
 
  private:
   AttentionLayerDesc desc_;
   Resolution resolution_;
   std::shared_ptr<Backend> backend_;
+  bool takes_gate_ = false;  // the backend's Capabilities::gate
 };
 
 }  // namespace diffattn

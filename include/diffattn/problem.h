@@ -1,7 +1,7 @@
 #pragma once
 // One attention call in DiT layout: q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D] (Hq a multiple of
-// Hkv), out [B, Sq, Hq, Dv]; optional boolean keep-mask, causal flag, log-sum-exp output and
-// packed variable-length batches.
+// Hkv), out [B, Sq, Hq, Dv]; optional boolean keep-mask, causal flag, log-sum-exp output,
+// packed variable-length batches, and the video geometry and gate of sparse video backends.
 
 #include <cstdint>
 #include <optional>
@@ -21,6 +21,13 @@ enum class MaskKind {
 
 std::string_view mask_kind_name(MaskKind kind);
 
+// The latent video that a call's tokens are: q's and k's sequences hold frames x height x width
+// tokens in row-major (frame, row, column) order. Sparse video backends (FASTVIDEO_VSA) tile it.
+struct VideoGeometry {
+  std::int64_t frames = 0, height = 0, width = 0;
+  std::int64_t tokens() const { return frames * height * width; }
+};
+
 // What a backend needs to know to say whether it can run a call, without any tensor data.
 struct ProblemShape {
   DType dtype = DType::kBFloat16;
@@ -36,6 +43,8 @@ struct ProblemShape {
   MaskKind mask = MaskKind::kNone;
   bool wants_lse = false;
   bool varlen = false;  // packed batches described by cu_seqlens
+  bool video_geometry = false;  // AttentionProblem::video is set
+  bool gate = false;            // AttentionProblem::gate is set
 };
 
 struct AttentionProblem {
@@ -50,6 +59,12 @@ struct AttentionProblem {
   std::optional<TensorView> cu_seqlens_q, cu_seqlens_k;
   std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
 
+  // Sparse video attention: the geometry of q's and k's tokens (Sq = Skv = frames*height*width),
+  // and FASTVIDEO_VSA's gate [B, Sq, Hq, Dv] in out's dtype (out = fine + coarse * gate). Other
+  // backends ignore the geometry; the layer refuses a gate for a backend that takes none.
+  std::optional<VideoGeometry> video;
+  std::optional<TensorView> gate;
+
   float softmax_scale() const;
   MaskKind mask_kind() const;
   ProblemShape shape() const;
@@ -63,7 +78,7 @@ inline constexpr std::int64_t kMinHeadSize = 8;
 inline constexpr std::int64_t kMaxHeadSize = 512;
 
 // Checks that the views describe one valid problem (ranks, matching sizes, Hq % Hkv, dtypes,
-// devices, mask shape, lse shape, no aliasing of out with the inputs). Every backend calls this
+// devices, mask shape, lse shape, video geometry and gate, no aliasing of out with the inputs). Every backend calls this
 // before touching memory; messages say which tensor is wrong and what shape was expected.
 // For CPU views the cu_seqlens values are read and checked too (0-based, non-decreasing, within
 // the packed length); for CUDA views only their shape and dtype are.

@@ -36,6 +36,10 @@ struct Capabilities {
   bool lse = true;
   bool varlen = false;
   bool cross = true;  // Sq != Skv
+  // Sparse video backends: calls must carry AttentionProblem::video; the backend takes
+  // AttentionProblem::gate (the layer refuses a gate for every other backend).
+  bool needs_video_geometry = false;
+  bool gate = false;
   // Computes in 8-bit formats (INT8 Q*K^T, FP8 P*V): its error is a share of the output's size, so
   // tests hold it to the 8-bit tolerance, and it is chosen only when named.
   bool quantized = false;

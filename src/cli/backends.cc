@@ -73,6 +73,8 @@ nlohmann::json capabilities_to_json(const Capabilities& caps) {
           {"lse", caps.lse},
           {"varlen", caps.varlen},
           {"cross", caps.cross},
+          {"needs_video_geometry", caps.needs_video_geometry},
+          {"gate", caps.gate},
           {"option_blocks", caps.option_blocks}};
 }
 

@@ -57,6 +57,8 @@ ProblemShape AttentionProblem::shape() const {
   s.causal = causal;
   s.mask = mask_kind();
   s.wants_lse = lse.has_value();
+  s.video_geometry = video.has_value();
+  s.gate = gate.has_value();
   return s;
 }
 
@@ -258,6 +260,36 @@ Status check_varlen(const AttentionProblem& p) {
   return Status::Ok();
 }
 
+// The geometry describes q's and k's tokens alike (self-attention over one latent video).
+Status check_video_geometry(const AttentionProblem& p, std::int64_t sq, std::int64_t skv) {
+  const VideoGeometry& g = *p.video;
+  const std::string given = std::to_string(g.frames) + " x " + std::to_string(g.height) + " x " + std::to_string(g.width);
+  constexpr std::int64_t kMaxExtent = std::int64_t{1} << 20;  // keeps frames*height*width far inside int64
+  for (std::int64_t extent : {g.frames, g.height, g.width})
+    if (extent < 1 || extent > kMaxExtent)
+      return InvalidInput("video geometry (frames x height x width) " + given +
+                          " must have every extent in 1.." + std::to_string(kMaxExtent) +
+                          "; pass the latent video's frames, height and width in tokens");
+  if (p.is_varlen())
+    return InvalidInput("video geometry cannot be combined with cu_seqlens; pass one video per batch entry instead");
+  if (g.tokens() != sq || g.tokens() != skv)
+    return InvalidInput("video geometry " + given + " holds " + std::to_string(g.tokens()) +
+                        " tokens but q has " + std::to_string(sq) + " and k has " + std::to_string(skv) +
+                        "; pass the geometry of this call's latent video (after patchifying), whose tokens are the "
+                        "whole sequence");
+  return Status::Ok();
+}
+
+Status check_gate(const AttentionProblem& p, const Shape& out_shape) {
+  const TensorView& g = *p.gate;
+  DIFFATTN_RETURN_IF_ERROR(check_view_memory(g, "gate"));
+  DIFFATTN_RETURN_IF_ERROR(check_same_dtype(g, "gate", p.q.dtype));
+  DIFFATTN_RETURN_IF_ERROR(check_same_device(g, "gate", p.q.device));
+  DIFFATTN_RETURN_IF_ERROR(check_rank(g, "gate", 4, "[B, Sq, Hq, Dv]"));
+  DIFFATTN_RETURN_IF_ERROR(check_shape(g, "gate", out_shape, "[B, Sq, Hq, Dv]"));
+  return check_no_overlap(p.out, "out", g, "gate");
+}
+
 }  // namespace
 
 Status validate_problem(const AttentionProblem& p) {
@@ -299,6 +331,8 @@ Status validate_problem(const AttentionProblem& p) {
     DIFFATTN_RETURN_IF_ERROR(check_no_overlap(p.out, "out", *p.mask, "mask"));
   }
   if (p.lse) DIFFATTN_RETURN_IF_ERROR(check_lse(p, lse_batch, hq, sq));
+  if (p.video) DIFFATTN_RETURN_IF_ERROR(check_video_geometry(p, sq, skv));
+  if (p.gate) DIFFATTN_RETURN_IF_ERROR(check_gate(p, {batch, sq, hq, dv}));
   return Status::Ok();
 }
 

@@ -45,6 +45,8 @@ Result<Attention> Attention::Create(const AttentionLayerDesc& desc, const Attent
   DIFFATTN_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                             selector.registry().create(layer.resolution_.backend, init));
   layer.backend_ = std::move(backend);
+  auto descriptor = selector.registry().find(layer.resolution_.backend);
+  layer.takes_gate_ = descriptor.ok() && (*descriptor)->caps.gate;
   return layer;
 }
 
@@ -59,6 +61,12 @@ Status Attention::forward(const AttentionProblem& problem, void* stream) const {
   if (!mismatch.empty()) {
     return InvalidInput("Attention layer for role='" + desc_.role + "' (" + resolution_.backend + ") got " + mismatch +
                         "; pass tensors shaped for this layer or declare another layer.");
+  }
+  // A gate changes the result, so a backend that would ignore it must not receive it.
+  if (problem.gate && !takes_gate_) {
+    return InvalidInput("Attention layer for role='" + desc_.role + "' (" + resolution_.backend +
+                        ") got a gate tensor, which only sparse video backends with a coarse branch take "
+                        "(FASTVIDEO_VSA); drop the gate or select FASTVIDEO_VSA.");
   }
   // The layer's scale and causal flag hold for every call, whichever backend runs it.
   AttentionProblem call = problem;

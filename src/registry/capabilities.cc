@@ -32,6 +32,7 @@ std::vector<std::string> capability_reasons(const Capabilities& caps, const Prob
       capability::check_device, capability::check_dtype, capability::check_head_size,
       capability::check_gqa,    capability::check_causal, capability::check_mask,
       capability::check_lse,    capability::check_cross,  capability::check_varlen,
+      capability::check_video_geometry, capability::check_gate,
   };
   std::vector<std::string> reasons;
   for (Check check : kChecks) {

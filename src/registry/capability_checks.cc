@@ -80,4 +80,15 @@ Reason check_varlen(const Capabilities& caps, const ProblemShape& problem) {
   return "packed variable-length batches (cu_seqlens) are not supported";
 }
 
+Reason check_video_geometry(const Capabilities& caps, const ProblemShape& problem) {
+  if (!caps.needs_video_geometry || problem.video_geometry) return std::nullopt;
+  return "the call carries no video geometry; pass AttentionProblem::video (the latent's frames x height x width, "
+         "whose tokens are the sequence)";
+}
+
+Reason check_gate(const Capabilities& caps, const ProblemShape& problem) {
+  if (caps.gate || !problem.gate) return std::nullopt;
+  return "a gate tensor is not supported (only sparse video backends with a coarse branch take one)";
+}
+
 }  // namespace diffattn::capability

@@ -22,5 +22,7 @@ Reason check_mask(const Capabilities& caps, const ProblemShape& problem);
 Reason check_lse(const Capabilities& caps, const ProblemShape& problem);
 Reason check_cross(const Capabilities& caps, const ProblemShape& problem);
 Reason check_varlen(const Capabilities& caps, const ProblemShape& problem);
+Reason check_video_geometry(const Capabilities& caps, const ProblemShape& problem);
+Reason check_gate(const Capabilities& caps, const ProblemShape& problem);
 
 }  // namespace diffattn::capability

@@ -158,9 +158,15 @@ TEST(ResolveCli, FastvideoTopkFlagNeedsTheFastvideoBackend) {
   EXPECT_NE(alone.json()["error"]["message"].get<std::string>().find("FASTVIDEO_VSA"), std::string::npos);
   EXPECT_EQ(run_cli(with(base, {"--fastvideo-vsa-topk=abc"})).exit_code, 2);
   EXPECT_EQ(run_cli(with(base, {"--fastvideo-vsa-topk", "0"})).exit_code, 2);
-  // With the backend it is a valid configuration that this build cannot run.
-  const CliResult paired = run_cli(with(base, {"--diffusion-attention-backend", "FASTVIDEO_VSA", "--fastvideo-vsa-topk", "8"}));
-  EXPECT_EQ(paired.exit_code, 3) << paired.out;
+  // With the backend it is a valid configuration: it runs on the CPU, and a GPU lacks its kernels.
+  const std::vector<std::string> paired_flags = {"--diffusion-attention-backend", "FASTVIDEO_VSA", "--fastvideo-vsa-topk", "8"};
+  const CliResult paired = run_cli(with(base, paired_flags));
+  EXPECT_EQ(paired.exit_code, 0) << paired.out;
+  EXPECT_EQ(paired.json()["resolutions"][0]["backend"], "FASTVIDEO_VSA") << paired.out;
+  const std::vector<std::string> hopper = {"resolve", "--platform", platform_file("h200.json"), "--role", "self",
+                                           "--head-size", "64", "--json"};
+  const CliResult on_gpu = run_cli(with(hopper, paired_flags));
+  EXPECT_EQ(on_gpu.exit_code, 3) << on_gpu.out;
 }
 
 TEST(ResolveCli, BadJsonConfigExitsTwoWithJsonError) {

@@ -40,6 +40,9 @@ struct ParityCase {
   // Key-padding masks of a padded prompt placed first in a joint sequence (FLUX.1): the first
   // text_keys keys are text, of which the first prompt_keep are kept; every key after them is kept.
   std::int64_t text_keys = 0, prompt_keep = 0;
+  // Self-attention over a latent video of these frames x height x width tokens (seq_q = seq_kv =
+  // their product), carried by the call for sparse video backends; dense backends ignore it.
+  std::optional<VideoGeometry> video;
 
   std::string name() const {
     static const char* layouts[] = {"contig", "headmajor", "packedqkv", "paddedrows"};
@@ -56,6 +59,9 @@ struct ParityCase {
     if (fully_masked_rows) n += "_fullymasked";
     if (prefix_padding) n += "_prefix";
     if (text_keys > 0) n += "_text" + std::to_string(prompt_keep) + "of" + std::to_string(text_keys);
+    if (video)
+      n += "_video" + std::to_string(video->frames) + "x" + std::to_string(video->height) + "x" +
+           std::to_string(video->width);
     return n;
   }
 };
@@ -138,6 +144,20 @@ inline std::vector<ParityCase> parity_cases() {
       lengths.lse = d == 128;
       cases.push_back(lengths);
     }
+  // Latent videos with partial 4x4x4 cubes at the edges, and one of whole cubes.
+  const std::array<VideoGeometry, 3> videos = {VideoGeometry{5, 6, 7}, VideoGeometry{4, 8, 8}, VideoGeometry{3, 5, 9}};
+  for (std::size_t i = 0; i < videos.size(); ++i) {
+    ParityCase video;
+    video.dtype = dtypes[i];
+    video.video = videos[i];
+    video.seq_q = video.seq_kv = videos[i].tokens();
+    video.batch = i == 2 ? 2 : 1;
+    video.heads_q = i == 0 ? 4 : 2;
+    video.heads_kv = 2;
+    video.head_size = video.head_size_v = i == 1 ? 128 : 64;
+    video.layout = i == 2 ? Layout::kHeadMajor : Layout::kContiguous;
+    cases.push_back(video);
+  }
   ParityCase no_keys;
   no_keys.seq_kv = 0;
   no_keys.lse = true;
@@ -164,6 +184,7 @@ inline ProblemShape case_shape(const ParityCase& c) {
                                               : MaskKind::kDense;
   s.wants_lse = c.lse;
   s.varlen = c.varlen;
+  s.video_geometry = c.video.has_value();
   return s;
 }
 
@@ -232,6 +253,7 @@ inline std::unique_ptr<CaseData> make_case_data(const ParityCase& c, std::mt1993
   poison(p.out);
   p.causal = c.causal;
   p.scale = c.scale;
+  p.video = c.video;
 
   std::bernoulli_distribution keep(0.75);
   if (c.mask == MaskShape::kKeyPadding) {

@@ -112,13 +112,24 @@ inline std::vector<InvalidCall> invalid_calls() {
   };
 }
 
-// A plain case `d` runs here, large enough for several tiles of any kernel.
+// A plain case `d` runs here, large enough for several tiles of any kernel; for a backend that
+// needs the video geometry, self-attention over a latent video.
 inline std::optional<ParityCase> plain_case_for(const BackendDescriptor& d, const Platform& platform,
                                                 DeviceKind device) {
-  return first_supported_case(d, platform, device, [](DType dtype, std::int64_t head_size) {
+  auto plain = first_supported_case(d, platform, device, [](DType dtype, std::int64_t head_size) {
     ParityCase c;
     c.dtype = dtype;
     c.seq_q = 300, c.seq_kv = 260, c.heads_q = 4, c.heads_kv = 2;
+    c.head_size = c.head_size_v = head_size;
+    return c;
+  });
+  if (plain) return plain;
+  return first_supported_case(d, platform, device, [](DType dtype, std::int64_t head_size) {
+    ParityCase c;
+    c.dtype = dtype;
+    c.video = VideoGeometry{5, 6, 10};
+    c.seq_q = c.seq_kv = c.video->tokens();
+    c.heads_q = 4, c.heads_kv = 2;
     c.head_size = c.head_size_v = head_size;
     return c;
   });

@@ -58,8 +58,15 @@ TEST_F(CpuPlatformTest, ExplicitNamesAreUpperCasedAndValidated) {
   EXPECT_THAT(sage_96.status().message(), HasSubstr("64, 128"));
 
   auto vsa = cpu()->select_backend("FASTVIDEO_VSA", 64, LayerTraits::Unconstrained());
-  ASSERT_FALSE(vsa.ok());
-  EXPECT_EQ(vsa.status().code(), ErrorCode::kUnavailable);
+  ASSERT_TRUE(vsa.ok()) << vsa.status().message();
+  EXPECT_EQ(vsa->backend, "FASTVIDEO_VSA");
+  auto vsa_96 = cpu()->select_backend("FASTVIDEO_VSA", 96, LayerTraits::Unconstrained());
+  ASSERT_FALSE(vsa_96.ok());
+  EXPECT_EQ(vsa_96.status().code(), ErrorCode::kUnsupported);
+
+  auto rainfusion = cpu()->select_backend("RAINFUSION_ATTN", 64, LayerTraits::Unconstrained());
+  ASSERT_FALSE(rainfusion.ok());
+  EXPECT_EQ(rainfusion.status().code(), ErrorCode::kUnavailable);
 
   auto big = cpu()->select_backend("TORCH_SDPA", 1024, LayerTraits::Unconstrained());
   ASSERT_FALSE(big.ok());

@@ -130,7 +130,7 @@ TEST(RegistryTest, BackendsWithoutKernelsAreRegisteredButUnavailable) {
   probe.kind = PlatformKind::kCuda;
   probe.cc_major = 9;
   for (const char* name :
-       {"FLASHINFER_ATTN", "TRTLLM_ATTN", "SAGE_ATTN_3", "RAINFUSION_ATTN", "FASTVIDEO_VSA"}) {
+       {"FLASHINFER_ATTN", "TRTLLM_ATTN", "SAGE_ATTN_3", "RAINFUSION_ATTN"}) {
     SCOPED_TRACE(name);
     const BackendDescriptor* d = *registry.find(name);
     ASSERT_TRUE(d->unavailable_reason);
@@ -172,7 +172,7 @@ TEST(RegistryTest, HeadSizeRulesFollowTheBackendMatrix) {
   EXPECT_EQ(caps("TRTLLM_ATTN").head_size_rule(), "128");
   EXPECT_EQ(caps("SAGE_ATTN").head_size_rule(), "64, 128");
   EXPECT_EQ(caps("SAGE_ATTN_3").head_size_rule(), "64, 128, 256");
-  EXPECT_EQ(caps("FASTVIDEO_VSA").head_size_rule(), "any");
+  EXPECT_EQ(caps("FASTVIDEO_VSA").head_size_rule(), "64, 128");
   EXPECT_TRUE(caps("CUDNN_ATTN").supports_head_size(72));
   EXPECT_FALSE(caps("CUDNN_ATTN").supports_head_size(12));
   EXPECT_FALSE(caps("CUDNN_ATTN").supports_head_size(264));

@@ -3,16 +3,15 @@
 #include <utility>
 
 #include "backends/builtin.h"
+#include "backends/fastvideo_vsa/fastvideo_vsa_backend.h"
 #include "registry/builtin_registration.h"
-#include "registry/option_checks.h"
-#include "registry/unavailable_backend.h"
 
 namespace diffattn {
 namespace {
 
-const char kNotBuilt[] =
-    "FASTVIDEO_VSA (video sparse attention) kernels are not part of this diffattn build. "
-    "Remove fastvideo_vsa_topk and select FLASH_ATTN or TORCH_SDPA instead.";
+const char kNoCudaKernels[] =
+    "FASTVIDEO_VSA's CUDA kernels are not part of this diffattn build yet. Run it on CPU tensors (its CPU "
+    "implementation is built), or select FLASH_ATTN or TORCH_SDPA instead.";
 
 }  // namespace
 
@@ -20,18 +19,15 @@ void register_fastvideo_vsa(Registry& registry) {
   BackendDescriptor d;
   d.name = "FASTVIDEO_VSA";
   d.summary = "video sparse attention: pooled coarse attention picks top-k cubes for fine attention";
-  d.caps.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
-  d.caps.dtypes = {DType::kFloat16, DType::kBFloat16};
-  d.caps.gqa = false;
-  d.caps.causal = false;
-  d.caps.key_padding_mask = false;
-  d.caps.dense_mask = false;
-  d.caps.lse = false;
-  d.caps.cross = false;
-  d.caps.option_blocks = {"fastvideo_vsa_topk"};
-  d.unavailable_reason = [](const PlatformInfo&) -> std::optional<std::string> { return kNotBuilt; };
-  d.validate_options = [](const AttentionSpec& spec) { return check_extra_keys(spec, "FASTVIDEO_VSA", {}); };
-  d.create = unavailable_factory(kNotBuilt);
+  d.caps = fastvideo_vsa_capabilities();
+  d.kernels = {{DeviceKind::kCpu, "4x4x4 cubes, coarse branch and top-k, block-sparse fine branch"}};
+  // The CPU implementation is always built; the CUDA kernels are not written yet.
+  d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
+    if (platform.kind == PlatformKind::kCpu) return std::nullopt;
+    return kNoCudaKernels;
+  };
+  d.validate_options = validate_fastvideo_vsa_options;
+  d.create = create_fastvideo_vsa_backend;
   register_or_warn(registry, std::move(d));
 }
 

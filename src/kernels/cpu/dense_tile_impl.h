@@ -8,7 +8,7 @@
 // differently compiled copies never meet at link time.
 //
 // Per work item (query block of one head): Q is packed once, scaled into base-2 logits; for each
-// key tile K is packed transposed in panels of kWidth*kVecs keys and V row-major, both as fp32;
+// key tile (every tile, or the block-sparse list of the params) K is packed transposed in panels of kWidth*kVecs keys and V row-major, both as fp32;
 // S = Q K^T and O += P V run as register-blocked micro-kernels; memory is O(tile), never Sq x Skv.
 
 #include <cmath>
@@ -200,8 +200,21 @@ struct DenseTile {
     const std::int64_t kv_end = p.causal ? smaller(w.kv_len, w.q_local + rows) : w.kv_len;
     float row_buf[1024];  // one K/V row as fp32 (head sizes <= 512, checked by validation)
 
-    for (std::int64_t j0 = 0; j0 < kv_end; j0 += L.bk) {
-      const std::int64_t n = smaller(L.bk, kv_end - j0);
+    // Dense: every key tile in order. Block-sparse: the query tile's listed key tiles, ascending,
+    // so that with every tile listed the arithmetic is the dense path's, operation for operation.
+    const std::int64_t key_tile = p.block_k;
+    const std::int32_t* listed = nullptr;
+    std::int64_t tiles = (kv_end + key_tile - 1) / key_tile;
+    if (p.sparse_offsets != nullptr) {
+      const std::int64_t r = (w.batch * p.heads_q + w.head) * p.sparse_q_tiles + w.q_local / p.block_q;
+      listed = p.sparse_indices + p.sparse_offsets[r];
+      tiles = p.sparse_offsets[r + 1] - p.sparse_offsets[r];
+    }
+    for (std::int64_t t = 0; t < tiles; ++t) {
+      const std::int64_t j0 = (listed != nullptr ? listed[t] : t) * key_tile;
+      if (j0 >= kv_end) break;  // causal: this tile and the later ones lie past the block's last row
+      std::int64_t n = smaller(key_tile, kv_end - j0);
+      if (p.sparse_tile_rows != nullptr) n = smaller(n, p.sparse_tile_rows[j0 / key_tile]);  // padding keys follow
       const std::int64_t n_pad = round_up(n, NR);
 
       bool bias_needed = false;

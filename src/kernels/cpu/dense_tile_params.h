@@ -31,6 +31,15 @@ struct DenseTileParams {
 
   int block_q = 128;  // query rows per work item
   int block_k = 64;   // keys per tile
+
+  // Block-sparse attention (kernels/sparse/block_sparse_layout.h): query tile t of (batch b, head h)
+  // visits the key tiles sparse_indices[sparse_offsets[r]] .. [sparse_offsets[r + 1] - 1], ascending,
+  // with r = (b * heads_q + h) * sparse_q_tiles + t; a query tile is one work item of block_q rows
+  // and key tile j holds keys [j * block_k, (j + 1) * block_k). nullptr: every key tile.
+  const std::int32_t* sparse_offsets = nullptr;
+  const std::int32_t* sparse_indices = nullptr;
+  std::int64_t sparse_q_tiles = 0;
+  const std::int32_t* sparse_tile_rows = nullptr;  // nullptr: every key of a tile is valid
 };
 
 // One unit of parallel work: a block of query rows of one head of one sequence.

@@ -234,28 +234,59 @@ CpuIsa default_cpu_isa() {
   return isa;
 }
 
-Status run_sdpa_cpu(const AttentionProblem& problem) { return run_sdpa_cpu(problem, default_cpu_isa()); }
+namespace {
 
-Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa) {
+// Both entry points: every key tile when `layout` is null, else the layout's lists.
+Status run_tiled(const AttentionProblem& problem, CpuIsa isa, const BlockSparseLayout* layout) {
   if (!cpu_has(isa))
     return Unsupported("the " + std::string(cpu_isa_name(isa)) +
                        " CPU attention kernel cannot run on this CPU or build; use " +
                        std::string(cpu_isa_name(default_cpu_isa())));
   if (problem.q.device.kind != DeviceKind::kCpu)
     return Internal("run_sdpa_cpu was given tensors on a CUDA device; route them to run_sdpa_cuda");
+  if (layout != nullptr) {
+    if (problem.is_varlen())
+      return Unsupported("block-sparse CPU attention does not take packed batches (cu_seqlens); pass [B, S, H, D] "
+                         "batches");
+    DIFFATTN_RETURN_IF_ERROR(check_block_sparse_layout(*layout, problem.q.size(0), problem.q.size(2),
+                                                       problem.q.size(1), problem.k.size(1)));
+  }
   DIFFATTN_RETURN_IF_ERROR(check_scores_fit_float32(problem));
   const std::vector<Sequence> seqs = sequences(problem);
   const std::int64_t heads = problem.q.size(2);
   std::int64_t longest_q = 0;
   for (const Sequence& s : seqs) longest_q = s.q_len > longest_q ? s.q_len : longest_q;
   const int threads = thread_count();
-  const cpu::CpuTiles tiles =
+  cpu::CpuTiles tiles =
       cpu::choose_cpu_tiles(static_cast<std::int64_t>(seqs.size()) * heads, longest_q, threads, problem.q.size(3),
                             problem.v.size(3));
-  const cpu::DenseTileParams params = make_params(problem, tiles);
-  const std::vector<cpu::WorkItem> items = work_items(seqs, heads, tiles.block_q);
+  if (layout != nullptr) tiles = {layout->q_tile, layout->k_tile};  // one work item per query tile
+  cpu::DenseTileParams params = make_params(problem, tiles);
+  if (layout != nullptr) {
+    params.sparse_offsets = layout->offsets.data();
+    params.sparse_indices = layout->indices.data();
+    params.sparse_q_tiles = layout->q_tiles;
+    if (!layout->tile_rows.empty()) params.sparse_tile_rows = layout->tile_rows.data();
+  }
+  std::vector<cpu::WorkItem> items = work_items(seqs, heads, tiles.block_q);
+  if (layout != nullptr && !layout->tile_rows.empty())  // padding query rows are not computed
+    for (cpu::WorkItem& w : items) w.q_rows = layout->tile_rows[static_cast<std::size_t>(w.q_local / tiles.block_q)];
   if (items.empty()) return Status::Ok();
   return run_items(tile_kernel(isa), params, items);
+}
+
+}  // namespace
+
+Status run_sdpa_cpu(const AttentionProblem& problem) { return run_sdpa_cpu(problem, default_cpu_isa()); }
+
+Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa) { return run_tiled(problem, isa, nullptr); }
+
+Status run_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout) {
+  return run_block_sparse_cpu(problem, layout, default_cpu_isa());
+}
+
+Status run_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout, CpuIsa isa) {
+  return run_tiled(problem, isa, &layout);
 }
 
 }  // namespace diffattn

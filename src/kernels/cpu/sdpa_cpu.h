@@ -7,6 +7,7 @@
 
 #include "diffattn/problem.h"
 #include "diffattn/status.h"
+#include "kernels/sparse/block_sparse_layout.h"
 
 namespace diffattn {
 
@@ -25,5 +26,13 @@ CpuIsa default_cpu_isa();
 Status run_sdpa_cpu(const AttentionProblem& problem);
 // The same with a chosen kernel; kUnsupported when this CPU or build cannot run it.
 Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa);
+
+// Block-sparse attention by the same kernel: each query tile of `layout` attends only to its listed
+// key tiles (rows whose tiles are all dropped give zeros and LSE -inf). With every tile listed and
+// k_tile 64 (the dense key tile) the result is run_sdpa_cpu's, bit for bit. The layout must match
+// the problem (check_block_sparse_layout); packed batches (cu_seqlens) are refused. With tile_rows,
+// the padding rows of out and lse are left as they were.
+Status run_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout);
+Status run_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout, CpuIsa isa);
 
 }  // namespace diffattn
