@@ -178,6 +178,8 @@ Status run_items(const cpu::TileKernel& kernel, const cpu::DenseTileParams& para
   return Status::Ok();
 }
 
+Status run_tiled(const AttentionProblem& problem, const Fp8ValuesView* fp8_v, CpuIsa isa);
+
 }  // namespace
 
 std::string_view cpu_isa_name(CpuIsa isa) {
@@ -236,7 +238,15 @@ CpuIsa default_cpu_isa() {
 
 Status run_sdpa_cpu(const AttentionProblem& problem) { return run_sdpa_cpu(problem, default_cpu_isa()); }
 
-Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa) {
+Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa) { return run_tiled(problem, nullptr, isa); }
+
+Status run_sdpa_cpu(const AttentionProblem& problem, const Fp8ValuesView& v, CpuIsa isa) {
+  return run_tiled(problem, &v, isa);
+}
+
+namespace {
+
+Status run_tiled(const AttentionProblem& problem, const Fp8ValuesView* fp8_v, CpuIsa isa) {
   if (!cpu_has(isa))
     return Unsupported("the " + std::string(cpu_isa_name(isa)) +
                        " CPU attention kernel cannot run on this CPU or build; use " +
@@ -252,10 +262,17 @@ Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa) {
   const cpu::CpuTiles tiles =
       cpu::choose_cpu_tiles(static_cast<std::int64_t>(seqs.size()) * heads, longest_q, threads, problem.q.size(3),
                             problem.v.size(3));
-  const cpu::DenseTileParams params = make_params(problem, tiles);
+  cpu::DenseTileParams params = make_params(problem, tiles);
+  if (fp8_v != nullptr) {
+    params.v = fp8_v->codes;
+    for (int i = 0; i < 4; ++i) params.v_stride[i] = fp8_v->strides[i];
+    params.v_scale = fp8_v->scales;
+  }
   const std::vector<cpu::WorkItem> items = work_items(seqs, heads, tiles.block_q);
   if (items.empty()) return Status::Ok();
   return run_items(tile_kernel(isa), params, items);
 }
+
+}  // namespace
 
 }  // namespace diffattn
