@@ -11,19 +11,35 @@
 
 namespace diffattn {
 
+Capabilities flashinfer_capabilities() {
+  Capabilities caps;
+  caps.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
+  caps.dtypes = {DType::kFloat16, DType::kBFloat16};
+  caps.head_sizes = {64, 128, 256};
+  caps.key_padding_mask = true;
+  caps.dense_mask = true;
+  caps.varlen = true;
+  caps.lse = true;
+  caps.option_blocks = {"quant"};
+  return caps;
+}
+
+// FlashInfer takes either a custom mask or its causal flag (the seeds refuse both together).
+std::vector<std::string> flashinfer_problem_reasons(const ProblemShape& problem) {
+  std::vector<std::string> reasons;
+  if (problem.causal && problem.mask != MaskKind::kNone) {
+    reasons.push_back("causal=true together with an explicit mask is not supported; fold the causal cut into "
+                      "the mask, or select TORCH_SDPA");
+  }
+  return reasons;
+}
+
 void register_flashinfer_attn(Registry& registry) {
   BackendDescriptor d;
   d.name = "FLASHINFER_ATTN";
   d.summary = "FlashInfer batch-prefill semantics (ragged batches, boolean masks, LSE) on diffattn's kernels; "
               "quant block for QK16/V8";
-  d.caps.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
-  d.caps.dtypes = {DType::kFloat16, DType::kBFloat16};
-  d.caps.head_sizes = {64, 128, 256};
-  d.caps.key_padding_mask = true;
-  d.caps.dense_mask = true;
-  d.caps.varlen = true;
-  d.caps.lse = true;
-  d.caps.option_blocks = {"quant"};
+  d.caps = flashinfer_capabilities();
   d.cuda.needs = {
       need(PlatformFact::kFlashInfer, "FlashInfer is not available")
           .when_explicit("FlashInfer is unavailable on {device}. Use a build with FlashInfer or select a different "
@@ -40,15 +56,7 @@ void register_flashinfer_attn(Registry& registry) {
     if (platform.kind == PlatformKind::kCpu || !platform.features.flashinfer.empty()) return std::nullopt;
     return kFlashInferNoCudaKernels;
   };
-  // FlashInfer takes either a custom mask or its causal flag (the seeds refuse both together).
-  d.extra_problem_reasons = [](const ProblemShape& problem) {
-    std::vector<std::string> reasons;
-    if (problem.causal && problem.mask != MaskKind::kNone) {
-      reasons.push_back("causal=true together with an explicit mask is not supported; fold the causal cut into "
-                        "the mask, or select TORCH_SDPA");
-    }
-    return reasons;
-  };
+  d.extra_problem_reasons = flashinfer_problem_reasons;
   d.validate_options = validate_flashinfer_options;
   d.create = create_flashinfer_attn_backend;
   register_or_warn(registry, std::move(d));

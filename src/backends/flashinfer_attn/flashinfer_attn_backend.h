@@ -4,14 +4,21 @@
 // mode of its quant block (docs/backends/flashinfer.md). The CPU kernel runs CPU views; the CUDA
 // kernels are not in this build yet, so CUDA views are refused with what to select instead.
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "backends/flashinfer_attn/flashinfer_options.h"
 #include "diffattn/backend.h"
+#include "diffattn/registry.h"
 
 namespace diffattn {
 
 extern const char kFlashInferNoCudaKernels[];
+
+// What descriptor.cc declares, read again by forward: the layer checks shapes, not capabilities.
+Capabilities flashinfer_capabilities();
+std::vector<std::string> flashinfer_problem_reasons(const ProblemShape& problem);  // beyond the capabilities
 
 class FlashInferAttnBackend final : public Backend {
  public:
