@@ -145,6 +145,16 @@ inline std::vector<ParityCase> parity_cases() {
       lengths.lse = d == 128;
       cases.push_back(lengths);
     }
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {  // ragged batches at the head sizes fused kernels take
+    ParityCase ragged;
+    ragged.dtype = dtype;
+    ragged.varlen = true;
+    ragged.seq_q = 300, ragged.seq_kv = 260;
+    ragged.heads_q = 4, ragged.heads_kv = 2, ragged.head_size = ragged.head_size_v = dtype == DType::kFloat16 ? 64 : 128;
+    ragged.lse = true;
+    ragged.causal = dtype == DType::kBFloat16;
+    cases.push_back(ragged);
+  }
   // Dense masks of every broadcast form, over several query blocks and key tiles, some tiles empty.
   for (MaskShape mask : {MaskShape::kDense, MaskShape::kDenseBroadcast, MaskShape::kDensePerBatch,
                          MaskShape::kDensePerHead}) {
