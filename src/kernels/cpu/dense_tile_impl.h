@@ -10,6 +10,7 @@
 // Per work item (query block of one head): Q is packed once, scaled into base-2 logits; for each
 // key tile K is packed transposed in panels of kWidth*kVecs keys and V row-major, both as fp32;
 // S = Q K^T and O += P V run as register-blocked micro-kernels; memory is O(tile), never Sq x Skv.
+// Key tiles the mask (and the causal cut) empty for the whole query block are skipped.
 
 #include <cmath>
 #include <cstddef>
