@@ -117,12 +117,12 @@ TEST(FlashInferAttnBackend, UnquantisedItIsBitForBitTheKernelTorchSdpaRuns) {
   c.head_size = c.head_size_v = 64, c.lse = true, c.mask = testing::MaskShape::kDense, c.block_mask = true;
   auto data = testing::make_case_data(c, rng);
   AttentionProblem& p = data->problem;
+  std::vector<double> out, lse;  // TORCH_SDPA's
   for (const char* name : {"TORCH_SDPA", "FLASHINFER_ATTN"}) {
     testing::poison(p.out), testing::poison(*p.lse);
     auto l = layer(p, std::nullopt, name);
     ASSERT_TRUE(l.ok()) << l.status().message();
     ASSERT_TRUE(l->forward(p).ok());
-    static std::vector<double> out, lse;
     if (std::string(name) == "TORCH_SDPA") {
       out = values(p.out), lse = values(*p.lse);
     } else {
