@@ -13,5 +13,6 @@ Result<std::unique_ptr<Backend>> create_torch_sdpa_backend(const BackendInit& in
 Result<std::unique_ptr<Backend>> create_cudnn_attn_backend(const BackendInit& init);
 Result<std::unique_ptr<Backend>> create_flash_attn_backend(const BackendInit& init);
 Result<std::unique_ptr<Backend>> create_sage_attn_backend(const BackendInit& init);
+Result<std::unique_ptr<Backend>> create_flashinfer_attn_backend(const BackendInit& init);
 
 }  // namespace diffattn

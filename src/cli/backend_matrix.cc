@@ -106,10 +106,10 @@ Cell decide_cell(const BackendDescriptor& d, const Platform& platform, const std
   return {CellStatus::kExplicitOk, "", ""};
 }
 
-std::string cell_markdown(const BackendDescriptor& backend, const Cell& cell) {
+std::string cell_markdown(const BackendDescriptor& backend, const Cell& cell, PlatformKind kind) {
   if (cell.status == CellStatus::kRejected) return "rejected: " + markdown_escape(cell.brief);
   const std::string status = cell.status == CellStatus::kDefault ? "**default**" : "explicit-ok";
-  return backend.kernels.empty() ? status + " (no kernel in this build)" : status;
+  return has_kernel_for(backend, kind) ? status : status + " (no kernel in this build)";
 }
 
 // The platform default at kMatrixHeadSize, for a mask-free model or not.
@@ -151,10 +151,10 @@ std::string column_cell_markdown(const std::vector<PlatformCells>& column, const
   const std::string& name = backend.name;
   bool same = true;
   for (const auto& pc : column) same = same && pc.cells.at(name) == column.front().cells.at(name);
-  if (same) return cell_markdown(backend, column.front().cells.at(name));
+  if (same) return cell_markdown(backend, column.front().cells.at(name), column.front().info.kind);
   std::vector<std::string> parts;
   for (const auto& pc : column) {
-    parts.push_back(pc.info.sm_string() + ": " + cell_markdown(backend, pc.cells.at(name)));
+    parts.push_back(pc.info.sm_string() + ": " + cell_markdown(backend, pc.cells.at(name), pc.info.kind));
   }
   return join(parts, "; ", "-");
 }
@@ -208,6 +208,13 @@ std::vector<MatrixColumn> matrix_columns() {
       {"sm_100/103", {cuda_platform(10, 0, "B200"), cuda_platform(10, 3, "B300")}},
       {"sm_120/121", {cuda_platform(12, 0, "RTX PRO 6000"), cuda_platform(12, 1, "GB10")}},
   };
+}
+
+bool has_kernel_for(const BackendDescriptor& backend, PlatformKind kind) {
+  const DeviceKind device = kind == PlatformKind::kCuda ? DeviceKind::kCuda : DeviceKind::kCpu;
+  for (const DeviceKernels& k : backend.kernels)
+    if (k.device == device) return true;
+  return false;
 }
 
 std::string kernels_in_this_build(const BackendDescriptor& backend) {

@@ -24,7 +24,9 @@ enum class Layout {
   kPaddedRows,  // [B, S, H, D] with every token row padded by 8 spare elements
 };
 
-enum class MaskShape { kNone, kKeyPadding, kDense, kDenseBroadcast };
+// Dense masks: kDense [B, H, Sq, Skv], kDenseBroadcast [1, 1, Sq, Skv], kDensePerBatch [B, 1, Sq, Skv],
+// kDensePerHead [1, H, Sq, Skv].
+enum class MaskShape { kNone, kKeyPadding, kDense, kDenseBroadcast, kDensePerBatch, kDensePerHead };
 
 struct ParityCase {
   DType dtype = DType::kFloat32;
@@ -43,10 +45,14 @@ struct ParityCase {
   // Self-attention over a latent video of these frames x height x width tokens (seq_q = seq_kv =
   // their product), carried by the call for sparse video backends; dense backends ignore it.
   std::optional<VideoGeometry> video;
+  // Dense masks keep or hide whole blocks of kMaskBlock queries x kMaskBlock keys (block-diagonal
+  // plus random blocks, random keys inside kept blocks), so that kernels meet key tiles a mask empties.
+  bool block_mask = false;
+  static constexpr std::int64_t kMaskBlock = 64;
 
   std::string name() const {
     static const char* layouts[] = {"contig", "headmajor", "packedqkv", "paddedrows"};
-    static const char* masks[] = {"nomask", "keypad", "dense", "densebcast"};
+    static const char* masks[] = {"nomask", "keypad", "dense", "densebcast", "denseperbatch", "denseperhead"};
     std::string n = std::string(dtype_name(dtype)) + "_b" + std::to_string(batch) + "_sq" + std::to_string(seq_q) +
                     "_skv" + std::to_string(seq_kv) + "_h" + std::to_string(heads_q) + "x" +
                     std::to_string(heads_kv) + "_d" + std::to_string(head_size);
@@ -62,6 +68,7 @@ struct ParityCase {
     if (video)
       n += "_video" + std::to_string(video->frames) + "x" + std::to_string(video->height) + "x" +
            std::to_string(video->width);
+    if (block_mask) n += "_blocks";
     return n;
   }
 };
@@ -158,6 +165,36 @@ inline std::vector<ParityCase> parity_cases() {
     video.layout = i == 2 ? Layout::kHeadMajor : Layout::kContiguous;
     cases.push_back(video);
   }
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {  // ragged batches at the head sizes fused kernels take
+    ParityCase ragged;
+    ragged.dtype = dtype;
+    ragged.varlen = true;
+    ragged.seq_q = 300, ragged.seq_kv = 260;
+    ragged.heads_q = 4, ragged.heads_kv = 2, ragged.head_size = ragged.head_size_v = dtype == DType::kFloat16 ? 64 : 128;
+    ragged.lse = true;
+    ragged.causal = dtype == DType::kBFloat16;
+    cases.push_back(ragged);
+  }
+  // Dense masks of every broadcast form, over several query blocks and key tiles, some tiles empty.
+  for (MaskShape mask : {MaskShape::kDense, MaskShape::kDenseBroadcast, MaskShape::kDensePerBatch,
+                         MaskShape::kDensePerHead}) {
+    ParityCase blocks;
+    blocks.dtype = mask == MaskShape::kDensePerHead ? DType::kFloat16 : DType::kBFloat16;
+    blocks.batch = 2, blocks.seq_q = 200, blocks.seq_kv = 330, blocks.heads_q = 4, blocks.heads_kv = 2;
+    blocks.head_size = blocks.head_size_v = mask == MaskShape::kDensePerBatch ? 128 : 64;
+    blocks.mask = mask;
+    blocks.block_mask = true;
+    blocks.lse = mask != MaskShape::kDenseBroadcast;
+    blocks.fully_masked_rows = mask == MaskShape::kDensePerHead;
+    cases.push_back(blocks);
+  }
+  ParityCase per_batch;  // random per-batch mask, no blocks
+  per_batch.dtype = DType::kFloat16;
+  per_batch.batch = 3, per_batch.seq_q = 40, per_batch.seq_kv = 90, per_batch.heads_q = 2, per_batch.heads_kv = 1;
+  per_batch.head_size = per_batch.head_size_v = 64;
+  per_batch.mask = MaskShape::kDensePerBatch;
+  per_batch.lse = true;
+  cases.push_back(per_batch);
   ParityCase no_keys;
   no_keys.seq_kv = 0;
   no_keys.lse = true;
@@ -274,12 +311,28 @@ inline std::unique_ptr<CaseData> make_case_data(const ParityCase& c, std::mt1993
     }
     if (c.fully_masked_rows)  // the last batch keeps no key at all
       for (std::int64_t j = 0; j < c.seq_kv; ++j) write_element(*p.mask, (c.batch - 1) * c.seq_kv + j, 0.0);
-  } else if (c.mask == MaskShape::kDense || c.mask == MaskShape::kDenseBroadcast) {
-    const bool bcast = c.mask == MaskShape::kDenseBroadcast;
-    const std::int64_t mb = bcast ? 1 : c.batch, mh = bcast ? 1 : c.heads_q;
+  } else if (c.mask != MaskShape::kNone) {
+    const bool per_batch = c.mask == MaskShape::kDense || c.mask == MaskShape::kDensePerBatch;
+    const bool per_head = c.mask == MaskShape::kDense || c.mask == MaskShape::kDensePerHead;
+    const std::int64_t mb = per_batch ? c.batch : 1, mh = per_head ? c.heads_q : 1;
     HostBuffer& buf = data->add(DType::kBool, mb * mh * c.seq_q * c.seq_kv);
     p.mask = TensorView::Contiguous(buf.data(), DType::kBool, {mb, mh, c.seq_q, c.seq_kv});
-    for_each_offset(*p.mask, [&](std::int64_t off) { write_element(*p.mask, off, keep(rng)); });
+    if (c.block_mask) {
+      std::bernoulli_distribution keep_block(0.3);
+      const std::int64_t blk = ParityCase::kMaskBlock;
+      const std::int64_t qb = (c.seq_q + blk - 1) / blk, kb = (c.seq_kv + blk - 1) / blk;
+      for (std::int64_t x = 0; x < mb * mh; ++x) {
+        std::vector<bool> kept(static_cast<std::size_t>(qb * kb));
+        for (std::int64_t i = 0; i < qb; ++i)
+          for (std::int64_t j = 0; j < kb; ++j) kept[static_cast<std::size_t>(i * kb + j)] = i == j || keep_block(rng);
+        for (std::int64_t i = 0; i < c.seq_q; ++i)
+          for (std::int64_t j = 0; j < c.seq_kv; ++j)
+            write_element(*p.mask, (x * c.seq_q + i) * c.seq_kv + j,
+                          kept[static_cast<std::size_t>(i / blk * kb + j / blk)] && keep(rng) ? 1.0 : 0.0);
+      }
+    } else {
+      for_each_offset(*p.mask, [&](std::int64_t off) { write_element(*p.mask, off, keep(rng)); });
+    }
     if (c.fully_masked_rows)  // query row 1 of every (batch, head) keeps no key
       for (std::int64_t x = 0; x < mb * mh; ++x)
         for (std::int64_t j = 0; j < c.seq_kv; ++j) write_element(*p.mask, (x * c.seq_q + 1) * c.seq_kv + j, 0.0);

@@ -29,7 +29,7 @@ TEST_F(CpuPlatformTest, DefaultIsTorchSdpa) {
 }
 
 TEST_F(CpuPlatformTest, CudaOnlyBackendsAreRejectedByName) {
-  for (const char* name : {"FLASH_ATTN", "CUDNN_ATTN", "FLASHINFER_ATTN", "TRTLLM_ATTN", "SAGE_ATTN_3"}) {
+  for (const char* name : {"FLASH_ATTN", "CUDNN_ATTN", "TRTLLM_ATTN", "SAGE_ATTN_3"}) {
     SCOPED_TRACE(name);
     auto decision = cpu()->select_backend(name, 128, LayerTraits::Unconstrained());
     ASSERT_FALSE(decision.ok());
@@ -48,6 +48,13 @@ TEST_F(CpuPlatformTest, ExplicitNamesAreUpperCasedAndValidated) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), ErrorCode::kUnknownBackend);
   EXPECT_THAT(unknown.status().message(), HasSubstr("Valid options are: TORCH_SDPA, FLASH_ATTN"));
+
+  auto flashinfer = cpu()->select_backend("flashinfer_attn", 64, LayerTraits::Unconstrained());
+  ASSERT_TRUE(flashinfer.ok()) << flashinfer.status().message();
+  EXPECT_EQ(flashinfer->backend, "FLASHINFER_ATTN");
+  auto flashinfer_96 = cpu()->select_backend("FLASHINFER_ATTN", 96, LayerTraits::Unconstrained());
+  ASSERT_FALSE(flashinfer_96.ok());
+  EXPECT_THAT(flashinfer_96.status().message(), HasSubstr("Supported head sizes: 64, 128, 256"));
 
   auto sage = cpu()->select_backend("sage_attn", 64, LayerTraits::Unconstrained());
   ASSERT_TRUE(sage.ok()) << sage.status().message();

@@ -10,6 +10,7 @@
 // Per work item (query block of one head): Q is packed once, scaled into base-2 logits; for each
 // key tile (every tile, or the block-sparse list of the params) K is packed transposed in panels of kWidth*kVecs keys and V row-major, both as fp32;
 // S = Q K^T and O += P V run as register-blocked micro-kernels; memory is O(tile), never Sq x Skv.
+// Key tiles the mask (and the causal cut) empty for the whole query block are skipped.
 
 #include <cmath>
 #include <cstddef>
@@ -19,6 +20,7 @@
 
 #include "kernels/cpu/dense_tile_params.h"
 #include "kernels/cpu/half_convert.h"
+#include "kernels/quant/fp8_e4m3.h"
 
 namespace diffattn::cpu {
 
@@ -95,6 +97,17 @@ struct DenseTile {
     }
   }
 
+  // n E4M3 codes at `base + offset + i * stride` as the float values of the codes (unscaled).
+  static void load_e4m3_row(const void* base, std::int64_t offset, std::int64_t stride, std::int64_t n, float* dst) {
+    static const auto* const values = [] {
+      static float table[256];
+      for (int code = 0; code < 256; ++code) table[code] = fp8::e4m3_to_float(static_cast<std::uint8_t>(code));
+      return table;
+    }();
+    const auto* src = static_cast<const std::uint8_t*>(base) + offset;
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = values[src[i * stride]];
+  }
+
   static void store_value(void* base, ElemType elem, std::int64_t offset, float value) {
     switch (elem) {
       case ElemType::kF32: static_cast<float*>(base)[offset] = value; return;
@@ -158,6 +171,19 @@ struct DenseTile {
   static bool mask_keeps(const DenseTileParams& p, const WorkItem& w, std::int64_t i_local, std::int64_t j_local) {
     const std::int64_t* ms = p.mask_stride;
     return p.mask[w.mask_batch * ms[0] + w.head * ms[1] + i_local * ms[2] + j_local * ms[3]] != 0;
+  }
+
+  // Whether some query row [0, rows) of the block keeps some key [j0, j0 + n) under the mask and the
+  // causal cut. A tile that none keeps is skipped: computing it would only add zero probabilities.
+  static bool block_keeps_any_key(const DenseTileParams& p, const WorkItem& w, std::int64_t rows, std::int64_t j0,
+                                  std::int64_t n) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t i = w.q_local + r;
+      const std::int64_t end = p.causal ? smaller(j0 + n, i + 1) : j0 + n;
+      for (std::int64_t j = j0; j < end; ++j)
+        if (mask_keeps(p, w, i, j)) return true;
+    }
+    return false;
   }
 
   static void run(const DenseTileParams& p, const WorkItem& w, float* ws) {
@@ -229,6 +255,7 @@ struct DenseTile {
         for (std::int64_t c = n; c < n_pad; ++c) key_bias[c] = kNegInf;
         if (!any_kept) continue;  // a tile of padding keys contributes nothing
       }
+      if (per_row_mask && !block_keeps_any_key(p, w, rows, j0, n)) continue;
 
       // K tile, transposed into panels of NR keys: kt[panel][k][lane].
       for (std::int64_t c = 0; c < n_pad; ++c) {
@@ -248,7 +275,11 @@ struct DenseTile {
         if (c < n) {
           const std::int64_t off = w.batch * p.v_stride[0] + (w.kv_begin + j0 + c) * p.v_stride[1] +
                                    head_kv * p.v_stride[2];
-          load_row(p.v, p.elem, off, p.v_stride[3], dv, dst);
+          if (p.v_scale != nullptr) {
+            load_e4m3_row(p.v, off, p.v_stride[3], dv, dst);
+          } else {
+            load_row(p.v, p.elem, off, p.v_stride[3], dv, dst);
+          }
         } else {
           std::memset(dst, 0, static_cast<std::size_t>(dv) * sizeof(float));
         }
@@ -282,7 +313,7 @@ struct DenseTile {
       }
     }
 
-    write_rows(p, w, o, L.dv_pad, m, l);
+    write_rows(p, w, head_kv, o, L.dv_pad, m, l);
   }
 
   // One row of one tile: scores (base-2 logits, -inf where masked) become probabilities relative
@@ -309,17 +340,21 @@ struct DenseTile {
     m = m_new;
   }
 
-  // Normalises and writes the block; fully masked rows get zeros and LSE -inf.
-  static void write_rows(const DenseTileParams& p, const WorkItem& w, const float* o, std::int64_t ldo, const float* m,
-                         const float* l) {
+  // Normalises (and with FP8 V scales) and writes the block; fully masked rows get zeros and LSE -inf.
+  static void write_rows(const DenseTileParams& p, const WorkItem& w, std::int64_t head_kv, const float* o,
+                         std::int64_t ldo, const float* m, const float* l) {
+    const float* v_scale =
+        p.v_scale == nullptr ? nullptr : p.v_scale + (w.mask_batch * p.heads_kv + head_kv) * p.head_size_v;
     constexpr float kLn2 = 0.6931471805599453f;
     for (std::int64_t r = 0; r < w.q_rows; ++r) {
       const bool empty = !(l[r] > 0.0f);
       const float inv = empty ? 0.0f : 1.0f / l[r];
       const std::int64_t row = w.q_begin + r;
       const std::int64_t base = w.batch * p.out_stride[0] + row * p.out_stride[1] + w.head * p.out_stride[2];
-      for (std::int64_t e = 0; e < p.head_size_v; ++e)
-        store_value(p.out, p.elem, base + e * p.out_stride[3], o[r * ldo + e] * inv);
+      for (std::int64_t e = 0; e < p.head_size_v; ++e) {
+        const float value = o[r * ldo + e] * inv;
+        store_value(p.out, p.elem, base + e * p.out_stride[3], v_scale == nullptr ? value : value * v_scale[e]);
+      }
       if (p.lse != nullptr) {
         const float value = empty ? kNegInf : (m[r] + std::log2(l[r])) * kLn2;
         p.lse[w.batch * p.lse_stride[0] + w.head * p.lse_stride[1] + row * p.lse_stride[2]] = value;

@@ -16,6 +16,9 @@ struct DenseTileParams {
   void* out = nullptr;
   float* lse = nullptr;                 // nullptr: not requested
   const std::uint8_t* mask = nullptr;   // nullptr: no mask; nonzero keeps the key
+  // nullptr: V is in `elem`. Otherwise V holds FP8 E4M3 codes (one byte each, at v_stride) and this
+  // their scales, [sequence, kv head, channel]: P*V runs on the codes and the output row is scaled.
+  const float* v_scale = nullptr;
   ElemType elem = ElemType::kF32;
 
   // Element strides in [batch, seq, head, dim] order (lse: [batch, head, seq]).
@@ -45,7 +48,7 @@ struct DenseTileParams {
 // One unit of parallel work: a block of query rows of one head of one sequence.
 struct WorkItem {
   std::int64_t batch = 0;      // index into the batch dimension of q/k/v/out/lse
-  std::int64_t mask_batch = 0; // index into the mask's batch dimension
+  std::int64_t mask_batch = 0; // the sequence: index into the mask's batch dimension and v_scale's
   std::int64_t head = 0;       // query head
   std::int64_t q_begin = 0;    // first query row (sequence index in q/out)
   std::int64_t q_rows = 0;

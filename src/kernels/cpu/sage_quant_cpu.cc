@@ -143,21 +143,9 @@ QuantizedV quantize_v(const AttentionProblem& p, const std::vector<std::uint8_t>
   const std::int64_t pairs = v.batch * v.heads, width = v.head_size;
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t bh = 0; bh < pairs; ++bh) {
-    const std::uint8_t* keep = valid.data() + (bh / v.heads) * v.seqlen;
     const std::vector<float> rows = rows_of(p.v, bh / v.heads, bh % v.heads);
-    std::vector<float> amax(static_cast<std::size_t>(width), 0.f);
-    for (std::int64_t j = 0; j < v.seqlen; ++j)
-      if (keep[j])
-        for (std::int64_t c = 0; c < width; ++c) amax[c] = std::max(amax[c], std::fabs(rows[j * width + c]));
-    std::vector<float> to_e4m3(static_cast<std::size_t>(width));
-    for (std::int64_t c = 0; c < width; ++c) {
-      v.scales[static_cast<std::size_t>(bh * width + c)] = amax[c] / kE4m3Max;
-      to_e4m3[c] = amax[c] == 0.f ? 0.f : kE4m3Max / amax[c];
-    }
-    std::uint8_t* out = v.codes.data() + bh * v.seqlen * width;
-    for (std::int64_t j = 0; j < v.seqlen; ++j)
-      for (std::int64_t c = 0; c < width; ++c)
-        out[j * width + c] = keep[j] && amax[c] != 0.f ? e4m3_rn_satfinite(rows[j * width + c] * to_e4m3[c]) : 0;
+    quantize_channels_e4m3(rows.data(), valid.data() + (bh / v.heads) * v.seqlen, v.seqlen, width,
+                           v.codes.data() + bh * v.seqlen * width, v.scales.data() + bh * width);
   }
   return v;
 }

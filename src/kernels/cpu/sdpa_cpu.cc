@@ -236,8 +236,10 @@ CpuIsa default_cpu_isa() {
 
 namespace {
 
-// Both entry points: every key tile when `layout` is null, else the layout's lists.
-Status run_tiled(const AttentionProblem& problem, CpuIsa isa, const BlockSparseLayout* layout) {
+// Every entry point: every key tile when `layout` is null, else the layout's lists; V from
+// problem.v, or as FP8 E4M3 codes with their scales when `fp8_v` is given.
+Status run_tiled(const AttentionProblem& problem, CpuIsa isa, const BlockSparseLayout* layout,
+                 const Fp8ValuesView* fp8_v) {
   if (!cpu_has(isa))
     return Unsupported("the " + std::string(cpu_isa_name(isa)) +
                        " CPU attention kernel cannot run on this CPU or build; use " +
@@ -268,6 +270,11 @@ Status run_tiled(const AttentionProblem& problem, CpuIsa isa, const BlockSparseL
     params.sparse_q_tiles = layout->q_tiles;
     if (!layout->tile_rows.empty()) params.sparse_tile_rows = layout->tile_rows.data();
   }
+  if (fp8_v != nullptr) {
+    params.v = fp8_v->codes;
+    for (int i = 0; i < 4; ++i) params.v_stride[i] = fp8_v->strides[i];
+    params.v_scale = fp8_v->scales;
+  }
   std::vector<cpu::WorkItem> items = work_items(seqs, heads, tiles.block_q);
   if (layout != nullptr && !layout->tile_rows.empty())  // padding query rows are not computed
     for (cpu::WorkItem& w : items) w.q_rows = layout->tile_rows[static_cast<std::size_t>(w.q_local / tiles.block_q)];
@@ -279,14 +286,18 @@ Status run_tiled(const AttentionProblem& problem, CpuIsa isa, const BlockSparseL
 
 Status run_sdpa_cpu(const AttentionProblem& problem) { return run_sdpa_cpu(problem, default_cpu_isa()); }
 
-Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa) { return run_tiled(problem, isa, nullptr); }
+Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa) { return run_tiled(problem, isa, nullptr, nullptr); }
+
+Status run_sdpa_cpu(const AttentionProblem& problem, const Fp8ValuesView& v, CpuIsa isa) {
+  return run_tiled(problem, isa, nullptr, &v);
+}
 
 Status run_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout) {
   return run_block_sparse_cpu(problem, layout, default_cpu_isa());
 }
 
 Status run_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout, CpuIsa isa) {
-  return run_tiled(problem, isa, &layout);
+  return run_tiled(problem, isa, &layout, nullptr);
 }
 
 }  // namespace diffattn

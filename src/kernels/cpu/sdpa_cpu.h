@@ -2,6 +2,7 @@
 // TORCH_SDPA on the CPU: exact attention by tiled online softmax with fp32 accumulation,
 // multithreaded over (batch, head, query block), vectorised for the CPU it runs on.
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -34,5 +35,15 @@ Status run_sdpa_cpu(const AttentionProblem& problem, CpuIsa isa);
 // the padding rows of out and lse are left as they were.
 Status run_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout);
 Status run_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout, CpuIsa isa);
+
+// V as FP8 E4M3 in place of problem.v's values: codes indexed like a [B, Skv, Hkv, Dv] tensor with
+// `strides`, and one scale per (sequence, kv head, channel), [sequences, Hkv, Dv] (sequences: B, or
+// the packed batch's). The output is softmax(Q K^T) (codes) times the scales (kernels/cpu/fp8_v_cpu.h).
+struct Fp8ValuesView {
+  const std::uint8_t* codes = nullptr;
+  std::int64_t strides[4] = {};
+  const float* scales = nullptr;
+};
+Status run_sdpa_cpu(const AttentionProblem& problem, const Fp8ValuesView& v, CpuIsa isa);
 
 }  // namespace diffattn

@@ -1,0 +1,57 @@
+#include "backends/flashinfer_attn/flashinfer_attn_backend.h"
+
+#include <memory>
+#include <string>
+
+#include "backends/factories.h"
+#include "common/strings.h"
+#include "kernels/cpu/fp8_v_cpu.h"
+#include "kernels/cpu/sdpa_cpu.h"
+
+namespace diffattn {
+
+const char kFlashInferNoCudaKernels[] =
+    "FLASHINFER_ATTN's CUDA kernels are not part of this diffattn build yet (it runs on CPU tensors); select "
+    "CUDNN_ATTN or FLASH_ATTN instead.";
+
+namespace {
+
+// quant.dtype_qk / dtype_vo name the 16-bit dtype an operand is computed in; the kernels take the
+// call's dtype, so a call in another dtype is refused rather than silently run in it.
+Status check_operand_dtype(const std::optional<DType>& wanted, DType got, const char* field, const char* operands) {
+  if (!wanted || *wanted == got) return Status::Ok();
+  return InvalidInput("FLASHINFER_ATTN has quant." + std::string(field) + "=" + std::string(dtype_name(*wanted)) +
+                      " but " + operands + " are " + std::string(dtype_name(got)) + "; pass " + operands + " as " +
+                      std::string(dtype_name(*wanted)) + " or change quant." + field);
+}
+
+}  // namespace
+
+// The layer checked and completed the call (Attention::forward).
+Status FlashInferAttnBackend::forward(const AttentionProblem& problem, void*) {
+  const ProblemShape shape = problem.shape();
+  std::vector<std::string> reasons = capability_reasons(flashinfer_capabilities(), shape);
+  for (std::string& reason : flashinfer_problem_reasons(shape)) reasons.push_back(std::move(reason));
+  if (!reasons.empty()) return Unsupported("FLASHINFER_ATTN cannot run this call: " + join(reasons, "; ") + ".");
+  if (mode_.variant == FlashInferVariant::kCuteDsl && problem.mask)
+    return Unsupported("FLASHINFER_ATTN cute-dsl backend does not support custom masks. Select TORCH_SDPA or a "
+                       "FlashInfer backend that accepts custom_mask.");
+  if (problem.q.device.kind == DeviceKind::kCuda) return Unavailable(kFlashInferNoCudaKernels);
+  DIFFATTN_RETURN_IF_ERROR(check_operand_dtype(mode_.dtype_qk, problem.q.dtype, "dtype_qk", "q and k"));
+  DIFFATTN_RETURN_IF_ERROR(check_operand_dtype(mode_.dtype_vo, problem.v.dtype, "dtype_vo", "v and out"));
+  if (mode_.fp8_v) return run_attention_fp8_v_cpu(problem);
+  return run_sdpa_cpu(problem);
+}
+
+Result<std::unique_ptr<Backend>> create_flashinfer_attn_backend(const BackendInit& init) {
+  if (init.num_heads < 0 || init.num_kv_heads < 0 || init.head_size < 0)
+    return InvalidInput("FLASHINFER_ATTN needs non-negative head counts and head size, got num_heads=" +
+                        std::to_string(init.num_heads) + ", num_kv_heads=" + std::to_string(init.num_kv_heads) +
+                        ", head_size=" + std::to_string(init.head_size));
+  if (init.spec) DIFFATTN_RETURN_IF_ERROR(validate_flashinfer_options(*init.spec));
+  const FlashInferMode mode = flashinfer_mode(init.spec);
+  DIFFATTN_RETURN_IF_ERROR(check_variant_on_platform(mode.variant, init.platform));
+  return std::unique_ptr<Backend>(std::make_unique<FlashInferAttnBackend>(mode));
+}
+
+}  // namespace diffattn

@@ -1,0 +1,80 @@
+#pragma once
+// FP8 E4M3 on the host: the "fn" format of the GPU's FP8 conversions (bias 7, 3 mantissa bits, no
+// infinities, codes 0x7f and 0xff are NaN, largest finite 448). SAGE_ATTN's P*V and FLASHINFER_ATTN's
+// QK16/V8 mode round with these, on the CPU exactly as the GPU's cvt.rn.satfinite does.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace diffattn::fp8 {
+
+inline constexpr float kE4m3Max = 448.f;
+
+// The value of an E4M3 code.
+inline float e4m3_to_float(std::uint8_t code) {
+  const float sign = (code & 0x80u) != 0 ? -1.f : 1.f;
+  const int exponent = (code >> 3) & 0xf;
+  const int mantissa = code & 0x7;
+  if (exponent == 0xf && mantissa == 0x7) return std::nanf("");
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m * 2^-9
+  return sign * std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);      // (1 + m/8) * 2^(e-7)
+}
+
+// Round to nearest even E4M3, values beyond +-448 (infinities included) saturate to +-448, NaN stays
+// NaN: the GPU's cvt.rn.satfinite.e4m3x2.f32. Returns the rounded value as a float.
+inline float e4m3_round(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const std::uint32_t sign = bits & 0x80000000u;
+  const std::uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return x;
+  float rounded;
+  if (magnitude >= 0x43e00000u) {  // |x| >= 448
+    rounded = kE4m3Max;
+  } else if (magnitude < 0x3c800000u) {  // |x| < 2^-6: the subnormal grid of step 2^-9 (scaling is exact)
+    float a;
+    std::memcpy(&a, &magnitude, sizeof a);
+    rounded = std::nearbyint(a * 512.f) * (1.f / 512.f);
+  } else {  // keep 3 of float's 23 mantissa bits, ties to even; a carry moves to the next binade
+    const std::uint32_t kept = (magnitude + 0x7ffffu + ((magnitude >> 20) & 1u)) & ~0xfffffu;
+    std::memcpy(&rounded, &kept, sizeof rounded);
+  }
+  std::uint32_t out;
+  std::memcpy(&out, &rounded, sizeof out);
+  out |= sign;
+  std::memcpy(&rounded, &out, sizeof rounded);
+  return rounded;
+}
+
+// The E4M3 code of e4m3_round(x).
+inline std::uint8_t e4m3_rn_satfinite(float x) {
+  const float r = e4m3_round(x);
+  if (std::isnan(r)) return std::signbit(r) ? 0xffu : 0x7fu;
+  const std::uint8_t sign = std::signbit(r) ? 0x80u : 0x00u;
+  const float a = std::fabs(r);
+  if (a < 0.015625f) return static_cast<std::uint8_t>(sign | static_cast<std::uint8_t>(a * 512.f));  // subnormal
+  int exponent = 0;
+  const float fraction = std::frexp(a, &exponent);  // a = fraction * 2^exponent, fraction in [0.5, 1)
+  const auto mantissa = static_cast<std::uint8_t>(fraction * 16.f - 8.f);
+  return static_cast<std::uint8_t>(sign | ((exponent + 6) << 3) | mantissa);
+}
+
+// Per-channel E4M3 of `n` rows of `width` values (row-major): scales[c] = amax_c / 448 over the rows
+// with keep[j] != 0, and the codes of x * (448 / amax_c). Rows not kept and all-zero channels get
+// code 0, so keys that no query sees never widen a scale.
+inline void quantize_channels_e4m3(const float* rows, const std::uint8_t* keep, std::int64_t n, std::int64_t width,
+                                   std::uint8_t* codes, float* scales) {
+  for (std::int64_t c = 0; c < width; ++c) scales[c] = 0.f;  // amax first, the scale after
+  for (std::int64_t j = 0; j < n; ++j)
+    if (keep[j])
+      for (std::int64_t c = 0; c < width; ++c) scales[c] = std::fmax(scales[c], std::fabs(rows[j * width + c]));
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t c = 0; c < width; ++c) {
+      const float amax = scales[c];
+      codes[j * width + c] = keep[j] && amax != 0.f ? e4m3_rn_satfinite(rows[j * width + c] * (kE4m3Max / amax)) : 0;
+    }
+  for (std::int64_t c = 0; c < width; ++c) scales[c] /= kE4m3Max;
+}
+
+}  // namespace diffattn::fp8
