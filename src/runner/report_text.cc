@@ -35,6 +35,28 @@ std::vector<std::string> run_row(const RunReport& report, const RoleReport& role
   return row;
 }
 
+std::string steps_text(const std::vector<int>& steps) {
+  std::vector<std::string> items;
+  for (int s : steps) items.push_back(std::to_string(s));
+  return items.empty() ? "none sampled" : join(items, ", ");
+}
+
+// Which profile and backend ran which steps, for every scheduled configuration.
+std::string schedule_text(const RunReport& report) {
+  TextTable table({"role", "configuration", "profile", "covers", "backend", "sampled steps run"});
+  bool any = false;
+  for (const RoleReport& role : report.roles) {
+    for (const BackendRun& run : role.runs) {
+      for (const ScheduleUse& u : run.schedule) {
+        any = true;
+        table.add_row({role.plan.role.role, run.configuration, u.profile.empty() ? "(base configuration)" : u.profile,
+                       u.ranges, u.backend, steps_text(u.sampled_steps)});
+      }
+    }
+  }
+  return any ? "attention schedule:\n" + table.render() + "\n" : "";
+}
+
 }  // namespace
 
 std::string workload_header_text(const WorkloadPlan& plan, const std::string& platform, const RunRequest& request) {
@@ -62,6 +84,7 @@ std::string report_to_text(const RunReport& report) {
     for (const BackendRun& run : role.runs) table.add_row(run_row(report, role, run, false));
   }
   o << table.render() << "\n";
+  o << schedule_text(report);
   std::vector<std::string> same;
   for (const RoleReport& role : report.roles)
     for (const BackendRun& run : role.runs)
