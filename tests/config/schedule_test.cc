@@ -11,6 +11,15 @@
 namespace diffattn {
 namespace {
 
+DenoisingStep step_at(std::int64_t index, std::int64_t num_steps = 0, std::optional<double> sigma = std::nullopt) {
+  DenoisingStep step;
+  step.index = index;
+  step.num_steps = num_steps;
+  step.sigma = sigma;
+  return step;
+}
+
+
 using testing_config::expect_config_error;
 
 Result<std::optional<AttentionSchedule>> from_text(const std::string& text) {
@@ -36,14 +45,14 @@ constexpr const char* kDenseThenSage = R"({
   "steps": [{"start": 6, "end": null, "profile": "late"}, {"start": 0, "end": 4, "profile": "dense"}]})";
 
 std::optional<std::string> profile_at(const AttentionSchedule& s, std::int64_t step) {
-  auto range = s.range_for(DenoisingStep{.index = step});
+  auto range = s.range_for(step_at(step));
   EXPECT_TRUE(range.ok()) << range.status().message();
   if (!range.ok() || !range.value()) return std::nullopt;
   return s.range_profile(**range);
 }
 
 std::optional<std::string> profile_at_sigma(const AttentionSchedule& s, double sigma) {
-  auto range = s.range_for(DenoisingStep{.index = 0, .sigma = sigma});
+  auto range = s.range_for(step_at(0, 0, sigma));
   EXPECT_TRUE(range.ok()) << range.status().message();
   if (!range.ok() || !range.value()) return std::nullopt;
   return s.range_profile(**range);
@@ -103,11 +112,11 @@ TEST(ScheduleParseTest, SigmaWindowsAreHalfOpenExceptAtOne) {
 TEST(ScheduleParseTest, ASigmaScheduleNeedsTheCallsSigmaInTheUnitInterval) {
   const AttentionSchedule s = valid(R"({"profiles": {"p": {"default": "SAGE_ATTN"}},
     "sigma": [{"low": 0.2, "high": 0.6, "profile": "p"}]})");
-  auto missing = s.range_for(DenoisingStep{.index = 7});
+  auto missing = s.range_for(step_at(7));
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), ErrorCode::kInvalidInput);
   EXPECT_NE(missing.status().message().find("carries no sigma"), std::string::npos) << missing.status().message();
-  auto too_big = s.range_for(DenoisingStep{.index = 0, .sigma = 14.6});
+  auto too_big = s.range_for(step_at(0, 0, 14.6));
   ASSERT_FALSE(too_big.ok());
   EXPECT_NE(too_big.status().message().find("[0, 1]"), std::string::npos) << too_big.status().message();
 }

@@ -17,6 +17,15 @@
 namespace diffattn {
 namespace {
 
+DenoisingStep step_at(std::int64_t index, std::int64_t num_steps = 0, std::optional<double> sigma = std::nullopt) {
+  DenoisingStep step;
+  step.index = index;
+  step.num_steps = num_steps;
+  step.sigma = sigma;
+  return step;
+}
+
+
 // Which backend each call reached, and the step it carried.
 struct Calls {
   std::vector<std::string> backends;
@@ -85,7 +94,8 @@ AttentionLayerDesc layer(const std::string& role) {
 
 AttentionConfig base_config() {
   AttentionConfig config;
-  config.default_spec = AttentionSpec{.backend = "TORCH_SDPA"};
+  config.default_spec = AttentionSpec{};
+  config.default_spec->backend = "TORCH_SDPA";
   return config;
 }
 
@@ -98,7 +108,7 @@ TEST_F(ScheduleLayerTest, EachStepRunsTheBackendOfItsRange) {
   auto attention = Attention::Create(layer("self"), base_config(), &s, selector);
   ASSERT_TRUE(attention.ok()) << attention.status().message();
   for (std::int64_t step = 0; step < 8; ++step) {
-    ASSERT_TRUE(attention->forward(call_at(DenoisingStep{.index = step, .num_steps = 8})).ok());
+    ASSERT_TRUE(attention->forward(call_at(step_at(step, 8))).ok());
   }
   const std::vector<std::string> expected = {"TORCH_SDPA", "TORCH_SDPA", "TORCH_SDPA", "SAGE_ATTN",
                                              "SAGE_ATTN",  "SAGE_ATTN",  "TORCH_SDPA", "TORCH_SDPA"};
@@ -109,10 +119,10 @@ TEST_F(ScheduleLayerTest, EachStepRunsTheBackendOfItsRange) {
   ASSERT_EQ(attention->profile_resolutions().size(), 1u);
   EXPECT_EQ(attention->profile_resolutions()[0].backend, "SAGE_ATTN");
   EXPECT_EQ(attention->profile_resolutions()[0].profile, "sage");
-  auto at5 = attention->resolution_for(DenoisingStep{.index = 5});
+  auto at5 = attention->resolution_for(step_at(5));
   ASSERT_TRUE(at5.ok());
   EXPECT_EQ((*at5)->backend, "SAGE_ATTN");
-  auto at6 = attention->resolution_for(DenoisingStep{.index = 6});
+  auto at6 = attention->resolution_for(step_at(6));
   ASSERT_TRUE(at6.ok());
   EXPECT_EQ((*at6)->backend, "TORCH_SDPA");
   EXPECT_FALSE((*at6)->profile.has_value());
@@ -125,11 +135,11 @@ TEST_F(ScheduleLayerTest, ASigmaScheduleFollowsTheCallsNoiseLevel) {
   auto attention = Attention::Create(layer("self"), base_config(), &s, selector);
   ASSERT_TRUE(attention.ok()) << attention.status().message();
   for (double sigma : {1.0, 0.5, 0.4, 0.39, 0.0}) {
-    ASSERT_TRUE(attention->forward(call_at(DenoisingStep{.index = 0, .sigma = sigma})).ok());
+    ASSERT_TRUE(attention->forward(call_at(step_at(0, 0, sigma))).ok());
   }
   EXPECT_EQ(calls_.backends,
             (std::vector<std::string>{"TORCH_SDPA", "TORCH_SDPA", "TORCH_SDPA", "SAGE_ATTN", "SAGE_ATTN"}));
-  auto no_sigma = attention->forward(call_at(DenoisingStep{.index = 2}));
+  auto no_sigma = attention->forward(call_at(step_at(2)));
   ASSERT_FALSE(no_sigma.ok());
   EXPECT_NE(no_sigma.message().find("carries no sigma"), std::string::npos) << no_sigma.message();
 }
@@ -151,7 +161,7 @@ TEST_F(ScheduleLayerTest, WithoutAScheduleTheStepIsIgnored) {
   auto attention = Attention::Create(layer("self"), base_config(), nullptr, selector);
   ASSERT_TRUE(attention.ok()) << attention.status().message();
   ASSERT_TRUE(attention->forward(call_at(std::nullopt)).ok());
-  ASSERT_TRUE(attention->forward(call_at(DenoisingStep{.index = 4})).ok());
+  ASSERT_TRUE(attention->forward(call_at(step_at(4))).ok());
   EXPECT_EQ(calls_.backends, (std::vector<std::string>{"TORCH_SDPA", "TORCH_SDPA"}));
   EXPECT_TRUE(attention->profile_resolutions().empty());
 }
