@@ -120,7 +120,8 @@ Status Attention::scheduled_forward(const AttentionProblem& call, void* stream) 
   if (!call.denoising) {
     return InvalidInput("Attention layer for role='" + desc_.role +
                         "' has an attention schedule, so each call must say its denoising step: set "
-                        "AttentionProblem::denoising (index, and sigma for a sigma schedule).");
+                        "AttentionProblem::denoising (index, and sigma for a sigma schedule; from C, call "
+                        "diffattn_layer_forward_step).");
   }
   DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::size_t> range, scheduled_->schedule.range_for(*call.denoising));
   if (!range) return backend_->forward(call, stream);
