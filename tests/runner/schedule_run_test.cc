@@ -118,7 +118,8 @@ TEST(ScheduleRunTest, ASigmaScheduleFollowsTheRunnersNoiseLevels) {
             R"({"profiles": {"sage": {"default": "SAGE_ATTN"}}, "sigma": [{"low": 0, "high": 0.6, "profile": "sage"}]})",
             "--json"}));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const nlohmann::json* result = role_result(r.json(), "self");
+  const nlohmann::json report = r.json();
+  const nlohmann::json* result = role_result(report, "self");
   ASSERT_NE(result, nullptr);
   EXPECT_EQ((*result)["schedule"][0]["ranges"], "sigma [0.6, 1]");
   EXPECT_EQ((*result)["schedule"][0]["backend"], "TORCH_SDPA");  // the platform default of the empty base
@@ -132,7 +133,8 @@ TEST(ScheduleRunTest, FileAndDottedFlagsAndTheTextReport) {
   const fs::path out = fresh_dir("file");
   fs::create_directories(out);
   const fs::path file = out / "schedule.json";
-  std::ofstream(file) << R"({"profiles": {"sage": {"default": "TORCH_SDPA"}}, "steps": [{"start": 3, "profile": "sage"}]})";
+  std::ofstream(file) << R"({"profiles": {"sage": {"default": {"backend": "TORCH_SDPA"}}},
+                              "steps": [{"start": 3, "profile": "sage"}]})";
   // The dotted flag turns the file's profile into SAGE_ATTN.
   const CliResult r = run_cli(tiny_run(out / "reports", {"--diffusion-attention-schedule", "@" + file.string(),
                                                          "--diffusion-attention-schedule.profiles.sage.default.backend",
