@@ -1,5 +1,6 @@
 #include "runner/report_text.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "common/strings.h"
@@ -10,9 +11,18 @@
 namespace diffattn::runner {
 namespace {
 
+// A scheduled run names every backend its steps ran, in schedule order; the schedule table has the detail.
+std::string backend_cell(const BackendRun& run) {
+  if (run.backend.empty()) return "-";
+  if (run.schedule.empty()) return run.backend + " (" + run.source + ")";
+  std::vector<std::string> backends;
+  for (const ScheduleUse& u : run.schedule)
+    if (std::find(backends.begin(), backends.end(), u.backend) == backends.end()) backends.push_back(u.backend);
+  return join(backends, " + ") + " (schedule)";
+}
+
 std::vector<std::string> run_row(const RunReport& report, const RoleReport& role, const BackendRun& run, bool baseline) {
-  std::vector<std::string> row = {role.plan.role.role, run.configuration,
-                                  run.backend.empty() ? "-" : run.backend + " (" + run.source + ")"};
+  std::vector<std::string> row = {role.plan.role.role, run.configuration, backend_cell(run)};
   if (!run.ok()) {
     row.push_back("did not run (below)");
     return row;

@@ -144,6 +144,7 @@ TEST(ScheduleRunTest, FileAndDottedFlagsAndTheTextReport) {
   EXPECT_NE(r.out.find("sage: steps [3, end)"), std::string::npos) << r.out;  // the startup table
   EXPECT_NE(r.out.find("base: steps [0, 3)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(base configuration)"), std::string::npos) << r.out;  // the report's schedule table
+  EXPECT_NE(r.out.find("TORCH_SDPA + SAGE_ATTN (schedule)"), std::string::npos) << r.out;  // the results table
   EXPECT_NE(r.out.find("SAGE_ATTN"), std::string::npos) << r.out;
   fs::remove_all(out);
 }
