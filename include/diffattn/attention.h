@@ -51,11 +51,11 @@ class Attention {
   Status forward(const AttentionProblem& problem, void* stream = nullptr) const;
 
  private:
+  Status scheduled_forward(const AttentionProblem& call, void* stream) const;
+
   AttentionLayerDesc desc_;
   Resolution resolution_;
   std::shared_ptr<Backend> backend_;
-  Status scheduled_forward(const AttentionProblem& call, void* stream) const;
-
   struct Scheduled;  // the schedule's profiles, resolved; null without a schedule
   std::shared_ptr<const Scheduled> scheduled_;
 };

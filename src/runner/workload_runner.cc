@@ -1,5 +1,6 @@
 #include "runner/workload_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -97,7 +98,10 @@ void note_scheduled_step(Candidate& c, const DenoisingStep& step) {
   const std::string profile = (*resolution)->profile.value_or("");
   for (ScheduleUse& use : c.run.schedule) {
     if (use.profile != profile) continue;
-    if (use.sampled_steps.empty() || use.sampled_steps.back() != step.index) use.sampled_steps.push_back(step.index);
+    std::vector<int>& steps = use.sampled_steps;  // every layer samples the same steps: keep each once, in order
+    const int index = static_cast<int>(step.index);
+    if (std::find(steps.begin(), steps.end(), index) == steps.end())
+      steps.insert(std::upper_bound(steps.begin(), steps.end(), index), index);
   }
 }
 
