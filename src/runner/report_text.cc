@@ -1,6 +1,5 @@
 #include "runner/report_text.h"
 
-#include <algorithm>
 #include <sstream>
 
 #include "common/strings.h"
@@ -11,18 +10,8 @@
 namespace diffattn::runner {
 namespace {
 
-// A scheduled run names every backend its steps ran, in schedule order; the schedule table has the detail.
-std::string backend_cell(const BackendRun& run) {
-  if (run.backend.empty()) return "-";
-  if (run.schedule.empty()) return run.backend + " (" + run.source + ")";
-  std::vector<std::string> backends;
-  for (const ScheduleUse& u : run.schedule)
-    if (std::find(backends.begin(), backends.end(), u.backend) == backends.end()) backends.push_back(u.backend);
-  return join(backends, " + ") + " (schedule)";
-}
-
 std::vector<std::string> run_row(const RunReport& report, const RoleReport& role, const BackendRun& run, bool baseline) {
-  std::vector<std::string> row = {role.plan.role.role, run.configuration, backend_cell(run)};
+  std::vector<std::string> row = {role.plan.role.role, run.configuration, fmt_backend(run)};
   if (!run.ok()) {
     row.push_back("did not run (below)");
     return row;
@@ -45,12 +34,6 @@ std::vector<std::string> run_row(const RunReport& report, const RoleReport& role
   return row;
 }
 
-std::string steps_text(const std::vector<int>& steps) {
-  std::vector<std::string> items;
-  for (int s : steps) items.push_back(std::to_string(s));
-  return items.empty() ? "none sampled" : join(items, ", ");
-}
-
 // Which profile and backend ran which steps, for every scheduled configuration.
 std::string schedule_text(const RunReport& report) {
   TextTable table({"role", "configuration", "profile", "covers", "backend", "sampled steps run"});
@@ -60,7 +43,7 @@ std::string schedule_text(const RunReport& report) {
       for (const ScheduleUse& u : run.schedule) {
         any = true;
         table.add_row({role.plan.role.role, run.configuration, u.profile.empty() ? "(base configuration)" : u.profile,
-                       u.ranges, u.backend, steps_text(u.sampled_steps)});
+                       u.ranges, u.backend, fmt_steps(u.sampled_steps)});
       }
     }
   }

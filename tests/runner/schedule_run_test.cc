@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,10 @@ TEST(ScheduleRunTest, FileAndDottedFlagsAndTheTextReport) {
   EXPECT_NE(r.out.find("base: steps [0, 3)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(base configuration)"), std::string::npos) << r.out;  // the report's schedule table
   EXPECT_NE(r.out.find("TORCH_SDPA + SAGE_ATTN (schedule)"), std::string::npos) << r.out;  // the results table
+  std::ifstream html(out / "reports" / "report.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), {});
+  EXPECT_NE(page.find("<h2>Attention schedule</h2>"), std::string::npos);
+  EXPECT_NE(page.find("steps [3, end)"), std::string::npos);
   EXPECT_NE(r.out.find("SAGE_ATTN"), std::string::npos) << r.out;
   fs::remove_all(out);
 }
