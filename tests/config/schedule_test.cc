@@ -96,6 +96,21 @@ TEST(ScheduleParseTest, AProfileMayCoverSeveralRanges) {
   EXPECT_EQ(profile_at(s, 19), std::nullopt);
 }
 
+TEST(ScheduleParseTest, AScheduleCoveringEveryStepLeavesNothingToTheBase) {
+  const AttentionSchedule steps = valid(R"({"profiles": {"a": {"default": "TORCH_SDPA"}, "b": {"default": "SAGE_ATTN"}},
+    "steps": [{"start": 0, "end": 5, "profile": "a"}, {"start": 5, "end": null, "profile": "b"}]})");
+  EXPECT_EQ(base_ranges_text(steps), "");
+  EXPECT_EQ(profile_at(steps, 4), "a");
+  EXPECT_EQ(profile_at(steps, 5), "b");
+  const AttentionSchedule sigma = valid(R"({"profiles": {"a": {"default": "TORCH_SDPA"}},
+    "sigma": [{"low": 0, "high": 1, "profile": "a"}]})");
+  EXPECT_EQ(base_ranges_text(sigma), "");
+  // A schedule that stops early leaves the steps after it to the base.
+  const AttentionSchedule early = valid(R"({"profiles": {"a": {"default": "TORCH_SDPA"}},
+    "steps": [{"start": 0, "end": 3, "profile": "a"}]})");
+  EXPECT_EQ(base_ranges_text(early), "steps [3, end)");
+}
+
 TEST(ScheduleParseTest, SigmaWindowsAreHalfOpenExceptAtOne) {
   const AttentionSchedule s = valid(R"({"profiles": {"early": {"default": "TORCH_SDPA"}, "late": {"default": "SAGE_ATTN"}},
     "sigma": [{"low": 0.0, "high": 0.25, "profile": "late"}, {"low": 0.5, "high": 1.0, "profile": "early"}]})");
