@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "diffattn/backend.h"
 #include "diffattn/config.h"
@@ -25,23 +26,40 @@ struct AttentionLayerDesc {
   LayerTraits traits;
 };
 
+struct AttentionSchedule;
+
 class Attention {
  public:
   static Result<Attention> Create(const AttentionLayerDesc& desc, const AttentionConfig& config,
                                   Selector& selector);
+  // With an attention schedule (null: none, the same as above): the base configuration and every
+  // profile resolve now, for this layer's role (an error names the profile that cannot run), and
+  // each call runs the backend of the range its `problem.denoising` falls in, the base
+  // configuration's outside every range. A call without `denoising` is then an error.
+  static Result<Attention> Create(const AttentionLayerDesc& desc, const AttentionConfig& config,
+                                  const AttentionSchedule* schedule, Selector& selector);
 
   const AttentionLayerDesc& desc() const { return desc_; }
+  // The base configuration's resolution.
   const Resolution& resolution() const { return resolution_; }
+  // One per schedule profile, in name order (Resolution::profile names it); empty without a schedule.
+  std::vector<Resolution> profile_resolutions() const;
+  // What runs a call at `step`: a profile's resolution, or the base configuration's.
+  Result<const Resolution*> resolution_for(const DenoisingStep& step) const;
   // Runs the resolved backend. The problem must match the layer (heads, head size); the layer's
   // scale applies where the problem sets none, and a causal layer makes every call causal. A gate
   // (AttentionProblem::gate) is refused unless the backend declares that it takes one.
   Status forward(const AttentionProblem& problem, void* stream = nullptr) const;
 
  private:
+  Status scheduled_forward(const AttentionProblem& call, void* stream) const;
+
   AttentionLayerDesc desc_;
   Resolution resolution_;
   std::shared_ptr<Backend> backend_;
   bool takes_gate_ = false;  // the backend's Capabilities::gate
+  struct Scheduled;  // the schedule's profiles, resolved; null without a schedule
+  std::shared_ptr<const Scheduled> scheduled_;
 };
 
 }  // namespace diffattn

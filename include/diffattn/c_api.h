@@ -112,6 +112,20 @@ typedef struct diffattn_layer_desc {
 } diffattn_layer_desc;
 void diffattn_layer_desc_init(diffattn_layer_desc* desc);
 
+/* The attention schedule for the layers this session creates from now on: the JSON object of
+ * --diffusion-attention-schedule (profiles over denoising steps; docs/user_guide.md), checked by
+ * the same rules. NULL or "" removes it. A layer created under a schedule resolves every profile
+ * for its role at creation and needs each call's step (diffattn_layer_forward_step). */
+diffattn_code diffattn_session_set_schedule(diffattn_session* session, const char* schedule_json);
+
+/* Where a call sits in the denoising loop. */
+typedef struct diffattn_denoising_step {
+  long long index;      /* 0-based denoising step */
+  long long num_steps;  /* steps of the generation; 0: not known */
+  int has_sigma;        /* 0: no sigma */
+  double sigma;         /* normalised noise level in [0, 1], for a schedule by sigma */
+} diffattn_denoising_step;
+
 /* A layer resolves its backend once, at creation. It keeps no reference to the session. */
 typedef struct diffattn_layer diffattn_layer;
 diffattn_code diffattn_layer_create(diffattn_session* session, const diffattn_layer_desc* desc, diffattn_layer** out);
@@ -129,6 +143,11 @@ diffattn_code diffattn_layer_resolution(const diffattn_layer* layer, char** out_
 diffattn_code diffattn_layer_forward(const diffattn_layer* layer, const DLTensor* q, const DLTensor* k,
                                      const DLTensor* v, DLTensor* out, const DLTensor* mask, DLTensor* lse,
                                      void* stream);
+/* diffattn_layer_forward at a denoising step (NULL: none): a layer created under a schedule runs
+ * the backend of the profile whose range holds the step. */
+diffattn_code diffattn_layer_forward_step(const diffattn_layer* layer, const DLTensor* q, const DLTensor* k,
+                                          const DLTensor* v, DLTensor* out, const DLTensor* mask, DLTensor* lse,
+                                          const diffattn_denoising_step* step, void* stream);
 
 /* Sequence parallelism (docs/parallel.md): a layer whose every rank holds a shard of the image tokens.
  *

@@ -47,6 +47,15 @@ struct ProblemShape {
   bool gate = false;            // AttentionProblem::gate is set
 };
 
+// Where a call sits in the denoising loop, for what varies over steps: the attention schedule picks
+// its profile by `index` (or `sigma`), and step- or layer-dependent backends read it too.
+struct DenoisingStep {
+  std::int64_t index = 0;                 // 0-based denoising step
+  std::int64_t num_steps = 0;             // steps of the generation; 0: not known
+  std::optional<double> sigma;            // normalised noise level in [0, 1], where the pipeline knows it
+  std::optional<std::int64_t> layer;      // the model's layer index of this call, where it matters
+};
+
 struct AttentionProblem {
   TensorView q, k, v, out;
   std::optional<TensorView> mask;  // bool keep-mask, [B, Skv] or [B|1, H|1, Sq, Skv]
@@ -64,6 +73,8 @@ struct AttentionProblem {
   // backends ignore the geometry; the layer refuses a gate for a backend that takes none.
   std::optional<VideoGeometry> video;
   std::optional<TensorView> gate;
+  // The denoising step of the call; a layer with an attention schedule needs it.
+  std::optional<DenoisingStep> denoising;
 
   float softmax_scale() const;
   MaskKind mask_kind() const;

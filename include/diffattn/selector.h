@@ -34,11 +34,13 @@ struct Resolution {
   ResolutionSource source = ResolutionSource::kPlatform;
   std::string source_detail;           // "per_role['cross']", "attention_config.default", "platform default"
   std::vector<Considered> considered;  // defaults passed over, with reasons
+  std::optional<std::string> profile;  // the attention schedule's profile resolved; absent: the base configuration
 };
 
 nlohmann::json resolution_to_json(const Resolution& resolution);
 
 class Registry;
+struct AttentionSchedule;
 
 class Selector {
  public:
@@ -51,6 +53,13 @@ class Selector {
                              std::optional<std::string_view> category = std::nullopt,
                              const LayerTraits& traits = LayerTraits::Unconstrained());
 
+  // resolve() of one attention schedule profile's configuration: the profile and its ranges are named
+  // in source_detail ("schedule profile 'sparse' (steps [10, end)): attention_config.default"), in
+  // the log line and in any error. `profile` must be one of schedule.profiles.
+  Result<Resolution> resolve_profile(const AttentionSchedule& schedule, std::string_view profile, std::string_view role,
+                                     int head_size, std::optional<std::string_view> category = std::nullopt,
+                                     const LayerTraits& traits = LayerTraits::Unconstrained());
+
   const Platform& platform() const { return *platform_; }
   const Registry& registry() const { return *registry_; }
   std::size_t platform_queries() const;  // how often the platform was consulted (cache misses)
@@ -60,6 +69,10 @@ class Selector {
   // selections always key with unconstrained traits, as the platform ignores them there.
   using Key = std::tuple<std::string, int, LayerTraits>;
   Result<PlatformDecision> decide(const Key& key);
+  // `context` (empty for the base configuration) leads source_detail: "schedule profile 'x' (...): ".
+  Result<Resolution> resolve_in(std::string_view role, int head_size, const AttentionConfig& config,
+                                std::optional<std::string_view> category, const LayerTraits& traits,
+                                const std::string& context);
 
   std::shared_ptr<const Platform> platform_;
   const Registry* registry_;

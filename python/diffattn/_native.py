@@ -52,6 +52,15 @@ class LayerDesc(ctypes.Structure):
     ]
 
 
+class DenoisingStep(ctypes.Structure):
+    _fields_ = [
+        ("index", ctypes.c_longlong),
+        ("num_steps", ctypes.c_longlong),
+        ("has_sigma", ctypes.c_int),
+        ("sigma", ctypes.c_double),
+    ]
+
+
 def _candidates() -> list[Path]:
     """DIFFATTN_LIBRARY (a build tree's library, for tests), then the one installed with the package."""
     found = []
@@ -133,6 +142,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "diffattn_layer_backend": (ctypes.c_char_p, [_p]),
     "diffattn_layer_resolution": (ctypes.c_int, [_p, ctypes.POINTER(_p)]),
     "diffattn_layer_forward": (ctypes.c_int, [_p, _p, _p, _p, _p, _p, _p, _p]),
+    "diffattn_session_set_schedule": (ctypes.c_int, [_p, ctypes.c_char_p]),
+    "diffattn_layer_forward_step": (ctypes.c_int, [_p, _p, _p, _p, _p, _p, _p, ctypes.POINTER(DenoisingStep), _p]),
 }
 for _name, (_restype, _argtypes) in _SIGNATURES.items():
     _fn = getattr(lib, _name)

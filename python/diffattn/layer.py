@@ -108,14 +108,28 @@ class Attention:
         return Resolution.from_json(_native.call_json(_native.lib.diffattn_layer_resolution, self._handle))
 
     def forward_into(
-        self, q: Any, k: Any, v: Any, out: Any, mask: Any = None, lse: Any = None, stream: int | None = None
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        out: Any,
+        mask: Any = None,
+        lse: Any = None,
+        stream: int | None = None,
+        step: int | None = None,
+        sigma: float | None = None,
+        num_steps: int = 0,
     ) -> None:
         """Writes attention into `out` (and `lse`), on `stream` or, for PyTorch CUDA tensors, the
-        caller's current stream. On an error nothing has been written."""
+        caller's current stream. On an error nothing has been written. `step` (and `sigma`) place the
+        call in the denoising loop, which a session with an attention schedule needs."""
         keep: list[Any] = []
         if stream is None:
             stream = _tensors.current_cuda_stream(q)
-        code = _native.lib.diffattn_layer_forward(
+        denoising = None
+        if step is not None:
+            denoising = _native.DenoisingStep(int(step), int(num_steps), int(sigma is not None), float(sigma or 0.0))
+        code = _native.lib.diffattn_layer_forward_step(
             self._handle,
             _tensors.borrow(q, "q", keep),
             _tensors.borrow(k, "k", keep),
@@ -123,6 +137,7 @@ class Attention:
             _tensors.borrow(out, "out", keep),
             _tensors.borrow(mask, "mask", keep),
             _tensors.borrow(lse, "lse", keep),
+            ctypes.byref(denoising) if denoising is not None else None,
             stream,
         )
         if code:
@@ -139,8 +154,16 @@ class Attention:
         lse: Any = None,
         return_lse: bool = False,
         stream: int | None = None,
+        step: int | None = None,
+        sigma: float | None = None,
     ) -> Any:
-        """Attention of q over k/v: returns out, or (out, lse) with return_lse (or lse= given)."""
+        """Attention of q over k/v: returns out, or (out, lse) with return_lse (or lse= given).
+        `step` and `sigma`: the denoising step, for a session with an attention schedule."""
+        if step is not None and _tensors.torch_compiling(q):
+            from .errors import UsageError
+
+            raise UsageError("a scheduled call (step=) does not run under torch.compile yet; call it eagerly",
+                             "invalid_input")
         if stream is None and _tensors.torch_compiling(q):
             from . import torch_ops
 
@@ -150,7 +173,7 @@ class Attention:
             out = _tensors.empty_like_out(q, _out_shape(q, v))
         if want_lse and lse is None:
             lse = _tensors.empty_like_out(q, _lse_shape(q), float32=True)
-        self.forward_into(q, k, v, out, mask, lse if want_lse else None, stream)
+        self.forward_into(q, k, v, out, mask, lse if want_lse else None, stream, step, sigma)
         return (out, lse) if want_lse else out
 
 

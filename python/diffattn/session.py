@@ -93,7 +93,11 @@ class Session:
     as on the command line. Each session logs a role's resolution once (per role and source).
     """
 
-    def __init__(self, config: ConfigLike = None, platform: PlatformLike = None) -> None:
+    def __init__(
+        self, config: ConfigLike = None, platform: PlatformLike = None, schedule: Mapping[str, Any] | str | None = None
+    ) -> None:
+        """`schedule`: an attention schedule (the --diffusion-attention-schedule object, as a mapping or
+        JSON text), checked by the library's rules; the session's layers then take `step=` per call."""
         config = AttentionConfig.normalise(config)
         config_json = config.to_json()
         self._platform_spec = _platform_spec(platform)
@@ -104,6 +108,9 @@ class Session:
             )
         )
         self._handle = handle
+        if schedule is not None:
+            text = schedule if isinstance(schedule, str) else json.dumps(schedule)
+            _native.raise_for(_native.lib.diffattn_session_set_schedule(self._handle, text.encode()))
         if config.source_file:
             self._warn_if_tuned_elsewhere(config.source_file)
         self._lock = threading.Lock()

@@ -187,7 +187,8 @@ diffattn_code diffattn_layer_create(diffattn_session* session, const diffattn_la
     auto d = layer_desc_from_c(*desc, "diffattn_layer_create");
     if (!d.ok()) return fail(d.status());
     std::shared_lock lock(session->mu);
-    auto attention = diffattn::Attention::Create(*d, session->config, *session->selector);
+    auto attention = diffattn::Attention::Create(*d, session->config, session->schedule ? &*session->schedule : nullptr,
+                                                 *session->selector);
     if (!attention.ok()) return fail(attention.status());
     *out = new diffattn_layer{std::move(attention).value()};
     return DIFFATTN_OK;
@@ -200,9 +201,28 @@ const char* diffattn_layer_backend(const diffattn_layer* layer) {
   return layer == nullptr ? "" : layer->attention.resolution().backend.c_str();
 }
 
+diffattn_code diffattn_session_set_schedule(diffattn_session* session, const char* schedule_json) {
+  return guarded("diffattn_session_set_schedule", [&]() -> diffattn_code {
+    if (session == nullptr) return null_argument("diffattn_session_set_schedule", "session");
+    diffattn::ScheduleSources sources;
+    if (!is_empty(schedule_json)) sources.json = std::string(schedule_json);
+    auto schedule = diffattn::parse_attention_schedule(sources);
+    if (!schedule.ok()) return fail(schedule.status());
+    std::unique_lock lock(session->mu);
+    session->schedule = std::move(schedule).value();
+    return DIFFATTN_OK;
+  });
+}
+
 diffattn_code diffattn_layer_forward(const diffattn_layer* layer, const DLTensor* q, const DLTensor* k,
                                      const DLTensor* v, DLTensor* out, const DLTensor* mask, DLTensor* lse,
                                      void* stream) {
+  return diffattn_layer_forward_step(layer, q, k, v, out, mask, lse, nullptr, stream);
+}
+
+diffattn_code diffattn_layer_forward_step(const diffattn_layer* layer, const DLTensor* q, const DLTensor* k,
+                                          const DLTensor* v, DLTensor* out, const DLTensor* mask, DLTensor* lse,
+                                          const diffattn_denoising_step* step, void* stream) {
   return guarded("diffattn_layer_forward", [&]() -> diffattn_code {
     constexpr const char* kFn = "diffattn_layer_forward";
     if (layer == nullptr) return null_argument(kFn, "layer");
@@ -226,6 +246,13 @@ diffattn_code diffattn_layer_forward(const diffattn_layer* layer, const DLTensor
       auto converted = view_of(lse, "lse");
       if (!converted.ok()) return fail(converted.status());
       problem.lse = *converted;
+    }
+    if (step != nullptr) {
+      diffattn::DenoisingStep s;
+      s.index = step->index;
+      s.num_steps = step->num_steps;
+      if (step->has_sigma != 0) s.sigma = step->sigma;
+      problem.denoising = s;
     }
     const Status status = layer->attention.forward(problem, stream);
     if (!status.ok()) return fail(status);

@@ -13,6 +13,7 @@
 #include "diffattn/config.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
+#include "diffattn/schedule.h"
 #include "diffattn/selector.h"
 #include "diffattn/status.h"
 
@@ -24,6 +25,7 @@ struct diffattn_session {
   std::shared_ptr<const diffattn::Platform> platform;
   std::unique_ptr<diffattn::Selector> selector;
   diffattn::AttentionConfig config;
+  std::optional<diffattn::AttentionSchedule> schedule;
   std::shared_mutex mu;
 };
 

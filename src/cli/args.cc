@@ -19,6 +19,7 @@ namespace {
 constexpr std::string_view kConfigFlag = "--diffusion-attention-config";
 constexpr std::string_view kBackendFlag = "--diffusion-attention-backend";
 constexpr std::string_view kTopkFlag = "--fastvideo-vsa-topk";
+constexpr std::string_view kScheduleFlag = "--diffusion-attention-schedule";
 constexpr std::string_view kPlatformFlag = "--platform";
 constexpr std::string_view kJsonFlag = "--json";
 constexpr std::string_view kPluginFlag = "--plugin";
@@ -54,25 +55,27 @@ Result<std::string> take_flag_value(std::vector<std::string>& args, std::size_t 
 constexpr std::uintmax_t kMaxConfigFileBytes = 1 << 20;
 
 // "@FILE" reads the configuration from FILE (as vLLM accepts a path); any other value is the JSON itself.
-Result<std::string> config_json_from_value(std::string value) {
+// `flag` names the flag in messages.
+Result<std::string> config_json_from_value(std::string value, std::string_view flag = kConfigFlag) {
   if (!value.starts_with('@')) return value;
   const std::string path = value.substr(1);
+  const std::string f(flag);
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (path.empty() || ec || !fs::exists(status))
-    return UsageError("--diffusion-attention-config @" + path + ": no such file; write @PATH to a JSON file, or "
+    return UsageError(f + " @" + path + ": no such file; write @PATH to a JSON file, or "
                       "pass the JSON object itself.");
   if (!fs::is_regular_file(status))
-    return UsageError("--diffusion-attention-config @" + path + " is not a regular file (a directory or a device); "
+    return UsageError(f + " @" + path + " is not a regular file (a directory or a device); "
                       "name a JSON file.");
   const std::uintmax_t size = fs::file_size(path, ec);
   if (ec || size > kMaxConfigFileBytes)
-    return UsageError("--diffusion-attention-config @" + path + " is larger than " +
+    return UsageError(f + " @" + path + " is larger than " +
                       std::to_string(kMaxConfigFileBytes) + " bytes; a configuration is a small JSON object.");
   std::ifstream file(path, std::ios::binary);
   std::string text(std::istreambuf_iterator<char>(file), {});
-  if (!file && !file.eof()) return UsageError("--diffusion-attention-config @" + path + " could not be read.");
+  if (!file && !file.eof()) return UsageError(f + " @" + path + " could not be read.");
   return text;
 }
 
@@ -119,6 +122,25 @@ Result<bool> take_one_common_flag(std::vector<std::string>& args, std::size_t i,
     }
     DIFFATTN_ASSIGN_OR_RETURN(std::string value, value_of());
     options.config.dotted.emplace_back(path, std::move(value));
+    return true;
+  }
+  if (flag.name == kScheduleFlag) {
+    DIFFATTN_RETURN_IF_ERROR(reject_repeat(options.schedule.json.has_value(), name,
+                                           "pass one JSON object, or add settings with dotted "
+                                           "--diffusion-attention-schedule.<path> VALUE flags."));
+    DIFFATTN_ASSIGN_OR_RETURN(std::string value, value_of());
+    DIFFATTN_ASSIGN_OR_RETURN(std::string json, config_json_from_value(std::move(value), kScheduleFlag));
+    options.schedule.json = std::move(json);
+    return true;
+  }
+  if (flag.name.starts_with(kScheduleFlag) && flag.name[kScheduleFlag.size()] == '.') {
+    const std::string path(flag.name.substr(kScheduleFlag.size() + 1));
+    if (path.empty() || path.back() == '.' || path.find("..") != std::string::npos) {
+      return UsageError("'" + name + "' has an empty path segment; write e.g. "
+                        "--diffusion-attention-schedule.profiles.sparse.default.backend SAGE_ATTN.");
+    }
+    DIFFATTN_ASSIGN_OR_RETURN(std::string value, value_of());
+    options.schedule.dotted.emplace_back(path, std::move(value));
     return true;
   }
   if (flag.name == kBackendFlag) {
@@ -199,7 +221,7 @@ Result<CommonOptions> take_common_options(std::vector<std::string>& args) {
   return options;
 }
 
-int run_subcommand(std::vector<std::string>& args, std::string_view help, SubcommandBody body) {
+int run_subcommand(std::vector<std::string>& args, std::string_view help, SubcommandBody body, bool accepts_schedule) {
   if (wants_help(args)) {
     std::cout << help << kCommonFlagsHelp;
     return 0;
@@ -208,6 +230,11 @@ int run_subcommand(std::vector<std::string>& args, std::string_view help, Subcom
   env_log_threshold();  // an unknown DIFFATTN_LOG_LEVEL warns now, not only when something logs
   auto options = take_common_options(args);
   if (!options.ok()) return report_error(options.status(), json);
+  if (!accepts_schedule && options->schedule.given()) {
+    return report_error(UsageError("--diffusion-attention-schedule varies the backend over denoising steps, which only "
+                                   "diffattn run executes; use it with diffattn run, or drop it here."),
+                        json);
+  }
   // Plugins join the process's registry before anything resolves, so their names can be selected.
   for (const std::string& path : options->plugins) {
     auto names = load_plugin(path, global_registry());
@@ -231,6 +258,10 @@ Result<RoleFlag> parse_role_flag(const std::string& text) {
 
 Result<AttentionConfig> config_from_options(const CommonOptions& options) {
   return build_attention_config(options.config, env_attention_backend());
+}
+
+Result<std::optional<AttentionSchedule>> schedule_from_options(const CommonOptions& options) {
+  return parse_attention_schedule(options.schedule);
 }
 
 Result<PlatformInfo> platform_from_options(const CommonOptions& options) {

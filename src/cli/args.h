@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "diffattn/config.h"
 #include "diffattn/platform.h"
+#include "diffattn/schedule.h"
 #include "diffattn/status.h"
 
 namespace diffattn::cli {
@@ -37,14 +38,18 @@ Result<RoleFlag> parse_role_flag(const std::string& text);
 // The configuration the common flags describe, with DIFFUSION_ATTENTION_BACKEND applied by the
 // environment rule (used only while nothing on the command line set a default).
 Result<AttentionConfig> config_from_options(const CommonOptions& options);
+// The attention schedule the --diffusion-attention-schedule flags describe, or nullopt for none.
+Result<std::optional<AttentionSchedule>> schedule_from_options(const CommonOptions& options);
 // The platform --platform names (cpu, cuda, FILE.json), or the probed one when it was not given.
 Result<PlatformInfo> platform_from_options(const CommonOptions& options);
 
 // The shared start of every subcommand: with --help it prints `help` and the common flags;
 // otherwise it takes the common options (reporting a bad one in the form asked for) and runs
-// `body` on the arguments that are left.
+// `body` on the arguments that are left. A subcommand that does not run denoising steps refuses
+// --diffusion-attention-schedule (`accepts_schedule` false).
 using SubcommandBody = int (*)(std::vector<std::string>& args, const CommonOptions& options);
-int run_subcommand(std::vector<std::string>& args, std::string_view help, SubcommandBody body);
+int run_subcommand(std::vector<std::string>& args, std::string_view help, SubcommandBody body,
+                   bool accepts_schedule = false);
 
 // The flags every subcommand accepts, for usage messages and help texts.
 inline constexpr std::string_view kCommonFlagsHelp =

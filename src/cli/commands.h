@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "diffattn/config.h"
+#include "diffattn/schedule.h"
 #include "diffattn/status.h"
 
 namespace diffattn::cli {
@@ -16,6 +17,7 @@ namespace diffattn::cli {
 // --fastvideo-vsa-topk N, --platform {cpu|cuda|FILE.json}, --json.
 struct CommonOptions {
   ConfigSources config;
+  ScheduleSources schedule;  // --diffusion-attention-schedule JSON|@FILE and its dotted flags (diffattn run only)
   std::string platform_spec;  // empty: probe
   std::string config_file;    // the FILE of --diffusion-attention-config @FILE, if given so
   std::vector<std::string> plugins;  // --plugin PATH, in the order given

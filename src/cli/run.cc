@@ -34,7 +34,7 @@ namespace fs = std::filesystem;
 constexpr std::string_view kRunFlags =
     "--model, --height, --width, --num-frames, --num-inference-steps, --seed, --layers, --sample-steps, --batch, "
     "--dtype, --compare, --quality-bound, --out-dir, --activations, --warmup, --repeats, --cpu-budget-tflop, --prompt-tokens, "
-    "--ulysses, --ring and the common flags";
+    "--ulysses, --ring, --diffusion-attention-schedule and the common flags";
 
 constexpr std::string_view kRunHelp =
     "usage: diffattn run [--model NAME] [--height H --width W --num-frames F] [--num-inference-steps N]\n"
@@ -76,6 +76,11 @@ constexpr std::string_view kRunHelp =
     "                             GPUs one process per GPU over NCCL. Each self/joint role runs across the ranks,\n"
     "                             timed per rank, against the same backend on one rank (scaling and exactness).\n"
     "                             Default 1 and 1: the ordinary run\n"
+    "  --diffusion-attention-schedule JSON|@FILE   named profiles (each a whole attention configuration) over\n"
+    "                             denoising steps, e.g. {\"profiles\": {\"sparse\": {\"default\": \"SAGE_ATTN\"}},\n"
+    "                             \"steps\": [{\"start\": 10, \"end\": null, \"profile\": \"sparse\"}]} (end exclusive;\n"
+    "                             or \"sigma\": [{\"low\", \"high\", \"profile\"}] windows of 1 - step/N). Steps no range\n"
+    "                             covers use the configuration above. Also --diffusion-attention-schedule.<path> VALUE\n"
     "\n"
     "Common flags:\n";
 
@@ -225,19 +230,52 @@ Status write_reports(const runner::RunReport& report, const std::string& out_dir
   return Status::Ok();
 }
 
-// The startup record: every role under every configuration, as the selector resolves it.
+// A scheduled configuration's rows: the base configuration on the steps the schedule leaves, then
+// each profile on its ranges. Unscheduled: one row for the whole run.
+struct ScheduledPart {
+  std::string label;  // "" (unscheduled), "base: steps [0, 10)" or "sparse: steps [10, end)"
+  std::optional<std::string> profile;
+};
+
+std::vector<ScheduledPart> scheduled_parts(const runner::Configuration& c) {
+  if (!c.schedule) return {{"", std::nullopt}};
+  std::vector<ScheduledPart> parts;
+  const std::string base = base_ranges_text(*c.schedule);
+  if (!base.empty()) parts.push_back({"base: " + base, std::nullopt});
+  for (const auto& [name, profile] : c.schedule->profiles)
+    parts.push_back({name + ": " + profile_ranges_text(*c.schedule, name), name});
+  return parts;
+}
+
+Result<Resolution> resolve_part(Selector& selector, const runner::Configuration& c, const ScheduledPart& part,
+                                const runner::WorkloadPlan& plan, const runner::RolePlan& r) {
+  std::optional<std::string_view> category;
+  if (r.role.category) category = *r.role.category;
+  if (part.profile)
+    return selector.resolve_profile(*c.schedule, *part.profile, r.role.role, r.role.head_size, category,
+                                    runner::layer_traits(plan, r));
+  return selector.resolve(r.role.role, r.role.head_size, c.config, category, runner::layer_traits(plan, r));
+}
+
+// The startup record: every role under every configuration (and schedule profile), as the selector resolves it.
 void print_resolutions(const runner::WorkloadPlan& plan, const std::vector<runner::Configuration>& configs,
                        Selector& selector) {
-  Table table({"configuration", "role", "category", "head size", "backend", "source"});
+  const bool scheduled = std::any_of(configs.begin(), configs.end(), [](const auto& c) { return c.schedule.has_value(); });
+  std::vector<std::string> columns = {"configuration", "role", "category", "head size", "backend", "source"};
+  if (scheduled) columns.insert(columns.begin() + 1, "schedule");
+  Table table(columns);
   std::vector<std::string> refusals;
   for (const runner::Configuration& c : configs) {
-    for (const runner::RolePlan& r : plan.roles) {
-      std::optional<std::string_view> category;
-      if (r.role.category) category = *r.role.category;
-      auto res = selector.resolve(r.role.role, r.role.head_size, c.config, category, runner::layer_traits(plan, r));
-      table.add_row({c.label, r.role.role, r.role.category.value_or("-"), std::to_string(r.role.head_size),
-                     res.ok() ? res->backend : "cannot run here", res.ok() ? std::string(source_name(res->source)) : "-"});
-      if (!res.ok()) refusals.push_back(c.label + " / " + r.role.role + ": " + res.status().message());
+    for (const ScheduledPart& part : scheduled_parts(c)) {
+      for (const runner::RolePlan& r : plan.roles) {
+        auto res = resolve_part(selector, c, part, plan, r);
+        std::vector<std::string> row = {c.label, r.role.role, r.role.category.value_or("-"),
+                                        std::to_string(r.role.head_size), res.ok() ? res->backend : "cannot run here",
+                                        res.ok() ? std::string(source_name(res->source)) : "-"};
+        if (scheduled) row.insert(row.begin() + 1, part.label.empty() ? "-" : part.label);
+        table.add_row(row);
+        if (!res.ok()) refusals.push_back(c.label + " / " + r.role.role + ": " + res.status().message());
+      }
     }
   }
   std::cout << table.render();
@@ -247,13 +285,14 @@ void print_resolutions(const runner::WorkloadPlan& plan, const std::vector<runne
   std::cout << "\n";
 }
 
-// A single configuration whose explicit backend cannot run is an error before any work starts.
+// A single configuration whose explicit backend cannot run, in its base configuration or in any
+// schedule profile, is an error before any work starts.
 Status check_single_configuration(const runner::WorkloadPlan& plan, const runner::Configuration& config, Selector& selector) {
-  for (const runner::RolePlan& r : plan.roles) {
-    std::optional<std::string_view> category;
-    if (r.role.category) category = *r.role.category;
-    auto res = selector.resolve(r.role.role, r.role.head_size, config.config, category, runner::layer_traits(plan, r));
-    if (!res.ok()) return res.status();
+  for (const ScheduledPart& part : scheduled_parts(config)) {
+    for (const runner::RolePlan& r : plan.roles) {
+      auto res = resolve_part(selector, config, part, plan, r);
+      if (!res.ok()) return res.status();
+    }
   }
   return Status::Ok();
 }
@@ -278,7 +317,13 @@ Status write_tuned_config(const runner::RunReport& report, const std::string& pa
 int run_with_options(std::vector<std::string>& args, const CommonOptions& options, const std::string* tune_output) {
   auto flags = take_run_flags(args);
   if (!flags.ok()) return report_error(flags.status(), options.json);
+  auto schedule = schedule_from_options(options);
+  if (!schedule.ok()) return report_error(schedule.status(), options.json);
   if (flags->degrees.world() > 1) {
+    if (*schedule)
+      return report_error(UsageError("a --ulysses/--ring run takes one backend for every step; leave out "
+                                     "--diffusion-attention-schedule (or run it without --ulysses/--ring)"),
+                          options.json);
     auto info = platform_from_options(options);
     if (!info.ok()) return report_error(info.status(), options.json);
     apply_embedded_default(flags->request, info->kind == PlatformKind::kCuda);
@@ -295,7 +340,7 @@ int run_with_options(std::vector<std::string>& args, const CommonOptions& option
   const bool on_device = info->kind == PlatformKind::kCuda;
   runner::RunRequest& request = flags->request;
   apply_embedded_default(request, on_device);
-  auto configs = runner::make_configurations(*config, request.compare, *info, global_registry());
+  auto configs = runner::make_configurations(*config, request.compare, *info, global_registry(), *schedule);
   if (!configs.ok()) return report_error(configs.status(), options.json);
   auto plan = runner::plan_workload(request, on_device, static_cast<int>(configs->size()));
   if (!plan.ok()) return report_error(plan.status(), options.json);
@@ -382,7 +427,7 @@ int tune_with_options(std::vector<std::string>& args, const CommonOptions& optio
 
 int run_workload(std::vector<std::string> args) {
   g_run_args = args;
-  return run_subcommand(args, kRunHelp, run_only);
+  return run_subcommand(args, kRunHelp, run_only, /*accepts_schedule=*/true);
 }
 int run_tune(std::vector<std::string> args) { return run_subcommand(args, kTuneHelp, tune_with_options); }
 

@@ -11,17 +11,16 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kFlagPrefix = "--diffusion-attention-config.";
-
-Result<std::vector<std::string>> split_path(std::string_view path, std::string_view flag) {
+Result<std::vector<std::string>> split_path(std::string_view path, std::string_view flag, std::string_view prefix) {
   std::vector<std::string> segments;
   std::size_t start = 0;
   while (true) {
     const std::size_t dot = path.find('.', start);
     const std::string_view segment = path.substr(start, dot == std::string_view::npos ? dot : dot - start);
     if (segment.empty()) {
-      return InvalidConfig(std::string(flag) + " has an empty path segment; write it as " + std::string(kFlagPrefix) +
-                           "per_role.<role>.backend NAME or " + std::string(kFlagPrefix) + "default.<key> VALUE.");
+      return InvalidConfig(std::string(flag) + " has an empty path segment; write it as " + std::string(prefix) +
+                           "<key>.<key> VALUE with every key named (e.g. " + std::string(prefix) +
+                           "default.backend NAME, or for the schedule profiles.<name>.default.backend NAME).");
     }
     segments.emplace_back(segment);
     if (segments.size() > static_cast<std::size_t>(kMaxJsonDepth)) {
@@ -94,11 +93,12 @@ Result<json> typed_flag_value(std::string_view text, std::string_view flag) {
   return value;
 }
 
-Status merge_dotted_flags(json& root, std::span<const std::pair<std::string, std::string>> flags) {
+Status merge_dotted_flags(json& root, std::span<const std::pair<std::string, std::string>> flags,
+                          std::string_view flag_prefix) {
   for (const auto& [path, text] : flags) {
-    if (!is_valid_utf8(path)) return InvalidConfig("a --diffusion-attention-config.<path> flag is not valid UTF-8.");
-    const std::string flag = std::string(kFlagPrefix) + path;
-    DIFFATTN_ASSIGN_OR_RETURN(std::vector<std::string> segments, split_path(path, flag));
+    if (!is_valid_utf8(path)) return InvalidConfig("a " + std::string(flag_prefix) + "<path> flag is not valid UTF-8.");
+    const std::string flag = std::string(flag_prefix) + path;
+    DIFFATTN_ASSIGN_OR_RETURN(std::vector<std::string> segments, split_path(path, flag, flag_prefix));
     DIFFATTN_ASSIGN_OR_RETURN(json value, typed_flag_value(text, flag));
     DIFFATTN_RETURN_IF_ERROR(set_path(root, segments, value, flag));
   }

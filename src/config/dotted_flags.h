@@ -19,6 +19,8 @@ Result<nlohmann::json> typed_flag_value(std::string_view text, std::string_view 
 
 // Sets each path in `root` (an object), in order. A later flag replaces an earlier value at the
 // same path; objects merge key by key; a path through a value, or a value over keys, is an error.
-Status merge_dotted_flags(nlohmann::json& root, std::span<const std::pair<std::string, std::string>> flags);
+// `flag_prefix` names the flags in messages ("--diffusion-attention-schedule." for the schedule).
+Status merge_dotted_flags(nlohmann::json& root, std::span<const std::pair<std::string, std::string>> flags,
+                          std::string_view flag_prefix = "--diffusion-attention-config.");
 
 }  // namespace diffattn::config_detail

@@ -38,8 +38,12 @@ Result<Configuration> compare_entry(const AttentionConfig& user, const std::stri
 }  // namespace
 
 Result<std::vector<Configuration>> make_configurations(const AttentionConfig& user, const std::vector<std::string>& compare,
-                                                       const PlatformInfo& platform, const Registry& registry) {
-  if (compare.empty()) return std::vector<Configuration>{{user.empty() ? "platform default" : "configured", user}};
+                                                       const PlatformInfo& platform, const Registry& registry,
+                                                       const std::optional<AttentionSchedule>& schedule) {
+  if (compare.empty()) {
+    const std::string label = schedule ? "scheduled" : user.empty() ? "platform default" : "configured";
+    return std::vector<Configuration>{{label, user, schedule}};
+  }
   if (user.default_spec && user.default_origin != DefaultOrigin::kEnv)
     return InvalidConfig("--compare sets the default backend of each configuration it runs; drop "
                          "--diffusion-attention-backend / default.backend (per_role entries may stay)");
@@ -54,6 +58,7 @@ Result<std::vector<Configuration>> make_configurations(const AttentionConfig& us
   std::vector<Configuration> configs;
   for (const std::string& e : entries) {
     DIFFATTN_ASSIGN_OR_RETURN(Configuration c, compare_entry(user, e, registry));
+    c.schedule = schedule;
     const bool duplicate = std::any_of(configs.begin(), configs.end(), [&](const Configuration& x) { return x.label == c.label; });
     if (!duplicate) configs.push_back(std::move(c));
   }

@@ -1,6 +1,9 @@
 #include "runner/report_format.h"
 
+#include <algorithm>
 #include <cstdio>
+
+#include "common/strings.h"
 
 namespace diffattn::runner {
 
@@ -21,5 +24,20 @@ std::string fmt_ms(double ms) {
 std::string fmt_share(std::optional<double> share) { return share ? fmt("%.1f %%", *share * 100.0) : "-"; }
 
 std::string fmt_psnr(const QualityMetrics& m) { return m.psnr_db ? fmt("%.1f dB", *m.psnr_db) : "inf"; }
+
+std::string fmt_backend(const BackendRun& run) {
+  if (run.backend.empty()) return "-";
+  if (run.schedule.empty()) return run.backend + " (" + run.source + ")";
+  std::vector<std::string> backends;
+  for (const ScheduleUse& u : run.schedule)
+    if (std::find(backends.begin(), backends.end(), u.backend) == backends.end()) backends.push_back(u.backend);
+  return join(backends, " + ") + " (schedule)";
+}
+
+std::string fmt_steps(const std::vector<int>& steps) {
+  std::vector<std::string> items;
+  for (int s : steps) items.push_back(std::to_string(s));
+  return items.empty() ? "none sampled" : join(items, ", ");
+}
 
 }  // namespace diffattn::runner

@@ -30,7 +30,7 @@ void write_run_row(std::ostringstream& o, const RunReport& report, const RoleRep
   const bool winner = role.verdict.configuration && *role.verdict.configuration == run.configuration && !baseline;
   o << "<tr class=\"" << (baseline ? "base" : (run.ok() ? "" : "fail")) << "\">" << td(role.plan.role.role, true)
     << "<td class=\"l" << (winner ? " win" : "") << "\">" << html_escape(run.configuration) << "</td>"
-    << td(run.backend.empty() ? "-" : run.backend + " (" + run.source + ")", true);
+    << td(fmt_backend(run), true);
   if (!run.ok()) {
     o << "<td class=\"l\" colspan=\"8\">" << html_escape(run.error) << "</td></tr>\n";
     return;
@@ -142,6 +142,22 @@ void write_results(std::ostringstream& o, const RunReport& report) {
   o << "</table>\n";
 }
 
+// Which profile and backend ran which steps, for every scheduled configuration.
+void write_schedule(std::ostringstream& o, const RunReport& report) {
+  std::ostringstream rows;
+  for (const RoleReport& role : report.roles)
+    for (const BackendRun& run : role.runs)
+      for (const ScheduleUse& u : run.schedule)
+        rows << "<tr>" << td(role.plan.role.role, true) << td(run.configuration, true)
+             << td(u.profile.empty() ? "(base configuration)" : u.profile, true) << td(u.ranges, true)
+             << td(u.backend, true) << td(fmt_steps(u.sampled_steps), true) << "</tr>\n";
+  if (rows.str().empty()) return;
+  o << "<h2>Attention schedule</h2>\n<table><tr><th class=\"l\">role</th><th class=\"l\">configuration</th>"
+       "<th class=\"l\">profile</th><th class=\"l\">covers</th><th class=\"l\">backend</th>"
+       "<th class=\"l\">sampled steps run</th></tr>\n"
+    << rows.str() << "</table>\n";
+}
+
 void write_step_summary(std::ostringstream& o, const RunReport& report) {
   o << "<h2>Attention per denoising step</h2>\n<table><tr><th class=\"l\">configuration</th>"
        "<th>attention per step</th><th>attention per generation</th></tr>\n";
@@ -169,6 +185,7 @@ std::string report_to_html(const RunReport& report) {
   if (!report.configurations.empty()) o << render_bar_chart(error_chart(report));
   o << "</div>\n";
   write_results(o, report);
+  write_schedule(o, report);
   write_step_summary(o, report);
   o << "<p class=\"meta\">Every figure is also in report.json next to this file.</p>\n</body></html>\n";
   return o.str();

@@ -27,6 +27,16 @@ json run_to_json(const RunReport& report, const RoleReport& role, const BackendR
     j["speedup_vs_baseline"] = base > 0 && !run.same_as_baseline ? json(base / run.median_ms()) : json(nullptr);
   }
   if (run.configuration != "baseline") j["same_as_baseline"] = run.same_as_baseline;
+  if (!run.schedule.empty()) {
+    json uses = json::array();
+    for (const ScheduleUse& u : run.schedule)
+      uses.push_back({{"profile", u.profile.empty() ? json(nullptr) : json(u.profile)},
+                      {"ranges", u.ranges},
+                      {"backend", u.backend},
+                      {"source_detail", u.source_detail},
+                      {"sampled_steps", u.sampled_steps}});
+    j["schedule"] = std::move(uses);
+  }
   if (run.ok() && run.configuration != "baseline" && run.quality.elements > 0) {
     j["quality"] = quality_to_json(run.quality);
     j["within_bound"] = within_bound(run.quality, report.request.quality_bound);
@@ -79,8 +89,10 @@ json step_summary(const RunReport& report) {
 json report_to_json(const RunReport& report) {
   const WorkloadPlan& plan = report.plan;
   json configurations = json::array();
-  for (const Configuration& c : report.configurations)
+  for (const Configuration& c : report.configurations) {
     configurations.push_back({{"label", c.label}, {"config", config_to_json(c.config)}});
+    if (c.schedule) configurations.back()["schedule"] = schedule_to_json(*c.schedule);
+  }
   json roles = json::array();
   for (const RoleReport& role : report.roles) roles.push_back(role_to_json(report, role));
   return {{"tool", "diffattn run"},

@@ -11,8 +11,7 @@ namespace diffattn::runner {
 namespace {
 
 std::vector<std::string> run_row(const RunReport& report, const RoleReport& role, const BackendRun& run, bool baseline) {
-  std::vector<std::string> row = {role.plan.role.role, run.configuration,
-                                  run.backend.empty() ? "-" : run.backend + " (" + run.source + ")"};
+  std::vector<std::string> row = {role.plan.role.role, run.configuration, fmt_backend(run)};
   if (!run.ok()) {
     row.push_back("did not run (below)");
     return row;
@@ -33,6 +32,22 @@ std::vector<std::string> run_row(const RunReport& report, const RoleReport& role
   const QualityMetrics& q = run.quality;
   row.insert(row.end(), {fmt("%.2e", q.rel_l2), fmt("%.6f", q.cosine), fmt("%.2e", q.max_abs), fmt_psnr(q)});
   return row;
+}
+
+// Which profile and backend ran which steps, for every scheduled configuration.
+std::string schedule_text(const RunReport& report) {
+  TextTable table({"role", "configuration", "profile", "covers", "backend", "sampled steps run"});
+  bool any = false;
+  for (const RoleReport& role : report.roles) {
+    for (const BackendRun& run : role.runs) {
+      for (const ScheduleUse& u : run.schedule) {
+        any = true;
+        table.add_row({role.plan.role.role, run.configuration, u.profile.empty() ? "(base configuration)" : u.profile,
+                       u.ranges, u.backend, fmt_steps(u.sampled_steps)});
+      }
+    }
+  }
+  return any ? "attention schedule:\n" + table.render() + "\n" : "";
 }
 
 }  // namespace
@@ -62,6 +77,7 @@ std::string report_to_text(const RunReport& report) {
     for (const BackendRun& run : role.runs) table.add_row(run_row(report, role, run, false));
   }
   o << table.render() << "\n";
+  o << schedule_text(report);
   std::vector<std::string> same;
   for (const RoleReport& role : report.roles)
     for (const BackendRun& run : role.runs)

@@ -10,6 +10,7 @@
 
 #include "diffattn/config.h"
 #include "diffattn/platform.h"
+#include "diffattn/schedule.h"
 #include "runner/quality_metrics.h"
 #include "runner/run_request.h"
 #include "runner/workload_plan.h"
@@ -19,7 +20,18 @@ namespace diffattn::runner {
 // One configuration compared: a label ("FLASH_ATTN", "configured") and the config it stands for.
 struct Configuration {
   std::string label;
-  AttentionConfig config;
+  AttentionConfig config;  // the base configuration: every step the schedule leaves out
+  std::optional<AttentionSchedule> schedule;
+};
+
+// One part of a scheduled configuration's run: a profile (empty: the base configuration), the
+// ranges it covers, what it resolved to and which sampled steps ran under it.
+struct ScheduleUse {
+  std::string profile;
+  std::string ranges;  // "steps [10, end)"
+  std::string backend;
+  std::string source_detail;
+  std::vector<int> sampled_steps;
 };
 
 struct BackendRun {
@@ -34,6 +46,7 @@ struct BackendRun {
   // The baseline's own computation (TORCH_SDPA with no options on the same layer): not run twice;
   // its times are the baseline's and no ratio is reported.
   bool same_as_baseline = false;
+  std::vector<ScheduleUse> schedule;  // the base configuration, then each profile; empty without a schedule
 
   bool ok() const { return error.empty(); }
   double median_ms() const;

@@ -1,5 +1,6 @@
 #include "runner/workload_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -34,11 +35,32 @@ AttentionLayerDesc layer_desc(const WorkloadPlan& plan, const RolePlan& role_pla
   return d;
 }
 
+// The startup record of a scheduled layer: which profile and backend run which steps.
+std::vector<ScheduleUse> schedule_uses(const Attention& layer, const AttentionSchedule& schedule) {
+  std::vector<ScheduleUse> uses;
+  const std::string base_ranges = base_ranges_text(schedule);
+  if (!base_ranges.empty())
+    uses.push_back({"", base_ranges, layer.resolution().backend, layer.resolution().source_detail, {}});
+  for (const Resolution& r : layer.profile_resolutions())
+    uses.push_back({*r.profile, profile_ranges_text(schedule, *r.profile), r.backend, r.source_detail, {}});
+  return uses;
+}
+
+std::string schedule_log_line(const std::string& label, const std::string& role, const std::vector<ScheduleUse>& uses) {
+  std::string line = "Attention schedule of '" + label + "' for role='" + role + "':";
+  for (std::size_t i = 0; i < uses.size(); ++i) {
+    const ScheduleUse& u = uses[i];
+    line += (i == 0 ? " " : "; ") + u.ranges + " " +
+            (u.profile.empty() ? "base configuration" : "profile '" + u.profile + "'") + " -> " + u.backend;
+  }
+  return line;
+}
+
 Candidate resolve_candidate(const std::string& label, const AttentionConfig& config, const AttentionLayerDesc& desc,
-                            Selector& selector) {
+                            Selector& selector, const AttentionSchedule* schedule = nullptr) {
   Candidate c;
   c.run.configuration = label;
-  auto layer = Attention::Create(desc, config, selector);
+  auto layer = Attention::Create(desc, config, schedule, selector);
   if (!layer.ok()) {
     c.run.error = layer.status().message();
     c.run.error_code = std::string(error_code_name(layer.status().code()));
@@ -49,8 +71,38 @@ Candidate resolve_candidate(const std::string& label, const AttentionConfig& con
   c.run.backend = res.backend;
   c.run.source = std::string(source_name(res.source));
   c.run.resolution = resolution_to_json(res);
+  if (schedule) {
+    c.run.schedule = schedule_uses(*layer, *schedule);
+    log_info(schedule_log_line(label, desc.role, c.run.schedule));
+  }
   c.layer.emplace(std::move(layer).value());
   return c;
+}
+
+// The denoising step the runner's calls carry. Its sigma is the unshifted flow-matching noise level
+// of step i of N, 1 - i/N: the runner has no sampler, so sigma windows are exercised on that curve.
+DenoisingStep runner_step(const WorkloadPlan& plan, const ActivationSample& sample) {
+  DenoisingStep step;
+  step.index = sample.step;
+  step.num_steps = plan.steps;
+  step.sigma = 1.0 - static_cast<double>(sample.step) / static_cast<double>(plan.steps);
+  step.layer = sample.layer;
+  return step;
+}
+
+// Records which part of the schedule a sampled step ran under.
+void note_scheduled_step(Candidate& c, const DenoisingStep& step) {
+  if (c.run.schedule.empty()) return;
+  auto resolution = c.layer->resolution_for(step);
+  if (!resolution.ok()) return;
+  const std::string profile = (*resolution)->profile.value_or("");
+  for (ScheduleUse& use : c.run.schedule) {
+    if (use.profile != profile) continue;
+    std::vector<int>& steps = use.sampled_steps;  // every layer samples the same steps: keep each once, in order
+    const int index = static_cast<int>(step.index);
+    if (std::find(steps.begin(), steps.end(), index) == steps.end())
+      steps.insert(std::upper_bound(steps.begin(), steps.end(), index), index);
+  }
 }
 
 // The baseline is resolved quietly, by a selector of its own (whose once-per-key log memory must not
@@ -72,9 +124,10 @@ bool has_no_options(const std::optional<AttentionSpec>& spec) {
                    spec->extra.empty());
 }
 
-// Same backend, no options, same layer: the candidate would repeat the baseline's computation.
+// Same backend, no options, same layer, no schedule: the candidate would repeat the baseline's computation.
 bool repeats_baseline(const Candidate& c, const Candidate& baseline) {
-  return c.layer && baseline.layer && c.layer->resolution().backend == baseline.layer->resolution().backend &&
+  return c.layer && baseline.layer && c.run.schedule.empty() &&
+         c.layer->resolution().backend == baseline.layer->resolution().backend &&
          has_no_options(c.layer->resolution().spec);
 }
 
@@ -162,8 +215,10 @@ class RoleExecutor {
       : plan_(plan), progress_(progress), done_(done), total_(total) {}
 
   // Warm-up calls, then timed ones; a failure ends this backend's run for the role.
-  Status time_calls(const Attention& layer, SampleBuffers& buffers, BackendRun& run, const std::string& label) {
-    const AttentionProblem problem = buffers.problem();
+  Status time_calls(const Attention& layer, SampleBuffers& buffers, BackendRun& run, const std::string& label,
+                    const DenoisingStep& step) {
+    AttentionProblem problem = buffers.problem();
+    problem.denoising = step;
     for (int i = 0; i < plan_.warmup + plan_.repeats; ++i) {
       DIFFATTN_RETURN_IF_ERROR(buffers.poison());
       auto ms = time_call_ms(plan_.on_device, [&] { return layer.forward(problem, nullptr); });
@@ -215,7 +270,7 @@ RoleCandidates resolve_role(const WorkloadPlan& plan, const RolePlan& role, cons
   const AttentionLayerDesc desc = layer_desc(plan, role);
   RoleCandidates r{resolve_baseline(desc, baseline_selector), {}};
   for (const Configuration& c : configurations) {
-    r.configured.push_back(resolve_candidate(c.label, c.config, desc, selector));
+    r.configured.push_back(resolve_candidate(c.label, c.config, desc, selector, c.schedule ? &*c.schedule : nullptr));
     r.configured.back().run.same_as_baseline = repeats_baseline(r.configured.back(), r.baseline);
   }
   return r;
@@ -241,9 +296,10 @@ Status run_role(const RunRequest& request, const WorkloadPlan& plan, RoleCandida
                               text_padding_mask(plan, report.plan, qkv->k.shape()[0], qkv->k.shape()[1]));
     DIFFATTN_ASSIGN_OR_RETURN(SampleBuffers buffers,
                               SampleBuffers::prepare(*qkv, std::move(mask), plan.on_device, report.plan.role));
+    const DenoisingStep step = runner_step(plan, sample);
     std::optional<HostTensor> reference;
     if (baseline.run.ok()) {
-      Status s = exec.time_calls(*baseline.layer, buffers, baseline.run, where + " baseline");
+      Status s = exec.time_calls(*baseline.layer, buffers, baseline.run, where + " baseline", step);
       auto out = s.ok() ? buffers.fetch_output() : Result<HostTensor>(s);
       if (out.ok()) reference = std::move(out).value();
       else record_failure(baseline.run, out.status());
@@ -256,7 +312,8 @@ Status run_role(const RunRequest& request, const WorkloadPlan& plan, RoleCandida
         if (reference && c.run.same_as_baseline) merge_worst(c.run.quality, compare_outputs(*reference, *reference));
         continue;
       }
-      Status s = exec.time_calls(*c.layer, buffers, c.run, where + " " + c.run.configuration);
+      note_scheduled_step(c, step);
+      Status s = exec.time_calls(*c.layer, buffers, c.run, where + " " + c.run.configuration, step);
       auto out = s.ok() ? buffers.fetch_output() : Result<HostTensor>(s);
       if (!out.ok()) {
         record_failure(c.run, out.status());

@@ -16,13 +16,16 @@ std::string_view source_name(ResolutionSource source) {
 nlohmann::json resolution_to_json(const Resolution& resolution) {
   nlohmann::json considered = nlohmann::json::array();
   for (const Considered& c : resolution.considered) considered.push_back({{"backend", c.backend}, {"reason", c.reason}});
-  return {{"role", resolution.role},
-          {"category", resolution.category ? nlohmann::json(*resolution.category) : nlohmann::json(nullptr)},
-          {"head_size", resolution.head_size},
-          {"backend", resolution.backend},
-          {"source", source_name(resolution.source)},
-          {"spec", resolution.spec ? spec_to_json(*resolution.spec) : nlohmann::json(nullptr)},
-          {"considered", considered}};
+  nlohmann::json out = {
+      {"role", resolution.role},
+      {"category", resolution.category ? nlohmann::json(*resolution.category) : nlohmann::json(nullptr)},
+      {"head_size", resolution.head_size},
+      {"backend", resolution.backend},
+      {"source", source_name(resolution.source)},
+      {"spec", resolution.spec ? spec_to_json(*resolution.spec) : nlohmann::json(nullptr)},
+      {"considered", considered}};
+  if (resolution.profile) out["profile"] = *resolution.profile;
+  return out;
 }
 
 }  // namespace diffattn

@@ -4,6 +4,7 @@
 
 #include "diffattn/log.h"
 #include "diffattn/registry.h"
+#include "diffattn/schedule.h"
 #include "registry/option_checks.h"
 #include "registry/unknown_backend_message.h"
 
@@ -61,6 +62,28 @@ Result<PlatformDecision> Selector::decide(const Key& key) {
 
 Result<Resolution> Selector::resolve(std::string_view role, int head_size, const AttentionConfig& config,
                                      std::optional<std::string_view> category, const LayerTraits& traits) {
+  return resolve_in(role, head_size, config, category, traits, "");
+}
+
+Result<Resolution> Selector::resolve_profile(const AttentionSchedule& schedule, std::string_view profile,
+                                             std::string_view role, int head_size,
+                                             std::optional<std::string_view> category, const LayerTraits& traits) {
+  const auto it = schedule.profiles.find(std::string(profile));
+  if (it == schedule.profiles.end())
+    return Internal("Selector::resolve_profile: '" + std::string(profile) + "' is not a profile of the schedule");
+  const std::string context =
+      "schedule profile '" + std::string(profile) + "' (" + profile_ranges_text(schedule, profile) + ")";
+  Result<Resolution> r = resolve_in(role, head_size, it->second, category, traits, context);
+  if (!r.ok()) {
+    return Status(r.status().code(), context + ", role '" + std::string(role) + "': " + r.status().message());
+  }
+  r->profile = std::string(profile);
+  return r;
+}
+
+Result<Resolution> Selector::resolve_in(std::string_view role, int head_size, const AttentionConfig& config,
+                                        std::optional<std::string_view> category, const LayerTraits& traits,
+                                        const std::string& context) {
   const SpecLookup lookup = resolve_spec_for_role(config, role, category);
   Resolution r;
   r.role = std::string(role);
@@ -84,6 +107,7 @@ Result<Resolution> Selector::resolve(std::string_view role, int head_size, const
     r.source = ResolutionSource::kPlatform;
     r.source_detail = "platform default";
   }
+  if (!context.empty()) r.source_detail = context + ": " + r.source_detail;
 
   bool first_time = false;
   {
