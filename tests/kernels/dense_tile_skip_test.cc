@@ -50,11 +50,14 @@ TEST(DenseTileSkip, TilesAPerRowMaskEmptiesAreNotRead) {
   // The oracle reads the same mask with the hidden values zeroed.
   auto clean = testing::make_case_data(dense_case(), rng);
   // Same inputs: copy q, k, mask and v, with zeros where v is NaN.
-  for (auto [from, to] : {std::pair{&p.q, &clean->problem.q}, {&p.k, &clean->problem.k}, {&p.v, &clean->problem.v}})
-    testing::for_each_offset(*from, [&](std::int64_t off) {
-      const double x = testing::read_element(*from, off);
-      testing::write_element(*to, off, std::isnan(x) ? 0.0 : x);
+  for (const auto& pair : {std::pair{&p.q, &clean->problem.q}, {&p.k, &clean->problem.k}, {&p.v, &clean->problem.v}}) {
+    const TensorView& from = *pair.first;  // named, not bound: clang 14 cannot capture structured bindings
+    TensorView& to = *pair.second;
+    testing::for_each_offset(from, [&](std::int64_t off) {
+      const double x = testing::read_element(from, off);
+      testing::write_element(to, off, std::isnan(x) ? 0.0 : x);
     });
+  }
   testing::for_each_offset(*p.mask, [&](std::int64_t off) {
     testing::write_element(*clean->problem.mask, off, testing::read_element(*p.mask, off));
   });
