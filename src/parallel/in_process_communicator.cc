@@ -32,28 +32,17 @@ class Group : public std::enable_shared_from_this<Group> {
   int size() const { return size_; }
 
   // Waits until all ranks have arrived; the last to arrive runs `on_complete` under the lock.
-  Status rendezvous(int rank, const std::function<void()>& on_complete = {}) {
-    std::unique_lock lock(mu_);
-    if (failure_) return failed_status();
-    const std::uint64_t generation = generation_;
-    if (++arrived_ == size_) {
-      arrived_ = 0;
-      ++generation_;
-      if (on_complete) on_complete();
-      cv_.notify_all();
-      return Status::Ok();
-    }
-    const bool done = cv_.wait_for(lock, timeout_, [&] { return generation_ != generation || failure_.has_value(); });
-    // A rendezvous that completed stands even if a rank failed right after it.
-    if (generation_ != generation) return Status::Ok();
-    if (failure_) return failed_status();
-    if (!done) {
-      failure_ = "rank " + std::to_string(rank) + " waited " + std::to_string(timeout_.count()) +
-                 " ms for the other ranks of its group at a collective: a rank stopped or took another path";
-      cv_.notify_all();
-      return failed_status();
-    }
-    return Status::Ok();
+  Status rendezvous(int rank, const std::function<void()>& on_complete = {}) { return meet(rank, on_complete, false); }
+
+  // The second rendezvous of a collective whose first one completed: every rank is then between the
+  // two, reading the others' buffers, and reaches this one whatever fails meanwhile. So it waits for
+  // all of them even in an aborted group (a rank that left early could free a buffer a peer still
+  // reads), and only then reports the abort.
+  Status drain(int rank) {
+    Status met = meet(rank, {}, true);
+    if (!met.ok()) return met;
+    std::lock_guard lock(mu_);
+    return failure_ ? failed_status() : Status::Ok();
   }
 
   void deposit(int rank, Deposit d) {
@@ -99,6 +88,34 @@ class Group : public std::enable_shared_from_this<Group> {
   }
 
  private:
+  // `through_failure`: wait for every rank even after an abort (drain).
+  Status meet(int rank, const std::function<void()>& on_complete, bool through_failure) {
+    std::unique_lock lock(mu_);
+    if (failure_ && !through_failure) return failed_status();
+    const std::uint64_t generation = generation_;
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      ++generation_;
+      if (on_complete) on_complete();
+      cv_.notify_all();
+      return Status::Ok();
+    }
+    const bool done = cv_.wait_for(lock, timeout_, [&] {
+      return generation_ != generation || (!through_failure && failure_.has_value());
+    });
+    // A rendezvous that completed stands even if a rank failed right after it.
+    if (generation_ != generation) return Status::Ok();
+    if (failure_ && !through_failure) return failed_status();
+    if (!done) {
+      if (!failure_)
+        failure_ = "rank " + std::to_string(rank) + " waited " + std::to_string(timeout_.count()) +
+                   " ms for the other ranks of its group at a collective: a rank stopped or took another path";
+      cv_.notify_all();
+      return failed_status();
+    }
+    return Status::Ok();
+  }
+
   Status failed_status() const {
     return Internal("in-process communicator: the group was aborted: " + *failure_);
   }
@@ -210,7 +227,7 @@ class InProcessCommunicator : public Communicator {
     DIFFATTN_RETURN_IF_ERROR(group_->rendezvous(rank_));
     Status read = read_mine();
     if (!read.ok()) group_->abort(read.message());
-    DIFFATTN_RETURN_IF_ERROR(group_->rendezvous(rank_));
+    DIFFATTN_RETURN_IF_ERROR(group_->drain(rank_));
     return read;
   }
 
