@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "diffattn/builtin_backends.h"
 #include "diffattn/config.h"
 
 namespace {
@@ -60,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (newline == std::string_view::npos) break;
     rest.remove_prefix(newline + 1);
   }
-  auto config = diffattn::build_attention_config(sources, env);
+  auto config = diffattn::build_attention_config(sources, env, diffattn::global_registry());
   if (!config.ok()) {
     if (config.status().message().empty()) std::abort();  // every error must say something
     // The CLI prints messages inside JSON: dump() throws, and the fuzzer stops, on text that is not UTF-8.
@@ -68,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   const std::string printed = diffattn::config_to_json(*config).dump();
-  auto again = diffattn::parse_attention_config_json(printed);
+  auto again = diffattn::parse_attention_config_json(printed, diffattn::global_registry());
   // The printed form does not carry where the default came from; everything else must match.
   if (again.ok()) again->default_origin = config->default_origin;
   if (!again.ok() || !(again.value() == config.value())) {

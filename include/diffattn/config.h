@@ -17,6 +17,8 @@
 
 namespace diffattn {
 
+class Registry;
+
 // TRTLLM_ATTN only. target_sparsity and threshold are mutually exclusive.
 struct SkipSoftmaxSpec {
   std::optional<double> target_sparsity;  // [0, 1]; needs a checkpoint calibration curve
@@ -85,20 +87,28 @@ struct SpecLookup {
 SpecLookup resolve_spec_for_role(const AttentionConfig& config, std::string_view role,
                                  std::optional<std::string_view> category);
 
+// Every parser below that builds specs takes the registry whose descriptors declare which backend
+// owns which typed block (Capabilities::option_blocks): ownership and the RainFusion defaults are
+// checked against it. It is a parameter, not a process-wide default, so the core links without the
+// backends layer and never meets a registry it was not given: callers above the core pass
+// global_registry() (builtin_backends.h) or a registry they filled.
+
 // Builds a spec from a JSON value (a string backend name or an object of spec keys), applying
 // every field rule: types, ranges, mutual exclusions, block ownership, RainFusion defaults.
 // `field` names the location for messages, e.g. "default" or "per_role['cross']".
 // Returns nullopt for "auto" (case-insensitive): no opinion.
-Result<std::optional<AttentionSpec>> spec_from_json(const nlohmann::json& value, std::string_view field);
+Result<std::optional<AttentionSpec>> spec_from_json(const nlohmann::json& value, std::string_view field,
+                                                    const Registry& registry);
 
 // Re-runs the field rules on a spec built in code.
-Status validate_spec(AttentionSpec& spec, std::string_view field);
+Status validate_spec(AttentionSpec& spec, std::string_view field, const Registry& registry);
 
 // One JSON object {"default": ..., "per_role": {...}}; nested per_role maps flatten to dotted roles.
-Result<AttentionConfig> config_from_json(const nlohmann::json& value);
-Result<AttentionConfig> parse_attention_config_json(std::string_view text);
+Result<AttentionConfig> config_from_json(const nlohmann::json& value, const Registry& registry);
+Result<AttentionConfig> parse_attention_config_json(std::string_view text, const Registry& registry);
 // One spec given as JSON text (a backend name string or an object), with spec_from_json's rules.
-Result<std::optional<AttentionSpec>> parse_attention_spec_json(std::string_view text, std::string_view field);
+Result<std::optional<AttentionSpec>> parse_attention_spec_json(std::string_view text, std::string_view field,
+                                                               const Registry& registry);
 
 nlohmann::json spec_to_json(const AttentionSpec& spec);
 // {"default": spec or null, "per_role": {flat dotted role: spec}}; config_from_json reads it back to
@@ -121,13 +131,13 @@ struct ConfigSources {
 
 // Combines the surfaces without reading the environment: JSON, then dotted flags merged on top,
 // then the shorthand (an error if default.backend is also set; "auto" leaves default unset).
-Result<AttentionConfig> parse_attention_config(const ConfigSources& sources);
+Result<AttentionConfig> parse_attention_config(const ConfigSources& sources, const Registry& registry);
 
 // parse_attention_config, then DIFFUSION_ATTENTION_BACKEND (`env_backend`) fills the default only
 // while none is set and the shorthand was not given at all (an explicit "--diffusion-attention-backend
 // auto" on the command line wins over the environment).
-Result<AttentionConfig> build_attention_config(const ConfigSources& sources,
-                                               std::optional<std::string> env_backend);
+Result<AttentionConfig> build_attention_config(const ConfigSources& sources, std::optional<std::string> env_backend,
+                                               const Registry& registry);
 
 // Reads DIFFUSION_ATTENTION_BACKEND from the process environment.
 std::optional<std::string> env_attention_backend();

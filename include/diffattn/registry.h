@@ -45,7 +45,7 @@ struct Capabilities {
   bool quantized = false;
   // Typed AttentionSpec blocks the backend consumes: "quant", "skip_softmax", "block_sparse",
   // "fastvideo_vsa_topk". The only declaration of which backend owns a block: configuration
-  // validation derives its owners from here (config/block_owners.cc).
+  // validation derives its owners from here (config/block_owners.cc), from the registry its caller passes.
   std::vector<std::string> option_blocks;
 
   bool supports_head_size(int head_size) const;
@@ -115,11 +115,5 @@ class Registry {
 // (built-in or from another plugin: the first registration wins). The library stays loaded while
 // the registry or any backend created from it lives.
 Result<std::vector<std::string>> load_plugin(std::string_view path, Registry& registry);
-
-// The process-wide registry. Declared here so the core can read backend declarations (e.g. which
-// backends own a typed option block) without naming any backend; defined by the backends layer,
-// which fills it with the built-ins on first use (diffattn/builtin_backends.h). A core-only build
-// defines it empty.
-Registry& global_registry();
 
 }  // namespace diffattn

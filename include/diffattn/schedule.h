@@ -61,8 +61,9 @@ struct AttentionSchedule {
 // profile names (an ASCII letter, then letters, digits, '_' or '-'), every profile parsed as a
 // configuration, ranges that name defined profiles, start >= 0 and end > start, 0 <= low < high <= 1,
 // no overlaps, no profile left unused, steps and sigma not mixed. null, {} and a schedule without
-// profiles and ranges give nullopt: no schedule.
-Result<std::optional<AttentionSchedule>> schedule_from_json(const nlohmann::json& value);
+// profiles and ranges give nullopt: no schedule. Profiles are checked against `registry`, as
+// config_from_json.
+Result<std::optional<AttentionSchedule>> schedule_from_json(const nlohmann::json& value, const Registry& registry);
 // Prints back to a value that schedule_from_json reads to an equal schedule.
 nlohmann::json schedule_to_json(const AttentionSchedule& schedule);
 
@@ -82,6 +83,7 @@ struct ScheduleSources {
   std::vector<std::pair<std::string, std::string>> dotted;
   bool given() const { return json.has_value() || !dotted.empty(); }
 };
-Result<std::optional<AttentionSchedule>> parse_attention_schedule(const ScheduleSources& sources);
+Result<std::optional<AttentionSchedule>> parse_attention_schedule(const ScheduleSources& sources,
+                                                                  const Registry& registry);
 
 }  // namespace diffattn

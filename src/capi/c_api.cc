@@ -124,7 +124,8 @@ diffattn_code diffattn_session_create(const char* platform, const char* config_j
     if (out == nullptr) return null_argument("diffattn_session_create", "out");
     diffattn::ConfigSources sources;
     if (!is_empty(config_json)) sources.config_json = std::string(config_json);
-    auto config = diffattn::build_attention_config(sources, diffattn::env_attention_backend());
+    auto config =
+        diffattn::build_attention_config(sources, diffattn::env_attention_backend(), diffattn::global_registry());
     if (!config.ok()) return fail(config.status());
     auto info = diffattn::load_platform(is_empty(platform) ? "" : platform);
     if (!info.ok()) return fail(info.status());
@@ -206,7 +207,7 @@ diffattn_code diffattn_session_set_schedule(diffattn_session* session, const cha
     if (session == nullptr) return null_argument("diffattn_session_set_schedule", "session");
     diffattn::ScheduleSources sources;
     if (!is_empty(schedule_json)) sources.json = std::string(schedule_json);
-    auto schedule = diffattn::parse_attention_schedule(sources);
+    auto schedule = diffattn::parse_attention_schedule(sources, diffattn::global_registry());
     if (!schedule.ok()) return fail(schedule.status());
     std::unique_lock lock(session->mu);
     session->schedule = std::move(schedule).value();

@@ -6,6 +6,7 @@
 
 #include "capi/capi_internal.h"
 #include "common/json_text.h"
+#include "diffattn/builtin_backends.h"
 #include "platform/tuning_record.h"
 
 namespace {
@@ -28,7 +29,7 @@ diffattn_code diffattn_config_normalise(const char* config_json, char** out_json
   return guarded("diffattn_config_normalise", [&]() -> diffattn_code {
     if (config_json == nullptr) return null_argument("diffattn_config_normalise", "config_json");
     if (out_json == nullptr) return null_argument("diffattn_config_normalise", "out_json");
-    auto config = diffattn::parse_attention_config_json(config_json);
+    auto config = diffattn::parse_attention_config_json(config_json, diffattn::global_registry());
     if (!config.ok()) return fail(config.status());
     return return_string("diffattn_config_normalise", diffattn::json_text(diffattn::config_to_json(*config)), out_json);
   });
@@ -38,7 +39,8 @@ diffattn_code diffattn_spec_normalise(const char* spec_json, const char* field, 
   return guarded("diffattn_spec_normalise", [&]() -> diffattn_code {
     if (spec_json == nullptr) return null_argument("diffattn_spec_normalise", "spec_json");
     if (out_json == nullptr) return null_argument("diffattn_spec_normalise", "out_json");
-    auto spec = diffattn::parse_attention_spec_json(spec_json, field != nullptr ? field : "spec");
+    auto spec =
+        diffattn::parse_attention_spec_json(spec_json, field != nullptr ? field : "spec", diffattn::global_registry());
     if (!spec.ok()) return fail(spec.status());
     const nlohmann::json value = spec->has_value() ? diffattn::spec_to_json(**spec) : nlohmann::json(nullptr);
     return return_string("diffattn_spec_normalise", diffattn::json_text(value), out_json);

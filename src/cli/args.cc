@@ -257,11 +257,11 @@ Result<RoleFlag> parse_role_flag(const std::string& text) {
 }
 
 Result<AttentionConfig> config_from_options(const CommonOptions& options) {
-  return build_attention_config(options.config, env_attention_backend());
+  return build_attention_config(options.config, env_attention_backend(), global_registry());
 }
 
 Result<std::optional<AttentionSchedule>> schedule_from_options(const CommonOptions& options) {
-  return parse_attention_schedule(options.schedule);
+  return parse_attention_schedule(options.schedule, global_registry());
 }
 
 Result<PlatformInfo> platform_from_options(const CommonOptions& options) {

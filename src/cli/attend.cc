@@ -334,7 +334,8 @@ Status check_backend_flag_conflicts(const AttendFlags& flags, const AttentionCon
 Result<AttentionConfig> attend_config(const AttendFlags& flags, const CommonOptions& options) {
   DIFFATTN_ASSIGN_OR_RETURN(AttentionConfig config, config_from_options(options));
   if (!flags.backend) return config;
-  DIFFATTN_ASSIGN_OR_RETURN(std::optional<AttentionSpec> spec, spec_from_json(nlohmann::json(*flags.backend), "--backend"));
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<AttentionSpec> spec,
+                            spec_from_json(nlohmann::json(*flags.backend), "--backend", global_registry()));
   if (!spec) return config;  // "auto": no opinion
   DIFFATTN_RETURN_IF_ERROR(check_backend_flag_conflicts(flags, config));
   config.per_role[flags.role.role] = *spec;

@@ -5,6 +5,7 @@
 
 #include "cli/output.h"
 #include "common/text_table.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/log.h"
 #include "diffattn/registry.h"
 #include "parallel/in_process_communicator.h"

@@ -7,8 +7,7 @@
 
 namespace diffattn::config_detail {
 
-BlockOwners block_owners(std::string_view block, const Registry* registry) {
-  const Registry& r = registry != nullptr ? *registry : global_registry();
+BlockOwners block_owners(std::string_view block, const Registry& r) {
   BlockOwners owners{block, {}};
   for (const std::string& name : r.names()) {
     Result<const BackendDescriptor*> d = r.find(name);

@@ -1,7 +1,8 @@
 #pragma once
 // Which backends own which typed block: a block on any other backend is a configuration error.
 // Ownership is declared once, by each backend's descriptor (Capabilities::option_blocks); the
-// owners here are read from the registry's descriptors.
+// owners here are read from the descriptors of the registry the caller passes (the core never
+// reaches for the backends layer's global registry).
 
 #include <optional>
 #include <string>
@@ -21,12 +22,8 @@ struct BlockOwners {
   std::vector<std::string> backends;  // canonical upper-case names, in registration order
 };
 
-// The backends of `registry` (default: the global registry) that declare `block`.
-BlockOwners block_owners(std::string_view block, const Registry* registry = nullptr);
-inline BlockOwners skip_softmax_owners() { return block_owners("skip_softmax"); }
-inline BlockOwners quant_owners() { return block_owners("quant"); }
-inline BlockOwners fastvideo_vsa_topk_owners() { return block_owners("fastvideo_vsa_topk"); }
-inline BlockOwners block_sparse_owners() { return block_owners("block_sparse"); }
+// The backends of `registry` that declare `block`.
+BlockOwners block_owners(std::string_view block, const Registry& registry);
 
 bool owns_block(const BlockOwners& owners, std::string_view backend);
 

@@ -49,7 +49,7 @@ Result<bool> is_leaf_spec(const json& node, std::string_view role) {
 
 class RoleFlattener {
  public:
-  explicit RoleFlattener(std::map<std::string, AttentionSpec>& out) : out_(out) {}
+  RoleFlattener(std::map<std::string, AttentionSpec>& out, const Registry& registry) : out_(out), registry_(registry) {}
 
   Status flatten(const json& node, const std::string& prefix, int depth) {
     if (depth > config_detail::kMaxJsonDepth) {
@@ -87,18 +87,19 @@ class RoleFlattener {
       return field_error(role_field(role), "role " + config_detail::repr(role) +
                                                " is given twice (once as a dotted key and once nested); keep one.");
     }
-    DIFFATTN_ASSIGN_OR_RETURN(std::optional<AttentionSpec> spec, spec_from_json(value, role_field(role)));
+    DIFFATTN_ASSIGN_OR_RETURN(std::optional<AttentionSpec> spec, spec_from_json(value, role_field(role), registry_));
     if (spec) out_.emplace(role, std::move(*spec));
     return Status::Ok();
   }
 
   std::map<std::string, AttentionSpec>& out_;
+  const Registry& registry_;
   std::set<std::string> seen_;
 };
 
 }  // namespace
 
-Result<AttentionConfig> config_from_json(const json& value) {
+Result<AttentionConfig> config_from_json(const json& value, const Registry& registry) {
   AttentionConfig config;
   if (value.is_null()) return config;
   if (!value.is_object()) {
@@ -109,7 +110,7 @@ Result<AttentionConfig> config_from_json(const json& value) {
   }
   DIFFATTN_RETURN_IF_ERROR(config_detail::check_known_keys(value, kConfigKeys, "attention_config", "the top level"));
   if (value.contains("default") && !value.at("default").is_null()) {
-    DIFFATTN_ASSIGN_OR_RETURN(config.default_spec, spec_from_json(value.at("default"), "default"));
+    DIFFATTN_ASSIGN_OR_RETURN(config.default_spec, spec_from_json(value.at("default"), "default", registry));
   }
   if (value.contains("per_role") && !value.at("per_role").is_null()) {
     const json& per_role = value.at("per_role");
@@ -118,20 +119,21 @@ Result<AttentionConfig> config_from_json(const json& value) {
                                          std::string(config_detail::json_type_name(per_role)) + " " +
                                          config_detail::brief_json(per_role) + ". Example: {\"cross\": \"TORCH_SDPA\"}.");
     }
-    RoleFlattener flattener(config.per_role);
+    RoleFlattener flattener(config.per_role, registry);
     DIFFATTN_RETURN_IF_ERROR(flattener.flatten(per_role, "", 1));
   }
   return config;
 }
 
-Result<AttentionConfig> parse_attention_config_json(std::string_view text) {
+Result<AttentionConfig> parse_attention_config_json(std::string_view text, const Registry& registry) {
   DIFFATTN_ASSIGN_OR_RETURN(json value, config_detail::parse_json_text(text, "--diffusion-attention-config"));
-  return config_from_json(value);
+  return config_from_json(value, registry);
 }
 
-Result<std::optional<AttentionSpec>> parse_attention_spec_json(std::string_view text, std::string_view field) {
+Result<std::optional<AttentionSpec>> parse_attention_spec_json(std::string_view text, std::string_view field,
+                                                               const Registry& registry) {
   DIFFATTN_ASSIGN_OR_RETURN(json value, config_detail::parse_json_text(text, field));
-  return spec_from_json(value, field);
+  return spec_from_json(value, field, registry);
 }
 
 }  // namespace diffattn

@@ -48,7 +48,7 @@ Status in_profile(const Status& status, std::string_view name) {
   return Status(status.code(), std::string(kField) + ".profiles[" + repr(name) + "]: " + status.message());
 }
 
-Result<std::map<std::string, AttentionConfig>> read_profiles(const json& value) {
+Result<std::map<std::string, AttentionConfig>> read_profiles(const json& value, const Registry& registry) {
   std::map<std::string, AttentionConfig> profiles;
   if (value.is_null()) return profiles;
   if (!value.is_object()) {
@@ -72,7 +72,7 @@ Result<std::map<std::string, AttentionConfig>> read_profiles(const json& value) 
                              (item.value().is_string() ? item.value().get<std::string>() : std::string("SAGE_ATTN")) +
                              "\"} (a whole configuration: default and per_role, as --diffusion-attention-config).");
     }
-    Result<AttentionConfig> config = config_from_json(item.value());
+    Result<AttentionConfig> config = config_from_json(item.value(), registry);
     if (!config.ok()) return in_profile(config.status(), item.key());
     profiles.emplace(item.key(), std::move(config).value());
   }
@@ -242,7 +242,7 @@ Result<std::optional<std::size_t>> AttentionSchedule::range_for(const DenoisingS
   return std::optional<std::size_t>();
 }
 
-Result<std::optional<AttentionSchedule>> schedule_from_json(const json& value) {
+Result<std::optional<AttentionSchedule>> schedule_from_json(const json& value, const Registry& registry) {
   if (value.is_null()) return std::optional<AttentionSchedule>();
   if (!value.is_object()) {
     return InvalidConfig("the attention schedule must be a JSON object with keys profiles and steps (or sigma); got " +
@@ -251,7 +251,8 @@ Result<std::optional<AttentionSchedule>> schedule_from_json(const json& value) {
   }
   DIFFATTN_RETURN_IF_ERROR(config_detail::check_known_keys(value, kScheduleKeys, kField, "the top level"));
   AttentionSchedule schedule;
-  DIFFATTN_ASSIGN_OR_RETURN(schedule.profiles, read_profiles(value.contains("profiles") ? value.at("profiles") : json()));
+  DIFFATTN_ASSIGN_OR_RETURN(schedule.profiles,
+                            read_profiles(value.contains("profiles") ? value.at("profiles") : json(), registry));
   DIFFATTN_ASSIGN_OR_RETURN(const json* steps, read_list(value, "steps", kStepExample));
   DIFFATTN_ASSIGN_OR_RETURN(const json* sigma, read_list(value, "sigma", kSigmaExample));
   if (!steps->empty() && !sigma->empty()) {

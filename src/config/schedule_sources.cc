@@ -8,7 +8,8 @@
 
 namespace diffattn {
 
-Result<std::optional<AttentionSchedule>> parse_attention_schedule(const ScheduleSources& sources) {
+Result<std::optional<AttentionSchedule>> parse_attention_schedule(const ScheduleSources& sources,
+                                                                  const Registry& registry) {
   nlohmann::json root = nlohmann::json::object();
   if (sources.json) {
     DIFFATTN_ASSIGN_OR_RETURN(root, config_detail::parse_json_text(*sources.json, "--diffusion-attention-schedule"));
@@ -22,7 +23,7 @@ Result<std::optional<AttentionSchedule>> parse_attention_schedule(const Schedule
     }
   }
   DIFFATTN_RETURN_IF_ERROR(config_detail::merge_dotted_flags(root, sources.dotted, "--diffusion-attention-schedule."));
-  return schedule_from_json(root);
+  return schedule_from_json(root, registry);
 }
 
 }  // namespace diffattn

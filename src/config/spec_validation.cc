@@ -61,18 +61,18 @@ Status read_blocks(const json& object, AttentionSpec& spec, std::string_view fie
   return Status::Ok();
 }
 
-Result<AttentionSpec> spec_from_object(const json& object, std::string_view field) {
+Result<AttentionSpec> spec_from_object(const json& object, std::string_view field, const Registry& registry) {
   DIFFATTN_RETURN_IF_ERROR(config_detail::check_known_keys(object, kSpecKeys, field, "the spec"));
   AttentionSpec spec;
   DIFFATTN_ASSIGN_OR_RETURN(spec.backend, read_backend(object, field));
   DIFFATTN_RETURN_IF_ERROR(read_blocks(object, spec, field));
-  DIFFATTN_RETURN_IF_ERROR(validate_spec(spec, field));
+  DIFFATTN_RETURN_IF_ERROR(validate_spec(spec, field, registry));
   return spec;
 }
 
 }  // namespace
 
-Status validate_spec(AttentionSpec& spec, std::string_view field) {
+Status validate_spec(AttentionSpec& spec, std::string_view field, const Registry& registry) {
   if (spec.backend.empty()) {
     return field_error(field, "backend is empty; give a backend name such as \"FLASH_ATTN\" (or \"auto\").");
   }
@@ -80,31 +80,35 @@ Status validate_spec(AttentionSpec& spec, std::string_view field) {
   if (spec.skip_softmax) DIFFATTN_RETURN_IF_ERROR(config_detail::validate_skip_softmax(*spec.skip_softmax, field));
   if (spec.quant) DIFFATTN_RETURN_IF_ERROR(config_detail::validate_quant(*spec.quant, field));
   if (spec.block_sparse) DIFFATTN_RETURN_IF_ERROR(config_detail::validate_block_sparse(*spec.block_sparse, field));
-  DIFFATTN_RETURN_IF_ERROR(check_owner(config_detail::skip_softmax_owners(), spec.skip_softmax.has_value(), spec, field));
-  DIFFATTN_RETURN_IF_ERROR(check_owner(config_detail::quant_owners(), spec.quant.has_value(), spec, field));
   DIFFATTN_RETURN_IF_ERROR(
-      check_owner(config_detail::fastvideo_vsa_topk_owners(), spec.fastvideo_vsa_topk.has_value(), spec, field));
+      check_owner(config_detail::block_owners("skip_softmax", registry), spec.skip_softmax.has_value(), spec, field));
+  DIFFATTN_RETURN_IF_ERROR(
+      check_owner(config_detail::block_owners("quant", registry), spec.quant.has_value(), spec, field));
+  DIFFATTN_RETURN_IF_ERROR(check_owner(config_detail::block_owners("fastvideo_vsa_topk", registry),
+                                       spec.fastvideo_vsa_topk.has_value(), spec, field));
   if (spec.fastvideo_vsa_topk && *spec.fastvideo_vsa_topk <= 0) {
     return field_error(field, "fastvideo_vsa_topk must be positive; got " + std::to_string(*spec.fastvideo_vsa_topk) +
                                   ".");
   }
-  DIFFATTN_RETURN_IF_ERROR(check_owner(config_detail::block_sparse_owners(), spec.block_sparse.has_value(), spec, field));
-  if (!spec.block_sparse && config_detail::owns_block(config_detail::block_sparse_owners(), spec.backend)) {
+  const config_detail::BlockOwners block_sparse = config_detail::block_owners("block_sparse", registry);
+  DIFFATTN_RETURN_IF_ERROR(check_owner(block_sparse, spec.block_sparse.has_value(), spec, field));
+  if (!spec.block_sparse && config_detail::owns_block(block_sparse, spec.backend)) {
     spec.block_sparse = BlockSparseSpec{};
   }
   if (!spec.extra.is_object()) return config_detail::check_block_is_object(spec.extra, field, "extra");
   return config_detail::check_printable(spec.extra, field, "extra");
 }
 
-Result<std::optional<AttentionSpec>> spec_from_json(const json& value, std::string_view field) {
+Result<std::optional<AttentionSpec>> spec_from_json(const json& value, std::string_view field,
+                                                    const Registry& registry) {
   AttentionSpec spec;
   if (value.is_string()) {
     spec.backend = value.get<std::string>();
     // "auto" is no opinion: nothing else to check.
     if (is_auto(spec.backend)) return std::optional<AttentionSpec>();
-    DIFFATTN_RETURN_IF_ERROR(validate_spec(spec, field));
+    DIFFATTN_RETURN_IF_ERROR(validate_spec(spec, field, registry));
   } else if (value.is_object()) {
-    DIFFATTN_ASSIGN_OR_RETURN(spec, spec_from_object(value, field));
+    DIFFATTN_ASSIGN_OR_RETURN(spec, spec_from_object(value, field, registry));
   } else {
     return field_error(field, "expected a backend name (string) or a spec object, got " +
                                   std::string(config_detail::json_type_name(value)) + " " +

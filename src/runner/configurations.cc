@@ -28,7 +28,8 @@ Result<Configuration> compare_entry(const AttentionConfig& user, const std::stri
   Configuration c;
   c.config = user;
   c.config.default_origin = DefaultOrigin::kConfig;
-  DIFFATTN_ASSIGN_OR_RETURN(std::optional<AttentionSpec> spec, spec_from_json(nlohmann::json(entry), "--compare"));
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<AttentionSpec> spec,
+                            spec_from_json(nlohmann::json(entry), "--compare", registry));
   if (spec) DIFFATTN_RETURN_IF_ERROR(check_compare_name(entry, registry));
   c.config.default_spec = spec;
   c.label = spec ? ascii_upper(entry) : "auto";

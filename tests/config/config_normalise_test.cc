@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "config/config_test_util.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/config.h"
 
 namespace diffattn {
@@ -18,7 +19,7 @@ AttentionSpec named_spec(std::string backend) {
 }
 
 AttentionConfig parse_ok(std::string_view text) {
-  auto config = parse_attention_config_json(text);
+  auto config = parse_attention_config_json(text, global_registry());
   EXPECT_TRUE(config.ok()) << text << ": " << config.status().message();
   return config.ok() ? config.value() : AttentionConfig{};
 }
@@ -55,26 +56,30 @@ TEST(AttentionConfigTest, NestedPerRoleFlattensToDottedRoles) {
 }
 
 TEST(AttentionConfigTest, ALeafWithOnlyExtraOrBlocksIsASpecAndNeedsABackend) {
-  expect_config_error(parse_attention_config_json(R"({"per_role": {"self": {"extra": {"k": 1}}}})").status(),
-                      {"per_role['self']", "backend is required"});
+  expect_config_error(
+      parse_attention_config_json(R"({"per_role": {"self": {"extra": {"k": 1}}}})", global_registry()).status(),
+      {"per_role['self']", "backend is required"});
 }
 
 TEST(AttentionConfigTest, MixingSpecKeysWithRoleKeysIsRejected) {
-  expect_config_error(
-      parse_attention_config_json(R"({"per_role": {"ltx2": {"backend": "FLASH_ATTN", "audio_self": "X"}}})").status(),
-      {"Invalid per_role entry for role 'ltx2'", "cannot mix", "'audio_self'"});
+  expect_config_error(parse_attention_config_json(
+                          R"({"per_role": {"ltx2": {"backend": "FLASH_ATTN", "audio_self": "X"}}})", global_registry())
+                          .status(),
+                      {"Invalid per_role entry for role 'ltx2'", "cannot mix", "'audio_self'"});
 }
 
 TEST(AttentionConfigTest, EmptyRoleEntryIsRejected) {
-  expect_config_error(parse_attention_config_json(R"({"per_role": {"ltx2": {"audio_self": {}}}})").status(),
-                      {"Empty per_role entry for role 'ltx2.audio_self'"});
-  expect_config_error(parse_attention_config_json(R"({"per_role": {"": "FLASH_ATTN"}})").status(),
+  expect_config_error(
+      parse_attention_config_json(R"({"per_role": {"ltx2": {"audio_self": {}}}})", global_registry()).status(),
+      {"Empty per_role entry for role 'ltx2.audio_self'"});
+  expect_config_error(parse_attention_config_json(R"({"per_role": {"": "FLASH_ATTN"}})", global_registry()).status(),
                       {"role name is empty"});
 }
 
 TEST(AttentionConfigTest, RoleGivenTwiceIsRejected) {
   expect_config_error(
-      parse_attention_config_json(R"({"per_role": {"a.b": "FLASH_ATTN", "a": {"b": "TORCH_SDPA"}}})").status(),
+      parse_attention_config_json(R"({"per_role": {"a.b": "FLASH_ATTN", "a": {"b": "TORCH_SDPA"}}})", global_registry())
+          .status(),
       {"role 'a.b' is given twice"});
 }
 
@@ -87,24 +92,25 @@ TEST(AttentionConfigTest, AutoEntriesAreDropped) {
 }
 
 TEST(AttentionConfigTest, TypeErrorsNameTheField) {
-  expect_config_error(parse_attention_config_json(R"({"per_role": {"cross": 7}})").status(),
+  expect_config_error(parse_attention_config_json(R"({"per_role": {"cross": 7}})", global_registry()).status(),
                       {"per_role['cross']", "expected a backend name (string) or a spec object, got number"});
-  expect_config_error(parse_attention_config_json(R"({"default": ["FLASH_ATTN"]})").status(),
+  expect_config_error(parse_attention_config_json(R"({"default": ["FLASH_ATTN"]})", global_registry()).status(),
                       {"default", "got array"});
-  expect_config_error(parse_attention_config_json(R"({"per_role": ["cross"]})").status(),
+  expect_config_error(parse_attention_config_json(R"({"per_role": ["cross"]})", global_registry()).status(),
                       {"per_role", "expected an object mapping roles to specs"});
-  expect_config_error(parse_attention_config_json(R"("FLASH_ATTN")").status(),
+  expect_config_error(parse_attention_config_json(R"("FLASH_ATTN")", global_registry()).status(),
                       {"must be a JSON object with keys default and per_role"});
 }
 
 TEST(AttentionConfigTest, UnknownTopLevelKeyListsTheValidKeys) {
-  expect_config_error(parse_attention_config_json(R"({"defaults": "FLASH_ATTN"})").status(),
+  expect_config_error(parse_attention_config_json(R"({"defaults": "FLASH_ATTN"})", global_registry()).status(),
                       {"unknown key 'defaults'", "valid keys: default, per_role."});
 }
 
 TEST(AttentionConfigTest, ErrorsInsideRolesNameTheRoleAndBackend) {
   expect_config_error(
-      parse_attention_config_json(R"({"per_role": {"cross": {"backend": "TORCH_SDPA", "quant": {"dtype_qk": "int8"}}}})")
+      parse_attention_config_json(
+          R"({"per_role": {"cross": {"backend": "TORCH_SDPA", "quant": {"dtype_qk": "int8"}}}})", global_registry())
           .status(),
       {"per_role['cross']", "backend='TORCH_SDPA'", "Remove quant or set backend to FLASHINFER_ATTN or TRTLLM_ATTN."});
 }
@@ -112,7 +118,7 @@ TEST(AttentionConfigTest, ErrorsInsideRolesNameTheRoleAndBackend) {
 TEST(AttentionConfigTest, MalformedJsonIsAnErrorNotACrash) {
   for (const char* text : {"", "{", R"({"default": )", R"({"default": "FLASH_ATTN",})", "nul", "{\"a\": 1e400}",
                            "\xff\xfe", "[1, 2", "{\"default\": \"\xc3\x28\"}"}) {
-    auto config = parse_attention_config_json(text);
+    auto config = parse_attention_config_json(text, global_registry());
     ASSERT_FALSE(config.ok()) << text;
     EXPECT_EQ(config.status().code(), ErrorCode::kInvalidConfig);
     EXPECT_NE(config.status().message().find("--diffusion-attention-config"), std::string::npos)
@@ -122,19 +128,22 @@ TEST(AttentionConfigTest, MalformedJsonIsAnErrorNotACrash) {
 
 TEST(AttentionConfigTest, DeepNestingIsRejectedBeforeParsing) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  expect_config_error(parse_attention_config_json(deep).status(), {"nests deeper than 16 levels"});
+  expect_config_error(parse_attention_config_json(deep, global_registry()).status(), {"nests deeper than 16 levels"});
   std::string roles = R"({"per_role": )";
   for (int i = 0; i < 20; ++i) roles += R"({"r": )";
   roles += R"("FLASH_ATTN")" + std::string(21, '}');
-  expect_config_error(parse_attention_config_json(roles).status(), {"nests deeper than 16 levels"});
+  expect_config_error(parse_attention_config_json(roles, global_registry()).status(), {"nests deeper than 16 levels"});
   // Brackets inside strings do not count.
-  EXPECT_TRUE(parse_attention_config_json(R"({"default": {"backend": "X", "extra": {"s": "[[[[[[[[[[[[[[[[[[[["}}})").ok());
+  EXPECT_TRUE(parse_attention_config_json(R"({"default": {"backend": "X", "extra": {"s": "[[[[[[[[[[[[[[[[[[[["}}})",
+                                          global_registry())
+                  .ok());
 }
 
 TEST(AttentionConfigTest, DeepPerRoleNestingBuiltInCodeIsRejected) {
   json node = "FLASH_ATTN";
   for (int i = 0; i < 40; ++i) node = json::object({{"r", node}});
-  expect_config_error(config_from_json(json::object({{"per_role", node}})).status(), {"nest deeper than 16 levels"});
+  expect_config_error(config_from_json(json::object({{"per_role", node}}), global_registry()).status(),
+                      {"nest deeper than 16 levels"});
 }
 
 class ResolveSpecTest : public ::testing::Test {

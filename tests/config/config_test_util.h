@@ -21,18 +21,6 @@ inline void expect_config_error(const Status& status, std::initializer_list<std:
   }
 }
 
-inline Result<std::optional<AttentionSpec>> spec_from_text(std::string_view text, std::string_view field = "default") {
-  return spec_from_json(nlohmann::json::parse(text), field);
-}
-
-// A spec that must parse and must not be "auto".
-inline AttentionSpec valid_spec(std::string_view text) {
-  auto spec = spec_from_text(text);
-  EXPECT_TRUE(spec.ok()) << spec.status().message();
-  if (!spec.ok() || !spec.value()) return AttentionSpec{};
-  return *spec.value();
-}
-
 inline ConfigSources dotted(std::vector<std::pair<std::string, std::string>> flags) {
   ConfigSources sources;
   sources.dotted = std::move(flags);

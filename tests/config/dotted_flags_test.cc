@@ -4,6 +4,7 @@
 
 #include "config/config_test_util.h"
 #include "config/dotted_flags.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/config.h"
 
 namespace diffattn {
@@ -14,13 +15,13 @@ using testing_config::dotted;
 using testing_config::expect_config_error;
 
 AttentionConfig from_json_text(std::string_view text) {
-  auto config = parse_attention_config_json(text);
+  auto config = parse_attention_config_json(text, global_registry());
   EXPECT_TRUE(config.ok()) << config.status().message();
   return config.ok() ? config.value() : AttentionConfig{};
 }
 
 AttentionConfig from_flags(std::vector<std::pair<std::string, std::string>> flags) {
-  auto config = parse_attention_config(dotted(std::move(flags)));
+  auto config = parse_attention_config(dotted(std::move(flags)), global_registry());
   EXPECT_TRUE(config.ok()) << config.status().message();
   return config.ok() ? config.value() : AttentionConfig{};
 }
@@ -71,7 +72,7 @@ TEST(DottedFlagsTest, DottedRolesFlattenLikeNestedJson) {
 TEST(DottedFlagsTest, FlagsMergeOnTopOfTheJsonObject) {
   ConfigSources sources = dotted({{"per_role.cross.backend", "TORCH_SDPA"}, {"default.backend", "CUDNN_ATTN"}});
   sources.config_json = R"({"default": {"backend": "FLASH_ATTN"}, "per_role": {"self": "SAGE_ATTN"}})";
-  auto config = parse_attention_config(sources);
+  auto config = parse_attention_config(sources, global_registry());
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->default_spec->backend, "CUDNN_ATTN");
   EXPECT_EQ(config->per_role.at("self").backend, "SAGE_ATTN");
@@ -81,7 +82,7 @@ TEST(DottedFlagsTest, FlagsMergeOnTopOfTheJsonObject) {
 TEST(DottedFlagsTest, ObjectValuesMergeKeyByKey) {
   ConfigSources sources = dotted({{"default.quant", R"({"dtype_vo": "fp8_e4m3"})"}});
   sources.config_json = R"({"default": {"backend": "TRTLLM_ATTN", "quant": {"dtype_qk": "int8"}}})";
-  auto config = parse_attention_config(sources);
+  auto config = parse_attention_config(sources, global_registry());
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->default_spec->quant->dtype_qk, "int8");
   EXPECT_EQ(config->default_spec->quant->dtype_vo, "fp8_e4m3");
@@ -120,48 +121,57 @@ TEST(DottedFlagsTest, SelectorStringForSkipLayers) {
 
 TEST(DottedFlagsTest, LeafThenChildIsAConflict) {
   expect_config_error(
-      parse_attention_config(dotted({{"default.backend", "FLASH_ATTN"}, {"default.backend.name", "X"}})).status(),
-      {"--diffusion-attention-config.default.backend.name", "default.backend is already \"FLASH_ATTN\"",
-       "not both"});
+      parse_attention_config(dotted({{"default.backend", "FLASH_ATTN"}, {"default.backend.name", "X"}}),
+                             global_registry())
+          .status(),
+      {"--diffusion-attention-config.default.backend.name", "default.backend is already \"FLASH_ATTN\"", "not both"});
   expect_config_error(
-      parse_attention_config(dotted({{"per_role.cross", "TORCH_SDPA"}, {"per_role.cross.backend", "FLASH_ATTN"}}))
+      parse_attention_config(dotted({{"per_role.cross", "TORCH_SDPA"}, {"per_role.cross.backend", "FLASH_ATTN"}}),
+                             global_registry())
           .status(),
       {"per_role.cross is already \"TORCH_SDPA\""});
 }
 
 TEST(DottedFlagsTest, ChildThenLeafIsAConflict) {
   expect_config_error(
-      parse_attention_config(dotted({{"default.quant.dtype_qk", "int8"}, {"default.quant", "7"}})).status(),
+      parse_attention_config(dotted({{"default.quant.dtype_qk", "int8"}, {"default.quant", "7"}}), global_registry())
+          .status(),
       {"--diffusion-attention-config.default.quant sets default.quant to 7", "is already {\"dtype_qk\":\"int8\"}"});
 }
 
 TEST(DottedFlagsTest, JsonLeafThenFlagChildIsAConflict) {
   ConfigSources sources = dotted({{"default.backend", "TORCH_SDPA"}});
   sources.config_json = R"({"default": "FLASH_ATTN"})";
-  expect_config_error(parse_attention_config(sources).status(), {"default is already \"FLASH_ATTN\""});
+  expect_config_error(parse_attention_config(sources, global_registry()).status(),
+                      {"default is already \"FLASH_ATTN\""});
 }
 
 TEST(DottedFlagsTest, MalformedPathsAreErrors) {
   for (const char* path : {"", ".", "default.", ".default", "per_role..backend"}) {
-    expect_config_error(parse_attention_config(dotted({{path, "X"}})).status(), {"empty path segment"});
+    expect_config_error(parse_attention_config(dotted({{path, "X"}}), global_registry()).status(),
+                        {"empty path segment"});
   }
   std::string deep = "per_role";
   for (int i = 0; i < 20; ++i) deep += ".r";
-  expect_config_error(parse_attention_config(dotted({{deep, "X"}})).status(), {"nests deeper than 16"});
-  expect_config_error(parse_attention_config(dotted({{"defaults.backend", "X"}})).status(),
+  expect_config_error(parse_attention_config(dotted({{deep, "X"}}), global_registry()).status(),
+                      {"nests deeper than 16"});
+  expect_config_error(parse_attention_config(dotted({{"defaults.backend", "X"}}), global_registry()).status(),
                       {"unknown key 'defaults'", "default, per_role"});
-  expect_config_error(parse_attention_config(dotted({{"default.bakend", "X"}})).status(),
+  expect_config_error(parse_attention_config(dotted({{"default.bakend", "X"}}), global_registry()).status(),
                       {"unknown key 'bakend'"});
-  expect_config_error(parse_attention_config(dotted({{"default.\xff", "X"}})).status(), {"not valid UTF-8"});
+  expect_config_error(parse_attention_config(dotted({{"default.\xff", "X"}}), global_registry()).status(),
+                      {"not valid UTF-8"});
 }
 
 TEST(DottedFlagsTest, TypedValueErrorsNameTheField) {
+  expect_config_error(parse_attention_config(
+                          dotted({{"default.backend", "RAINFUSION_ATTN"}, {"default.block_sparse.sparsity", "high"}}),
+                          global_registry())
+                          .status(),
+                      {"default: block_sparse.sparsity must be a number; got string \"high\""});
   expect_config_error(
-      parse_attention_config(dotted({{"default.backend", "RAINFUSION_ATTN"}, {"default.block_sparse.sparsity", "high"}}))
-          .status(),
-      {"default: block_sparse.sparsity must be a number; got string \"high\""});
-  expect_config_error(
-      parse_attention_config(dotted({{"default.backend", "TRTLLM_ATTN"}, {"default.quant.q_block_size", "1.5"}}))
+      parse_attention_config(dotted({{"default.backend", "TRTLLM_ATTN"}, {"default.quant.q_block_size", "1.5"}}),
+                             global_registry())
           .status(),
       {"quant.q_block_size must be an integer; got 1.5."});
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "diffattn/builtin_backends.h"
 #include "diffattn/config.h"
 
 namespace diffattn::testing_config {
@@ -42,7 +43,7 @@ class RandomConfigGenerator {
     if (upper == "FASTVIDEO_VSA" && coin()) s.fastvideo_vsa_topk = pick(1, 1 << 20);
     if (coin()) s.extra = extra_object(0);
     // Fills RainFusion defaults and derives skip-layer indices, as parsing does.
-    Status status = validate_spec(s, "random");
+    Status status = validate_spec(s, "random", global_registry());
     if (!status.ok()) ADD_FAILURE() << "generator made an invalid spec: " << status.message();
     return s;
   }

@@ -7,6 +7,7 @@
 #include "config/config_test_util.h"
 #include "config/dotted_flags.h"
 #include "config/random_config.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/config.h"
 
 namespace diffattn {
@@ -24,7 +25,7 @@ TEST(RoundTripTest, RandomConfigsPrintAndReparseToEqualValues) {
   for (int i = 0; i < 2000; ++i) {
     const AttentionConfig config = generator.config();
     const std::string text = config_to_json(config).dump();
-    auto again = parse_attention_config_json(text);
+    auto again = parse_attention_config_json(text, global_registry());
     ASSERT_TRUE(again.ok()) << text << "\n" << again.status().message();
     ASSERT_EQ(again.value(), config) << text;
     // Printing is stable: the re-read config prints the same text.
@@ -38,7 +39,7 @@ TEST(RoundTripTest, RandomSpecsRoundTripThroughSpecJson) {
   RandomConfigGenerator generator(seed, {});
   for (int i = 0; i < 2000; ++i) {
     const AttentionSpec spec = generator.spec();
-    auto again = spec_from_json(spec_to_json(spec), "default");
+    auto again = spec_from_json(spec_to_json(spec), "default", global_registry());
     ASSERT_TRUE(again.ok()) << spec_to_json(spec).dump() << "\n" << again.status().message();
     ASSERT_TRUE(again.value().has_value());
     ASSERT_EQ(*again.value(), spec) << spec_to_json(spec).dump();
@@ -69,7 +70,7 @@ TEST(RoundTripTest, RandomConfigsGiveTheSameValueAsJsonAndAsDottedFlags) {
     const json printed = config_to_json(config);
     ConfigSources sources;
     to_dotted(printed, "", sources.dotted);
-    auto from_flags = parse_attention_config(sources);
+    auto from_flags = parse_attention_config(sources, global_registry());
     ASSERT_TRUE(from_flags.ok()) << printed.dump() << "\n" << from_flags.status().message();
     ASSERT_EQ(from_flags.value(), config) << printed.dump();
   }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config/config_test_util.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/schedule.h"
 
 namespace diffattn {
@@ -25,7 +26,7 @@ using testing_config::expect_config_error;
 Result<std::optional<AttentionSchedule>> from_text(const std::string& text) {
   ScheduleSources sources;
   sources.json = text;
-  return parse_attention_schedule(sources);
+  return parse_attention_schedule(sources, global_registry());
 }
 
 AttentionSchedule valid(const std::string& text) {
@@ -142,7 +143,7 @@ TEST(ScheduleParseTest, EmptyMeansNoSchedule) {
     ASSERT_TRUE(s.ok()) << text << ": " << s.status().message();
     EXPECT_FALSE(s->has_value()) << text;
   }
-  auto none = parse_attention_schedule(ScheduleSources{});
+  auto none = parse_attention_schedule(ScheduleSources{}, global_registry());
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
 }
@@ -151,7 +152,7 @@ TEST(ScheduleParseTest, PrintsBackToAnEqualSchedule) {
   for (const char* text : {kDenseThenSage, R"({"profiles": {"p": {"default": "SAGE_ATTN"}},
                             "sigma": [{"low": 0.125, "high": 1, "profile": "p"}]})"}) {
     const AttentionSchedule s = valid(text);
-    auto again = schedule_from_json(schedule_to_json(s));
+    auto again = schedule_from_json(schedule_to_json(s), global_registry());
     ASSERT_TRUE(again.ok()) << again.status().message();
     ASSERT_TRUE(again->has_value());
     EXPECT_EQ(**again, s);
@@ -162,7 +163,7 @@ TEST(ScheduleSourcesTest, DottedFlagsBuildOrAmendTheSchedule) {
   ScheduleSources dotted_only;
   dotted_only.dotted = {{"profiles.sparse.default.backend", "SAGE_ATTN"},
                         {"steps", R"([{"start": 3, "end": null, "profile": "sparse"}])"}};
-  auto s = parse_attention_schedule(dotted_only);
+  auto s = parse_attention_schedule(dotted_only, global_registry());
   ASSERT_TRUE(s.ok()) << s.status().message();
   ASSERT_TRUE(s->has_value());
   EXPECT_EQ((*s)->profiles.at("sparse").default_spec->backend, "SAGE_ATTN");
@@ -172,7 +173,7 @@ TEST(ScheduleSourcesTest, DottedFlagsBuildOrAmendTheSchedule) {
   ScheduleSources amended;
   amended.json = kDenseThenSage;
   amended.dotted = {{"profiles.late.default.backend", "TORCH_SDPA"}};
-  auto a = parse_attention_schedule(amended);
+  auto a = parse_attention_schedule(amended, global_registry());
   ASSERT_TRUE(a.ok()) << a.status().message();
   EXPECT_EQ((*a)->profiles.at("late").default_spec->backend, "TORCH_SDPA");
   EXPECT_EQ((*a)->profiles.at("late").per_role.at("cross").backend, "TORCH_SDPA");
@@ -181,11 +182,11 @@ TEST(ScheduleSourcesTest, DottedFlagsBuildOrAmendTheSchedule) {
 TEST(ScheduleSourcesTest, DottedErrorsNameTheScheduleFlag) {
   ScheduleSources sources;
   sources.dotted = {{"profiles..default", "X"}};
-  expect_config_error(parse_attention_schedule(sources).status(),
+  expect_config_error(parse_attention_schedule(sources, global_registry()).status(),
                       {"--diffusion-attention-schedule.profiles..default", "empty path segment"});
   ScheduleSources not_object;
   not_object.json = "[1, 2]";
-  expect_config_error(parse_attention_schedule(not_object).status(),
+  expect_config_error(parse_attention_schedule(not_object, global_registry()).status(),
                       {"--diffusion-attention-schedule must be a JSON object", "Example"});
 }
 

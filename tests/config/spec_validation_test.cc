@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "config/config_test_util.h"
+#include "diffattn/builtin_backends.h"
 #include "diffattn/config.h"
 
 namespace diffattn {
@@ -10,8 +11,19 @@ namespace {
 
 using nlohmann::json;
 using testing_config::expect_config_error;
-using testing_config::spec_from_text;
-using testing_config::valid_spec;
+
+// Parsed against the built-in backends, whose descriptors own the typed blocks these tests name.
+Result<std::optional<AttentionSpec>> spec_from_text(std::string_view text, std::string_view field = "default") {
+  return spec_from_json(nlohmann::json::parse(text), field, global_registry());
+}
+
+// A spec that must parse and must not be "auto".
+AttentionSpec valid_spec(std::string_view text) {
+  auto spec = spec_from_text(text);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  if (!spec.ok() || !spec.value()) return AttentionSpec{};
+  return *spec.value();
+}
 
 TEST(AttentionSpecTest, StringIsABackendNameWithCasePreserved) {
   const AttentionSpec spec = valid_spec(R"("flash_attn")");
@@ -118,18 +130,19 @@ TEST(AttentionSpecTest, NonFiniteValuesSetInCodeAreRejected) {
     spec.backend = "TRTLLM_ATTN";
     spec.skip_softmax = SkipSoftmaxSpec{};
     spec.skip_softmax->threshold = bad;
-    expect_config_error(validate_spec(spec, "default"), {"skip_softmax.threshold must be finite"});
+    expect_config_error(validate_spec(spec, "default", global_registry()), {"skip_softmax.threshold must be finite"});
 
     AttentionSpec sparse;
     sparse.backend = "RAINFUSION_ATTN";
     sparse.block_sparse = BlockSparseSpec{};
     sparse.block_sparse->sparsity = bad;
-    expect_config_error(validate_spec(sparse, "default"), {"block_sparse.sparsity must be finite and in [0, 1]"});
+    expect_config_error(validate_spec(sparse, "default", global_registry()),
+                        {"block_sparse.sparsity must be finite and in [0, 1]"});
 
     AttentionSpec with_extra;
     with_extra.backend = "X";
     with_extra.extra = json::object({{"scale", bad}});
-    expect_config_error(validate_spec(with_extra, "default"), {"extra holds a non-finite number"});
+    expect_config_error(validate_spec(with_extra, "default", global_registry()), {"extra holds a non-finite number"});
   }
 }
 
@@ -137,23 +150,26 @@ TEST(AttentionSpecTest, TextThatIsNotUtf8IsRejectedWithAPrintableMessage) {
   const std::string bad = "FLASH\xff_ATTN";
   AttentionSpec spec;
   spec.backend = bad;
-  Status status = validate_spec(spec, "per_role[" + bad + "]");
+  Status status = validate_spec(spec, "per_role[" + bad + "]", global_registry());
   expect_config_error(status, {"backend holds text that is not valid UTF-8"});
 
   AttentionSpec with_extra;
   with_extra.backend = "X";
   with_extra.extra = json::object({{"k", json::array({bad})}});
-  expect_config_error(validate_spec(with_extra, "default"), {"extra holds text that is not valid UTF-8"});
+  expect_config_error(validate_spec(with_extra, "default", global_registry()),
+                      {"extra holds text that is not valid UTF-8"});
   with_extra.extra = json::object({{bad, 1}});
-  expect_config_error(validate_spec(with_extra, "default"), {"extra holds text that is not valid UTF-8"});
+  expect_config_error(validate_spec(with_extra, "default", global_registry()),
+                      {"extra holds text that is not valid UTF-8"});
 
   json roles = json::object();
   roles[bad] = "FLASH_ATTN";
-  expect_config_error(config_from_json(json::object({{"per_role", roles}})).status(), {"a role name holds text"});
+  expect_config_error(config_from_json(json::object({{"per_role", roles}}), global_registry()).status(),
+                      {"a role name holds text"});
   // An unknown key that is not UTF-8 is quoted with escapes, so the message itself stays printable.
   json unknown = json::object();
   unknown[bad] = 1;
-  auto result = config_from_json(unknown);
+  auto result = config_from_json(unknown, global_registry());
   expect_config_error(result.status(), {"unknown key 'FLASH\\xff_ATTN'"});
   EXPECT_NO_THROW((void)json(result.status().message()).dump());
 }
@@ -174,7 +190,7 @@ TEST(AttentionSpecTest, FlashInferQuantSupersetRoundTrips) {
           "q_block_size": 4, "k_block_size": 1, "flashinfer_backend": "fa3"}})");
   EXPECT_EQ(backend_kwargs(spec), json::parse(R"({"quant": {"dtype_qk": "bfloat16", "dtype_vo": "fp8_e4m3",
       "q_block_size": 4, "k_block_size": 1, "flashinfer_backend": "fa3"}})"));
-  auto again = spec_from_json(spec_to_json(spec), "default");
+  auto again = spec_from_json(spec_to_json(spec), "default", global_registry());
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(*again.value(), spec);
 }
@@ -313,14 +329,14 @@ TEST(AttentionSpecTest, ValidateSpecDerivesIndicesAndSelectorsInCode) {
   spec.backend = "RAINFUSION_ATTN";
   spec.block_sparse = BlockSparseSpec{};
   spec.block_sparse->skip_layer_indices = {4, 7};
-  ASSERT_TRUE(validate_spec(spec, "default").ok());
+  ASSERT_TRUE(validate_spec(spec, "default", global_registry()).ok());
   EXPECT_EQ(spec.block_sparse->skip_layers, "4,7");
 
   AttentionSpec text_spec;
   text_spec.backend = "RAINFUSION_ATTN";
   text_spec.block_sparse = BlockSparseSpec{};
   text_spec.block_sparse->skip_layers = "1-3";
-  ASSERT_TRUE(validate_spec(text_spec, "default").ok());
+  ASSERT_TRUE(validate_spec(text_spec, "default", global_registry()).ok());
   EXPECT_EQ(text_spec.block_sparse->skip_layer_indices, (std::set<std::int64_t>{1, 2, 3}));
 }
 

@@ -63,7 +63,7 @@ class ScheduleLayerTest : public ::testing::Test {
   }
 
   AttentionSchedule schedule(const std::string& text) {
-    auto s = schedule_from_json(nlohmann::json::parse(text));
+    auto s = schedule_from_json(nlohmann::json::parse(text), global_registry());
     EXPECT_TRUE(s.ok()) << s.status().message();
     return s.ok() && s->has_value() ? **s : AttentionSchedule{};
   }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config/block_owners.h"
+#include "diffattn/config.h"
 #include "diffattn/platform.h"
 #include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
@@ -83,12 +84,22 @@ TEST_F(DeclaredRequirementsTest, LibraryNeedsAreUnavailableAndNameWhatWasFound) 
 }
 
 TEST_F(DeclaredRequirementsTest, BlockOwnersComeFromTheDescriptors) {
-  const config_detail::BlockOwners quant = config_detail::block_owners("quant", &registry_);
+  const config_detail::BlockOwners quant = config_detail::block_owners("quant", registry_);
   EXPECT_THAT(quant.backends, ElementsAre("FLASHINFER_ATTN", "TRTLLM_ATTN", "HOPPER_ONLY_ATTN"));
-  EXPECT_THAT(config_detail::block_owners("skip_softmax", &registry_).backends, ElementsAre("TRTLLM_ATTN"));
+  EXPECT_THAT(config_detail::block_owners("skip_softmax", registry_).backends, ElementsAre("TRTLLM_ATTN"));
   EXPECT_FALSE(config_detail::block_owner_violation(quant, "hopper_only_attn").has_value());
   EXPECT_THAT(config_detail::block_owner_violation(quant, "TORCH_SDPA").value_or(""),
               HasSubstr("set backend to FLASHINFER_ATTN or TRTLLM_ATTN or HOPPER_ONLY_ATTN"));
+}
+
+TEST_F(DeclaredRequirementsTest, ConfigurationParsingChecksOwnershipAgainstTheRegistryItIsGiven) {
+  const auto spec = nlohmann::json::parse(R"({"backend": "HOPPER_ONLY_ATTN", "quant": {"dtype_qk": "int8"}})");
+  EXPECT_TRUE(spec_from_json(spec, "default", registry_).ok());
+  Registry builtins_only;
+  register_builtin_backends(builtins_only);
+  auto refused = spec_from_json(spec, "default", builtins_only);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("quant is only supported by the FLASHINFER_ATTN and TRTLLM_ATTN"));
 }
 
 }  // namespace

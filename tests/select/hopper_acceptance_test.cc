@@ -27,7 +27,7 @@ class HopperAcceptanceTest : public ::testing::Test {
     ConfigSources sources;
     sources.dotted = {{"per_role.cross.backend", "TORCH_SDPA"}};
     sources.backend_shorthand = std::move(shorthand);
-    return build_attention_config(sources, std::nullopt);
+    return build_attention_config(sources, std::nullopt, global_registry());
   }
   Registry registry_;
   std::unique_ptr<Selector> selector_;
