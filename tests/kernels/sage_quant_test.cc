@@ -149,25 +149,28 @@ double input(const TensorView& t, std::int64_t b, std::int64_t s, std::int64_t h
   return testing::read_element(t, testing::element_offset(t, {b, s, h, d}));
 }
 
-TEST(SageQuantize, QGroupsOf16RowsCarryTheSoftmaxScaleAndReachFullRange) {
-  const Case c = random_case(DType::kBFloat16, 37, 20, 64, false);  // groups of 16, 16 and 5 rows
+TEST(SageQuantize, EveryQRowHasItsOwnScaleCarryingTheSoftmaxScaleAndReachingFullRange) {
+  const Case c = random_case(DType::kBFloat16, 37, 20, 64, false);
   const AttentionProblem& p = c.data->problem;
   const sage::QuantizedQ q = sage::quantize_q(p);
-  ASSERT_EQ(q.groups(), 3);
+  ASSERT_EQ(sage::kQGroup, 1);
+  ASSERT_EQ(q.groups(), 37);
   const float scale_log2 = p.softmax_scale() * 1.4426950408889634f;
   for (std::int64_t b = 0; b < 2; ++b)
     for (std::int64_t h = 0; h < 4; ++h)
-      for (std::int64_t g = 0; g < 3; ++g) {
-        const float qs = q.scales[static_cast<std::size_t>((b * 4 + h) * 3 + g)];
+      for (std::int64_t i = 0; i < 37; ++i) {
+        const float qs = q.scales[static_cast<std::size_t>((b * 4 + h) * 37 + i)];
         int largest = 0;
-        for (std::int64_t i = g * 16; i < std::min<std::int64_t>(37, g * 16 + 16); ++i)
-          for (std::int64_t d = 0; d < 64; ++d) {
-            const int v = q.values[static_cast<std::size_t>(((b * 4 + h) * 37 + i) * 64 + d)];
-            largest = std::max(largest, std::abs(v));
-            const float scaled = static_cast<float>(input(p.q, b, i, h, d)) * scale_log2;
-            ASSERT_LE(std::fabs(v * qs - scaled), 0.5001 * qs) << "seed " << c.seed;
-          }
+        float amax = 0.f;
+        for (std::int64_t d = 0; d < 64; ++d) {
+          const int v = q.values[static_cast<std::size_t>(((b * 4 + h) * 37 + i) * 64 + d)];
+          largest = std::max(largest, std::abs(v));
+          const float scaled = static_cast<float>(input(p.q, b, i, h, d)) * scale_log2;
+          amax = std::max(amax, std::fabs(scaled));
+          ASSERT_LE(std::fabs(v * qs - scaled), 0.5001 * qs) << "seed " << c.seed;
+        }
         EXPECT_EQ(largest, 127) << "seed " << c.seed;
+        EXPECT_FLOAT_EQ(qs, amax / 127.f) << "the row's own maximum sets its scale; seed " << c.seed;
       }
 }
 

@@ -9,7 +9,10 @@
 
 namespace diffattn::sage {
 
-inline constexpr int kQGroup = 16;     // query rows sharing one INT8 scale (per batch and head)
+// Query rows sharing one INT8 scale (per batch and head): 1, every row its own. The outlier
+// channels DiT queries carry make a shared scale coarse for every other row of its group; a scale
+// per row costs the attention kernel nothing (each thread's accumulators span two rows).
+inline constexpr int kQGroup = 1;
 inline constexpr int kKGroup = 64;     // keys sharing one INT8 scale (per batch and kv head), after smoothing
 inline constexpr int kKvBlock = 128;   // keys per online-softmax block: P is quantized against this block's max
 inline constexpr float kInt8Max = 127.f;

@@ -112,7 +112,8 @@ template <bool kBf16, int kD>
 Status quantize(const SageParams& p, bool v_fp8, cudaStream_t stream) {
   sage_stats_kernel<kBf16><<<dim3(p.stat_chunks, p.batch * p.heads_kv), 256, 0, stream>>>(p, v_fp8);
   sage_means_kernel<kD><<<p.batch * p.heads_kv, kD, 0, stream>>>(p, v_fp8);
-  sage_quant_q_kernel<kBf16, kD><<<dim3(p.q_groups, p.batch * p.heads_q), 128, 0, stream>>>(p);
+  sage_quant_q_kernel<kBf16, kD>
+      <<<dim3(static_cast<unsigned>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)), p.batch * p.heads_q), 128, 0, stream>>>(p);
   sage_quant_k_kernel<kBf16, kD><<<dim3(p.k_groups, p.batch * p.heads_kv), 256, 0, stream>>>(p);
   if (v_fp8) sage_quant_v_kernel<kBf16, kD><<<dim3(p.kv_padded / kKvBlock, p.batch * p.heads_kv), 256, 0, stream>>>(p);
   const cudaError_t e = cudaGetLastError();

@@ -30,8 +30,9 @@ struct SageTmaMaps {
   CUtensorMap q, k, v;  // q, k: INT8 [B, H, S, D]; v: E4M3 [B, Hkv, D, kv_padded], or the caller's V (FP16 mode)
 };
 
-template <int kD_, bool kBf16_, bool kPvFp8_>
+template <int kD_, bool kBf16_, bool kPvFp8_, int kPolyEvery_ = 4>
 struct SageTraits {
+  static constexpr int kPolyEvery = kPolyEvery_;  // see SageConsumer::exp2_col
   static constexpr int kD = kD_;
   static constexpr bool kBf16 = kBf16_;    // the caller's dtype: the output, and P and V in the FP16 mode
   static constexpr bool kPvFp8 = kPvFp8_;
@@ -204,6 +205,24 @@ struct SageConsumer {
     if (lane == 0) ptx::mbar_arrive(bar);
   }
 
+  // Every T::kPolyEvery-th exponential of a row (0: none) on the FMA pipe (ptx::exp2_fma, relative
+  // error 1.1e-4, far below an E4M3 or bf16 rounding of P), so the MUFU unit, which also converts
+  // P, is not the kernel's bottleneck.
+  __device__ static float exp2_col(int col, float x) {
+    if constexpr (T::kPolyEvery > 0)
+      if (col % T::kPolyEvery == T::kPolyEvery - 1) return ptx::exp2_fma(x);
+    return ptx::exp2_approx(x);
+  }
+
+  // The int32 score as a float, exactly (|x| < 2^22: a dot product of kD <= 128 INT8 pairs is at
+  // most 128 * 127^2 < 2^21), on the integer and FMA pipes: x added to the bits of 1.5 * 2^23 is
+  // the float 1.5 * 2^23 + x, and subtracting 1.5 * 2^23 leaves x. I2F would take the conversion
+  // unit, which the exponentials and the FP8 packing of P already keep busy.
+  __device__ static float int_to_float(int x) {
+    static_assert(T::kD * 127 * 127 < (1 << 22), "scores must stay below 2^22 for the exact conversion");
+    return __fsub_rn(__int_as_float(x + 0x4B400000), 12582912.f);
+  }
+
   __device__ static float quad_max(float m) {
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
     return fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
@@ -211,15 +230,23 @@ struct SageConsumer {
 
   // Scores of block n in log2 units (masked keys -inf), then the block's exact online softmax:
   // s becomes exp2(s - m) against the new row maximum, alpha the factor for the earlier output.
+  // qs holds the INT8 scales of the thread's two rows.
   __device__ void softmax(const int (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                          const SageTile& c, int n, float qs) const {
+                          const SageTile& c, int n, const float (&qs)[2]) const {
+    constexpr int kGroups = T::kBlockN / kKGroup;
     const std::int64_t kbase = (static_cast<std::int64_t>(c.b) * p.heads_kv + c.h / (p.heads_q / p.heads_kv)) * p.k_groups;
-    const int g0 = n * (T::kBlockN / kKGroup);
-    float f[T::kBlockN / kKGroup];
+    const int g0 = n * kGroups;
+    float f[2][kGroups];
 #pragma unroll
-    for (int g = 0; g < T::kBlockN / kKGroup; ++g) f[g] = g0 + g < p.k_groups ? __fmul_rn(qs, __ldg(p.k_scale + kbase + g0 + g)) : 0.f;
+    for (int g = 0; g < kGroups; ++g) {
+      const float ks = g0 + g < p.k_groups ? __ldg(p.k_scale + kbase + g0 + g) : 0.f;
+      f[0][g] = __fmul_rn(qs[0], ks);
+      f[1][g] = __fmul_rn(qs[1], ks);
+    }
+    // The thread's accumulator i holds row 8 ((i % 4) / 2) + lane / 4 of its warp's 16 and key
+    // 8 (i / 4) + 2 (lane % 4) + i % 2 of the block.
 #pragma unroll
-    for (int i = 0; i < kSAcc; ++i) s[i] = __fmul_rn(static_cast<float>(si[i]), f[(i / 4) * 8 / kKGroup]);
+    for (int i = 0; i < kSAcc; ++i) s[i] = __fmul_rn(int_to_float(si[i]), f[(i % 4) / 2][(i / 4) * 8 / kKGroup]);
     const int row_base = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
     const bool edge = (n + 1) * T::kBlockN > p.seqlen_k || (p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM);
     if (edge || p.kv_mask != nullptr) {
@@ -250,7 +277,7 @@ struct SageConsumer {
       for (int j = 0; j < T::kBlockN / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float v = ptx::exp2_approx(s[j * 4 + 2 * r + e] - use);
+          const float v = exp2_col(j * 2 + e, s[j * 4 + 2 * r + e] - use);
           s[j * 4 + 2 * r + e] = v;
           sum += v;
         }
@@ -333,8 +360,15 @@ struct SageConsumer {
     uint32_t phase = 0, q_phase = 0;
     for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
       const SageTile c = decode_tile<T>(p, tile);
-      const int qg = (c.m_block * T::kBlockM + wg * 64 + warp * 16) / kQGroup;
-      const float qs = qg < p.q_groups ? __ldg(p.q_scale + (static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.q_groups + qg) : 0.f;
+      // The INT8 scales of the thread's two rows (kQGroup is 1: one per row).
+      static_assert(kQGroup == 1, "the consumer reads one Q scale per row");
+      float qs[2];
+      const int row0 = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        qs[r] = row0 + 8 * r < p.seqlen_q
+                    ? __ldg(p.q_scale + (static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.q_groups + row0 + 8 * r)
+                    : 0.f;
       float o[kOAcc], blk[kOAcc];
 #pragma unroll
       for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;

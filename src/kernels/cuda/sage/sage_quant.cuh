@@ -3,7 +3,7 @@
 //  1. statistics: per chunk of keys, the sum of each K channel and the maximum |V| of each channel
 //     over the valid keys, and the number of valid keys (fixed-order partials, so every run gives
 //     the same bits);
-//  2. Q: per group of kQGroup rows, the softmax scale (in log2 units) folded in, INT8 with one scale;
+//  2. Q: per row (kQGroup is 1), the softmax scale (in log2 units) folded in, INT8 with one scale;
 //  3. K: smoothed by the mean of its channels over the valid keys, INT8 per group of kKGroup keys;
 //     padding keys are written as zero and never enter a maximum;
 //  4. V (FP8 P*V only): FP8 E4M3 with one scale per channel, transposed to [D, keys] so it is the
@@ -114,73 +114,94 @@ __device__ __forceinline__ void k_means(const SageParams& p, int bh, int, float*
   for (int c = threadIdx.x; c < kD; c += blockDim.x) mean[c] = p.k_mean[static_cast<std::int64_t>(bh) * kD + c];
 }
 
-// grid (q_groups, B * Hq), 128 threads. Also writes each row's q' . mean(K), the amount by which
-// smoothing K lowered the row's scores (in log2 units), which the LSE adds back.
+// Query rows per block of the Q kernel: four warps, four rows each.
+inline constexpr int kQRowsPerBlock = 16;
+
+// grid (ceil(Sq / kQRowsPerBlock), B * Hq), 128 threads: each warp quantizes four rows, each with
+// its own INT8 scale (kQGroup is 1), a lane holding kD / 32 consecutive channels. Also writes each
+// row's q' . mean(K), the amount by which smoothing K lowered the row's scores (in log2 units),
+// which the LSE adds back.
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(128) sage_quant_q_kernel(const SageParams p) {
-  constexpr int kPer = kQGroup * kD / 128;
-  __shared__ float scratch[4];
+  static_assert(kQGroup == 1, "the Q kernel gives every row its own scale");
+  constexpr int kPer = kD / 32;
   __shared__ float mean[kD];
-  __shared__ float rows[kQGroup][kD];
   const int bh = blockIdx.y, b = bh / p.heads_q, h = bh % p.heads_q;
   k_means<kD>(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv), b, mean);
-  const int row0 = blockIdx.x * kQGroup;
-  float x[kPer];
-  float amax = 0.f;
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = lane * kPer;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int idx = threadIdx.x + i * 128, row = row0 + idx / kD, c = idx % kD;
-    x[i] = row < p.seqlen_q
-               ? __fmul_rn(load_elem<kBf16>(p.q, b * p.q_stride_b + row * p.q_stride_s + h * p.q_stride_h + c), p.scale_log2)
-               : 0.f;
-    rows[idx / kD][c] = x[i];
-    amax = fmaxf(amax, fabsf(x[i]));
-  }
-  amax = block_max(amax, scratch);  // synchronises: rows[] and mean[] are complete
-  if (threadIdx.x < kQGroup && row0 + threadIdx.x < p.seqlen_q) {
-    float shift = 0.f;
-    for (int c = 0; c < kD; ++c) shift = fmaf(rows[threadIdx.x][c], mean[c], shift);
-    p.q_shift[static_cast<std::int64_t>(bh) * p.seqlen_q + row0 + threadIdx.x] = shift;
-  }
-  const float r = amax > 0.f ? __fdiv_rn(kInt8Max, amax) : 0.f;
+  for (int i = 0; i < kQRowsPerBlock / 4; ++i) {
+    const int row = blockIdx.x * kQRowsPerBlock + warp * (kQRowsPerBlock / 4) + i;
+    if (row >= p.seqlen_q) break;  // the same for the whole warp
+    const std::int64_t at = b * p.q_stride_b + static_cast<std::int64_t>(row) * p.q_stride_s + h * p.q_stride_h + c0;
+    float x[kPer];
+    float amax = 0.f, shift = 0.f;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int idx = threadIdx.x + i * 128, row = row0 + idx / kD, c = idx % kD;
-    if (row >= p.seqlen_q) continue;
-    const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[i], r))));
-    p.q_int8[((static_cast<std::int64_t>(bh) * p.seqlen_q) + row) * kD + c] = static_cast<std::int8_t>(v);
+    for (int e = 0; e < kPer; ++e) {
+      x[e] = __fmul_rn(load_elem<kBf16>(p.q, at + e), p.scale_log2);
+      amax = fmaxf(amax, fabsf(x[e]));
+      shift = fmaf(x[e], mean[c0 + e], shift);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      shift += __shfl_xor_sync(0xffffffffu, shift, o);
+    }
+    const float r = amax > 0.f ? __fdiv_rn(kInt8Max, amax) : 0.f;
+    std::uint32_t packed = 0;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[e], r))));
+      packed |= (static_cast<std::uint32_t>(v) & 0xffu) << (8 * e);
+    }
+    std::int8_t* dst = p.q_int8 + (static_cast<std::int64_t>(bh) * p.seqlen_q + row) * kD + c0;
+    if constexpr (kPer == 4) *reinterpret_cast<std::uint32_t*>(dst) = packed;
+    else *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(packed);
+    if (lane == 0) {
+      p.q_scale[static_cast<std::int64_t>(bh) * p.q_groups + row] = __fdiv_rn(amax, kInt8Max);
+      p.q_shift[static_cast<std::int64_t>(bh) * p.seqlen_q + row] = shift;
+    }
   }
-  if (threadIdx.x == 0) p.q_scale[static_cast<std::int64_t>(bh) * p.q_groups + blockIdx.x] = __fdiv_rn(amax, kInt8Max);
 }
 
-// grid (k_groups, B * Hkv), 256 threads.
+// grid (k_groups, B * Hkv), 256 threads, each holding four consecutive channels of some of the
+// group's keys (one 32-bit store of INT8 codes per key).
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(256) sage_quant_k_kernel(const SageParams p) {
-  constexpr int kPer = kKGroup * kD / 256;
+  constexpr int kLanesPerKey = kD / 4, kKeysPerPass = 256 / kLanesPerKey, kPasses = kKGroup / kKeysPerPass;
   __shared__ float mean[kD];
   __shared__ float scratch[8];
   const int bh = blockIdx.y, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
   k_means<kD>(p, bh, b, mean);
   __syncthreads();
-  const int key0 = blockIdx.x * kKGroup;
-  float x[kPer];
+  const int key0 = blockIdx.x * kKGroup, c0 = (threadIdx.x % kLanesPerKey) * 4;
+  float x[kPasses][4];
   float amax = 0.f;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int idx = threadIdx.x + i * 256, key = key0 + idx / kD, c = idx % kD;
-    x[i] = key_valid(p, b, key)
-               ? __fsub_rn(load_elem<kBf16>(p.k, b * p.k_stride_b + key * p.k_stride_s + hkv * p.k_stride_h + c), mean[c])
-               : 0.f;
-    amax = fmaxf(amax, fabsf(x[i]));
+  for (int i = 0; i < kPasses; ++i) {
+    const int key = key0 + i * kKeysPerPass + threadIdx.x / kLanesPerKey;
+    const bool valid = key_valid(p, b, key);
+    const std::int64_t at = b * p.k_stride_b + static_cast<std::int64_t>(key) * p.k_stride_s + hkv * p.k_stride_h + c0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      x[i][e] = valid ? __fsub_rn(load_elem<kBf16>(p.k, at + e), mean[c0 + e]) : 0.f;
+      amax = fmaxf(amax, fabsf(x[i][e]));
+    }
   }
   amax = block_max(amax, scratch);
   const float r = amax > 0.f ? __fdiv_rn(kInt8Max, amax) : 0.f;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int idx = threadIdx.x + i * 256, key = key0 + idx / kD, c = idx % kD;
+  for (int i = 0; i < kPasses; ++i) {
+    const int key = key0 + i * kKeysPerPass + threadIdx.x / kLanesPerKey;
     if (key >= p.seqlen_k) continue;
-    const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[i], r))));
-    p.k_int8[((static_cast<std::int64_t>(bh) * p.seqlen_k) + key) * kD + c] = static_cast<std::int8_t>(v);
+    std::uint32_t packed = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[i][e], r))));
+      packed |= (static_cast<std::uint32_t>(v) & 0xffu) << (8 * e);
+    }
+    *reinterpret_cast<std::uint32_t*>(p.k_int8 + (static_cast<std::int64_t>(bh) * p.seqlen_k + key) * kD + c0) = packed;
   }
   if (threadIdx.x == 0) p.k_scale[static_cast<std::int64_t>(bh) * p.k_groups + blockIdx.x] = __fdiv_rn(amax, kInt8Max);
 }
