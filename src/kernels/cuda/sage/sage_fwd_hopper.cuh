@@ -200,6 +200,14 @@ struct SageConsumer {
     }
   }
 
+  // The two consumer warpgroups issue their products in turn (named barriers 4 and 5): a group
+  // takes its turn, issues, waits for its scores and hands the turn over, so one group's softmax
+  // runs while the other's products occupy the tensor cores instead of both at once. Group 0
+  // starts; group 1's last hand-over is taken by group 0 after its last tile.
+  static constexpr int kTurnBarrier = 4;
+  __device__ void take_turn() const { ptx::named_barrier_sync(kTurnBarrier + wg, 256); }
+  __device__ void pass_turn() const { ptx::named_barrier_arrive(kTurnBarrier + (wg + 1) % 2, 256); }
+
   __device__ void release(uint64_t* bar) const {
     __syncwarp();
     if (lane == 0) ptx::mbar_arrive(bar);
@@ -214,14 +222,16 @@ struct SageConsumer {
     return ptx::exp2_approx(x);
   }
 
-  // The int32 score as a float, exactly (|x| < 2^22: a dot product of kD <= 128 INT8 pairs is at
-  // most 128 * 127^2 < 2^21), on the integer and FMA pipes: x added to the bits of 1.5 * 2^23 is
-  // the float 1.5 * 2^23 + x, and subtracting 1.5 * 2^23 leaves x. I2F would take the conversion
-  // unit, which the exponentials and the FP8 packing of P already keep busy.
-  __device__ static float int_to_float(int x) {
+  // The int32 score x plus 1.5 * 2^23, as a float, exactly, on the integer pipe (x added to the
+  // bits of 1.5 * 2^23; |x| < 2^22, since a dot product of kD <= 128 INT8 pairs is at most
+  // 128 * 127^2 < 2^21). I2F would take the conversion unit, which the exponentials and the FP8
+  // packing of P already keep busy.
+  static constexpr float kFloatImage = 12582912.f;  // 1.5 * 2^23
+  __device__ static float float_image(int x) {
     static_assert(T::kD * 127 * 127 < (1 << 22), "scores must stay below 2^22 for the exact conversion");
-    return __fsub_rn(__int_as_float(x + 0x4B400000), 12582912.f);
+    return __int_as_float(x + 0x4B400000);
   }
+  static constexpr float kLog2E4m3Max = 8.807354922057604f;  // log2(448)
 
   __device__ static float quad_max(float m) {
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
@@ -229,24 +239,33 @@ struct SageConsumer {
   }
 
   // Scores of block n in log2 units (masked keys -inf), then the block's exact online softmax:
-  // s becomes exp2(s - m) against the new row maximum, alpha the factor for the earlier output.
-  // qs holds the INT8 scales of the thread's two rows.
+  // s becomes exp2(s - m) against the new row maximum (times 448 in the FP8 mode, ready for E4M3;
+  // l then sums 448 p), alpha the factor for the earlier output. qs holds the INT8 scales of the
+  // thread's two rows. A score is one FFMA of the int32 sum's float image (int_to_float's trick
+  // without its subtraction: the constant is folded into the FFMA's addend, rounded once, which
+  // moves a score by at most half a unit of the INT8 product, far below the INT8 rounding).
   __device__ void softmax(const int (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
                           const SageTile& c, int n, const float (&qs)[2]) const {
     constexpr int kGroups = T::kBlockN / kKGroup;
     const std::int64_t kbase = (static_cast<std::int64_t>(c.b) * p.heads_kv + c.h / (p.heads_q / p.heads_kv)) * p.k_groups;
     const int g0 = n * kGroups;
-    float f[2][kGroups];
+    float f[2][kGroups], f0[2][kGroups];
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
       const float ks = g0 + g < p.k_groups ? __ldg(p.k_scale + kbase + g0 + g) : 0.f;
-      f[0][g] = __fmul_rn(qs[0], ks);
-      f[1][g] = __fmul_rn(qs[1], ks);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        f[r][g] = __fmul_rn(qs[r], ks);
+        f0[r][g] = -kFloatImage * f[r][g];
+      }
     }
     // The thread's accumulator i holds row 8 ((i % 4) / 2) + lane / 4 of its warp's 16 and key
     // 8 (i / 4) + 2 (lane % 4) + i % 2 of the block.
 #pragma unroll
-    for (int i = 0; i < kSAcc; ++i) s[i] = __fmul_rn(int_to_float(si[i]), f[(i % 4) / 2][(i / 4) * 8 / kKGroup]);
+    for (int i = 0; i < kSAcc; ++i) {
+      const int r = (i % 4) / 2, g = (i / 4) * 8 / kKGroup;
+      s[i] = fmaf(float_image(si[i]), f[r][g], f0[r][g]);
+    }
     const int row_base = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
     const bool edge = (n + 1) * T::kBlockN > p.seqlen_k || (p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM);
     if (edge || p.kv_mask != nullptr) {
@@ -272,12 +291,13 @@ struct SageConsumer {
       const float use = mx == -INFINITY ? 0.f : mx;
       alpha[r] = ptx::exp2_approx(m[r] - use);
       m[r] = mx;
+      const float shift = T::kPvFp8 ? use - kLog2E4m3Max : use;  // exp2(s - shift) = 448 p
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < T::kBlockN / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float v = exp2_col(j * 2 + e, s[j * 4 + 2 * r + e] - use);
+          const float v = exp2_col(j * 2 + e, s[j * 4 + 2 * r + e] - shift);
           s[j * 4 + 2 * r + e] = v;
           sum += v;
         }
@@ -285,7 +305,7 @@ struct SageConsumer {
     }
   }
 
-  // P as the A operand of the P V product: E4M3 of 448 p, ordered as the transposed V's keys
+  // P as the A operand of the P V product: E4M3 of 448 p (the softmax already scaled it), ordered as the transposed V's keys
   // (sage_quant.cuh), or p rounded to the caller's dtype.
   __device__ static void convert_p(const float (&s)[kSAcc], uint32_t (&pr)[kPRegs]) {
     if constexpr (T::kPvFp8) {
@@ -297,8 +317,7 @@ struct SageConsumer {
           for (int r = 0; r < 2; ++r) {
             const int g = 4 * kk + 2 * half;
             pr[4 * kk + 2 * half + r] =
-                pack_e4m3x4(s[g * 4 + 2 * r] * kE4m3Max, s[g * 4 + 2 * r + 1] * kE4m3Max,
-                            s[(g + 1) * 4 + 2 * r] * kE4m3Max, s[(g + 1) * 4 + 2 * r + 1] * kE4m3Max);
+                pack_e4m3x4(s[g * 4 + 2 * r], s[g * 4 + 2 * r + 1], s[(g + 1) * 4 + 2 * r], s[(g + 1) * 4 + 2 * r + 1]);
           }
     } else {
 #pragma unroll
@@ -324,7 +343,7 @@ struct SageConsumer {
       if (row >= p.seqlen_q) continue;
       if (p.lse != nullptr && lane % 4 == 0)
         p.lse[c.b * p.lse_stride_b + c.h * p.lse_stride_h + row * p.lse_stride_s] =
-            l > 0.f ? (m[r] + __log2f(l) + p.q_shift[(static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.seqlen_q + row]) *
+            l > 0.f ? (m[r] + __log2f(l) - (T::kPvFp8 ? kLog2E4m3Max : 0.f) + p.q_shift[(static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.seqlen_q + row]) *
                           0.69314718055994531f
                     : -INFINITY;
       uint16_t* dst = out + c.b * p.out_stride_b + static_cast<std::int64_t>(row) * p.out_stride_s + c.h * p.out_stride_h +
@@ -334,8 +353,8 @@ struct SageConsumer {
         const int col = j * 8 + (lane % 4) * 2;
         float x0 = o[j * 4 + 2 * r], x1 = o[j * 4 + 2 * r + 1];
         if constexpr (T::kPvFp8) {
-          x0 *= __ldg(vs + col) / kE4m3Max;
-          x1 *= __ldg(vs + col + 1) / kE4m3Max;
+          x0 *= __ldg(vs + col);  // o sums (448 p) (v / vs) and l sums 448 p
+          x1 *= __ldg(vs + col + 1);
         }
         x0 = l > 0.f ? x0 / l : 0.f;
         x1 = l > 0.f ? x1 / l : 0.f;
@@ -358,6 +377,7 @@ struct SageConsumer {
   __device__ void run() const {
     int stage = 0;
     uint32_t phase = 0, q_phase = 0;
+    if (wg == 1) ptx::named_barrier_arrive(kTurnBarrier, 256);  // group 0 takes the first turn
     for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
       const SageTile c = decode_tile<T>(p, tile);
       // The INT8 scales of the thread's two rows (kQGroup is 1: one per row).
@@ -385,10 +405,12 @@ struct SageConsumer {
       }
       // Block 0: its Q K^T alone.
       ptx::mbar_wait(sm.k_full(stage), phase);
+      take_turn();
       ptx::wgmma_fence();
       issue_qk(si, stage);
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
+      pass_turn();
       fence_scores(si);
       release(sm.k_empty(stage));
       if (c.n_blocks == 1) release(sm.q_empty());
@@ -404,12 +426,14 @@ struct SageConsumer {
         ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
         ptx::mbar_wait(sm.k_full(stage), phase);
         ptx::fence_operands(pr);
+        take_turn();
         ptx::wgmma_fence();
         issue_qk(si, stage);
         ptx::wgmma_commit();
         issue_pv(blk, pr, prev_stage);
         ptx::wgmma_commit();
         ptx::wgmma_wait<1>();
+        pass_turn();
         fence_scores(si);
         release(sm.k_empty(stage));
         if (n == c.n_blocks - 1) release(sm.q_empty());  // the last read of Q: the next tile's may load
@@ -427,15 +451,18 @@ struct SageConsumer {
       }
       ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
       ptx::fence_operands(pr);
+      take_turn();
       ptx::wgmma_fence();
       issue_pv(blk, pr, prev_stage);
       ptx::wgmma_commit();
+      pass_turn();
       ptx::wgmma_wait<0>();
       ptx::fence_operands(blk);
       release(sm.v_empty(prev_stage));
       accumulate(o, blk, alpha_prev);
       finish(o, m, l, c);
     }
+    if (wg == 0) take_turn();  // group 1's last hand-over: every arrival on barrier 4 is matched
   }
 };
 
