@@ -22,10 +22,14 @@ enum class MaskKind {
 std::string_view mask_kind_name(MaskKind kind);
 
 // The latent video that a call's tokens are: q's and k's sequences hold frames x height x width
-// tokens in row-major (frame, row, column) order. Sparse video backends (FASTVIDEO_VSA) tile it.
+// tokens in row-major (frame, row, column) order, after `text_before` and before `text_after`
+// non-video tokens (a joint attention's text). Sparse video backends tile it: FASTVIDEO_VSA takes
+// video tokens only; RAINFUSION_ATTN keeps the text dense.
 struct VideoGeometry {
   std::int64_t frames = 0, height = 0, width = 0;
-  std::int64_t tokens() const { return frames * height * width; }
+  std::int64_t text_before = 0, text_after = 0;
+  std::int64_t tokens() const { return frames * height * width; }  // video tokens
+  std::int64_t sequence_length() const { return text_before + tokens() + text_after; }
 };
 
 // What a backend needs to know to say whether it can run a call, without any tensor data.
@@ -68,7 +72,7 @@ struct AttentionProblem {
   std::optional<TensorView> cu_seqlens_q, cu_seqlens_k;
   std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
 
-  // Sparse video attention: the geometry of q's and k's tokens (Sq = Skv = frames*height*width),
+  // Sparse video attention: the geometry of q's and k's tokens (Sq = Skv = its sequence_length()),
   // and FASTVIDEO_VSA's gate [B, Sq, Hq, Dv] in out's dtype (out = fine + coarse * gate). Other
   // backends ignore the geometry; the layer refuses a gate for a backend that takes none.
   std::optional<VideoGeometry> video;

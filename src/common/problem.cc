@@ -270,13 +270,22 @@ Status check_video_geometry(const AttentionProblem& p, std::int64_t sq, std::int
       return InvalidInput("video geometry (frames x height x width) " + given +
                           " must have every extent in 1.." + std::to_string(kMaxExtent) +
                           "; pass the latent video's frames, height and width in tokens");
+  if (g.text_before < 0 || g.text_after < 0 || g.text_before > kMaxExtent || g.text_after > kMaxExtent)
+    return InvalidInput("video geometry: text_before " + std::to_string(g.text_before) + " and text_after " +
+                        std::to_string(g.text_after) + " must be in 0.." + std::to_string(kMaxExtent) +
+                        "; pass the count of non-video tokens before and after the video");
   if (p.is_varlen())
     return InvalidInput("video geometry cannot be combined with cu_seqlens; pass one video per batch entry instead");
-  if (g.tokens() != sq || g.tokens() != skv)
-    return InvalidInput("video geometry " + given + " holds " + std::to_string(g.tokens()) +
-                        " tokens but q has " + std::to_string(sq) + " and k has " + std::to_string(skv) +
-                        "; pass the geometry of this call's latent video (after patchifying), whose tokens are the "
-                        "whole sequence");
+  if (g.sequence_length() != sq || g.sequence_length() != skv) {
+    const std::string text = g.text_before + g.text_after > 0
+                                 ? " tokens with " + std::to_string(g.text_before) + " + " + std::to_string(g.text_after) +
+                                       " text tokens"
+                                 : " tokens";
+    return InvalidInput("video geometry " + given + " holds " + std::to_string(g.sequence_length()) + text +
+                        " but q has " + std::to_string(sq) + " and k has " + std::to_string(skv) +
+                        "; pass the geometry of this call's latent video (after patchifying), whose tokens (and the "
+                        "text_before/text_after ones) are the whole sequence");
+  }
   return Status::Ok();
 }
 

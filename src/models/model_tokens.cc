@@ -35,7 +35,7 @@ Result<std::int64_t> latent_frames(const ModelSpec& m, int frames) {
 
 }  // namespace
 
-Result<std::int64_t> video_tokens(const ModelSpec& m, int height, int width, int frames) {
+Result<VideoGeometry> latent_video(const ModelSpec& m, int height, int width, int frames) {
   const int sh = m.vae_spatial_compression * m.patch_h;
   const int sw = m.vae_spatial_compression * m.patch_w;
   if (height <= 0 || height % sh != 0)
@@ -43,7 +43,16 @@ Result<std::int64_t> video_tokens(const ModelSpec& m, int height, int width, int
   if (width <= 0 || width % sw != 0)
     return InvalidInput(m.name + ": " + dim_advice("--width", width, sw));
   DIFFATTN_ASSIGN_OR_RETURN(std::int64_t lf, latent_frames(m, frames));
-  return lf * (height / sh) * (width / sw);
+  VideoGeometry g;
+  g.frames = lf;
+  g.height = height / sh;
+  g.width = width / sw;
+  return g;
+}
+
+Result<std::int64_t> video_tokens(const ModelSpec& m, int height, int width, int frames) {
+  DIFFATTN_ASSIGN_OR_RETURN(VideoGeometry g, latent_video(m, height, width, frames));
+  return g.tokens();
 }
 
 std::int64_t audio_tokens(const ModelSpec& m, int frames) {

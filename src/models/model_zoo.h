@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "diffattn/problem.h"
 #include "diffattn/status.h"
 
 namespace diffattn {
@@ -61,6 +62,9 @@ const std::vector<ModelSpec>& model_zoo();
 Result<const ModelSpec*> find_model(std::string_view name);  // unknown: error listing the names
 // Video/image tokens for a resolution, e.g. Wan 480x832x81 -> 32760.
 Result<std::int64_t> video_tokens(const ModelSpec& model, int height, int width, int frames);
+// The latent video of a resolution in tokens (frames x height x width after patchifying), e.g.
+// Wan 480x832x81 -> 21 x 30 x 52; no text tokens.
+Result<VideoGeometry> latent_video(const ModelSpec& model, int height, int width, int frames);
 // Audio tokens of a clip of `frames` video frames (0 for models without an audio stream).
 std::int64_t audio_tokens(const ModelSpec& model, int frames);
 // Query and key lengths of `role` ("video", "text", "audio" or "joint" = video + text).

@@ -80,6 +80,14 @@ Result<RolePlan> plan_role(const ModelSpec& model, const ModelRole& role, const 
     DIFFATTN_ASSIGN_OR_RETURN(TextKeys where, text_keys_of(model, role));
     rp.text_keys_masked = where != TextKeys::kNone;
   }
+  if (role.query_tokens == role.key_tokens && (role.query_tokens == "video" || role.query_tokens == "joint")) {
+    DIFFATTN_ASSIGN_OR_RETURN(VideoGeometry g, latent_video(model, plan.height, plan.width, plan.frames));
+    if (role.query_tokens == "joint") {
+      if (model.joint_text == "first") g.text_before = model.text_tokens;
+      if (model.joint_text == "last") g.text_after = model.text_tokens;
+    }
+    if (g.sequence_length() == rp.seqlen_q) rp.video = g;
+  }
   rp.flops_per_call = 4.0 * plan.batch * role.num_heads * static_cast<double>(rp.seqlen_q) *
                       static_cast<double>(rp.seqlen_kv) * role.head_size;
   return rp;

@@ -20,6 +20,9 @@ struct RolePlan {
   std::vector<int> layers;  // sampled layer indices of this role
   double flops_per_call = 0;  // 4 * B * Hq * Sq * Skv * D
   bool text_keys_masked = false;  // its keys hold text and the prompt is shorter than the text budget
+  // Self-attention over the video (or the joint video + text sequence, where the zoo says where the
+  // text sits): the geometry its calls carry for sparse video backends.
+  std::optional<VideoGeometry> video;
 };
 
 struct WorkloadPlan {

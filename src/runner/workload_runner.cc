@@ -164,8 +164,14 @@ class SampleBuffers {
     return b;
   }
 
+  // The video geometry the calls carry, where the sample's sequences are the planned video's.
+  void set_video(const std::optional<VideoGeometry>& video) {
+    if (video && video->sequence_length() == q_.size(1) && video->sequence_length() == k_.size(1)) video_ = video;
+  }
+
   AttentionProblem problem() const {
     AttentionProblem p;
+    p.video = video_;
     p.q = q_;
     p.k = k_;
     p.v = v_;
@@ -207,6 +213,7 @@ class SampleBuffers {
   DeviceBuffer dq_, dk_, dv_, dout_, dmask_;
   TensorView q_, k_, v_, out_;
   std::optional<KeyPaddingMask> mask_;
+  std::optional<VideoGeometry> video_;
 };
 
 class RoleExecutor {
@@ -296,6 +303,7 @@ Status run_role(const RunRequest& request, const WorkloadPlan& plan, RoleCandida
                               text_padding_mask(plan, report.plan, qkv->k.shape()[0], qkv->k.shape()[1]));
     DIFFATTN_ASSIGN_OR_RETURN(SampleBuffers buffers,
                               SampleBuffers::prepare(*qkv, std::move(mask), plan.on_device, report.plan.role));
+    buffers.set_video(report.plan.video);
     const DenoisingStep step = runner_step(plan, sample);
     std::optional<HostTensor> reference;
     if (baseline.run.ok()) {

@@ -130,7 +130,7 @@ TEST(RegistryTest, BackendsWithoutKernelsAreRegisteredButUnavailable) {
   probe.kind = PlatformKind::kCuda;
   probe.cc_major = 9;
   for (const char* name :
-       {"TRTLLM_ATTN", "SAGE_ATTN_3", "RAINFUSION_ATTN"}) {
+       {"TRTLLM_ATTN", "SAGE_ATTN_3"}) {
     SCOPED_TRACE(name);
     const BackendDescriptor* d = *registry.find(name);
     ASSERT_TRUE(d->unavailable_reason);

@@ -3,16 +3,15 @@
 #include <utility>
 
 #include "backends/builtin.h"
+#include "backends/rainfusion_attn/rainfusion_backend.h"
 #include "registry/builtin_registration.h"
-#include "registry/option_checks.h"
-#include "registry/unavailable_backend.h"
 
 namespace diffattn {
 namespace {
 
-const char kNotBuilt[] =
-    "RAINFUSION_ATTN (block-sparse video attention) kernels are not part of this diffattn build. "
-    "Remove the block_sparse block and select FLASH_ATTN or TORCH_SDPA instead.";
+const char kNoCudaKernels[] =
+    "RAINFUSION_ATTN's CUDA kernels are not part of this diffattn build yet. Run it on CPU tensors (its CPU "
+    "implementation is built), or select FLASH_ATTN or TORCH_SDPA instead.";
 
 }  // namespace
 
@@ -20,18 +19,15 @@ void register_rainfusion_attn(Registry& registry) {
   BackendDescriptor d;
   d.name = "RAINFUSION_ATTN";
   d.summary = "training-free block-sparse video attention driven by the block_sparse block";
-  d.caps.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
-  d.caps.dtypes = {DType::kBFloat16};
-  d.caps.head_sizes = {64, 96, 128, 192, 256};
-  d.caps.gqa = false;
-  d.caps.causal = false;
-  d.caps.key_padding_mask = false;
-  d.caps.dense_mask = false;
-  d.caps.lse = false;
-  d.caps.option_blocks = {"block_sparse"};
-  d.unavailable_reason = [](const PlatformInfo&) -> std::optional<std::string> { return kNotBuilt; };
-  d.validate_options = [](const AttentionSpec& spec) { return check_extra_keys(spec, "RAINFUSION_ATTN", {}); };
-  d.create = unavailable_factory(kNotBuilt);
+  d.caps = rainfusion_attn_capabilities();
+  d.kernels = {{DeviceKind::kCpu, "frame patches, per-head pattern from sampled scores, block-sparse fine pass"}};
+  // The CPU implementation is always built; the CUDA kernels are not written yet.
+  d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
+    if (platform.kind == PlatformKind::kCpu) return std::nullopt;
+    return kNoCudaKernels;
+  };
+  d.validate_options = validate_rainfusion_attn_options;
+  d.create = create_rainfusion_attn_backend;
   register_or_warn(registry, std::move(d));
 }
 

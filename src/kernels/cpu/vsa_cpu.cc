@@ -7,46 +7,17 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/sdpa_cpu.h"
+#include "kernels/cpu/view_access.h"
 #include "kernels/sparse/vsa_cubes.h"
 
 namespace diffattn {
 namespace {
 
-float load_float(const TensorView& t, std::int64_t offset) {
-  switch (t.dtype) {
-    case DType::kFloat16: return cpu::half_to_float(static_cast<const std::uint16_t*>(t.data)[offset]);
-    case DType::kBFloat16: return cpu::bf16_to_float(static_cast<const std::uint16_t*>(t.data)[offset]);
-    default: return static_cast<const float*>(t.data)[offset];
-  }
-}
-
-void store_float(const TensorView& t, std::int64_t offset, float value) {
-  switch (t.dtype) {
-    case DType::kFloat16: static_cast<std::uint16_t*>(t.data)[offset] = cpu::float_to_half(value); return;
-    case DType::kBFloat16: static_cast<std::uint16_t*>(t.data)[offset] = cpu::float_to_bf16(value); return;
-    default: static_cast<float*>(t.data)[offset] = value; return;
-  }
-}
-
-std::int64_t offset_of(const TensorView& t, std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t e) {
-  return b * t.stride(0) + s * t.stride(1) + h * t.stride(2) + e * t.stride(3);
-}
-
-// A [B, S, H, D] view copied as float32 into padded cube order [B, cubes * 64, H, D]; padding is zero.
-std::vector<float> gather_in_cube_order(const TensorView& t, const VsaCubes& cubes) {
-  const std::int64_t batch = t.size(0), tokens = t.size(1), heads = t.size(2), dim = t.size(3);
-  const std::int64_t padded = cubes.padded_length();
-  std::vector<float> out(static_cast<std::size_t>(batch * padded * heads * dim), 0.0f);
-  for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t i = 0; i < tokens; ++i) {
-      float* row = out.data() + (b * padded + cubes.slot[static_cast<std::size_t>(i)]) * heads * dim;
-      for (std::int64_t h = 0; h < heads; ++h)
-        for (std::int64_t e = 0; e < dim; ++e) row[h * dim + e] = load_float(t, offset_of(t, b, i, h, e));
-    }
-  return out;
-}
+using cpu::gather_into_slots;
+using cpu::load_float;
+using cpu::offset_of;
+using cpu::store_float;
 
 // Means over each cube's valid tokens: [B, cubes, H, D] in float64.
 std::vector<double> pool_cubes(const std::vector<float>& x, const VsaCubes& cubes, std::int64_t batch,
@@ -136,14 +107,19 @@ Status run_fastvideo_vsa_cpu(const AttentionProblem& p, std::int64_t topk, Block
                         "height x width of the latent)");
   if (p.mask || p.is_varlen() || p.causal || p.lse)
     return Unsupported("FASTVIDEO_VSA takes no mask, cu_seqlens, causal flag or lse; select TORCH_SDPA for those");
+  if (p.video->text_before != 0 || p.video->text_after != 0)
+    return Unsupported("FASTVIDEO_VSA tiles video tokens only, but the call's geometry has " +
+                       std::to_string(p.video->text_before + p.video->text_after) +
+                       " text tokens; run the video tokens alone, or select RAINFUSION_ATTN (which keeps text dense) "
+                       "or TORCH_SDPA");
   DIFFATTN_RETURN_IF_ERROR(check_vsa_topk(topk, *p.video));
 
   const VsaCubes cubes = tile_video_into_cubes(*p.video);
   const std::int64_t batch = p.q.size(0), tokens = p.q.size(1), heads_q = p.q.size(2), heads_kv = p.k.size(2);
   const std::int64_t d = p.q.size(3), dv = p.v.size(3), count = cubes.count(), padded = cubes.padded_length();
-  std::vector<float> q = gather_in_cube_order(p.q, cubes);
-  std::vector<float> k = gather_in_cube_order(p.k, cubes);
-  std::vector<float> v = gather_in_cube_order(p.v, cubes);
+  std::vector<float> q = gather_into_slots(p.q, cubes.slot, padded);
+  std::vector<float> k = gather_into_slots(p.k, cubes.slot, padded);
+  std::vector<float> v = gather_into_slots(p.v, cubes.slot, padded);
 
   CoarseBranch coarse = run_coarse_branch(pool_cubes(q, cubes, batch, heads_q, d), pool_cubes(k, cubes, batch, heads_kv, d),
                                           pool_cubes(v, cubes, batch, heads_kv, dv), batch, count, heads_q, heads_kv, d,
