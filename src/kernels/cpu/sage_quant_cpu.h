@@ -14,7 +14,8 @@ namespace diffattn::sage {
 // clamp(rint(x * reciprocal), -127, 127), rint rounding ties to even.
 std::int8_t quantize_int8(float x, float reciprocal);
 
-// Q scaled by softmax scale * log2(e), INT8 per group of kQGroup rows of one (batch, head).
+// Q scaled by softmax scale * log2(e), INT8 per group of kQGroup rows (1: every row its own scale)
+// of one (batch, head).
 struct QuantizedQ {
   std::int64_t batch = 0, heads = 0, seqlen = 0, head_size = 0;
   std::vector<std::int8_t> values;  // [B, Hq, Sq, D]
