@@ -31,13 +31,13 @@ TEST(BackendCallCheckConcurrency, ConcurrentCallsOfManyShapesEachGetTheirOwnVerd
     return reasons;
   };
   const BackendCallCheck check(d, /*explicit_choice=*/true);
-  const std::int64_t shapes = static_cast<std::int64_t>(BackendCallCheck::kMaxVerdicts) + 8;
+  constexpr std::int64_t kShapes = static_cast<std::int64_t>(BackendCallCheck::kMaxVerdicts) + 8;
   std::atomic<int> wrong{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&check, &wrong, shapes, t] {
+    threads.emplace_back([&check, &wrong, t] {
       for (int i = 0; i < 400; ++i) {
-        const std::int64_t keys = 1 + (i * 7 + t) % shapes;
+        const std::int64_t keys = 1 + (i * 7 + t) % kShapes;
         const Status status = check.check(shape_with_keys(keys));
         if (status.ok() != (keys % 2 == 0)) ++wrong;
       }
