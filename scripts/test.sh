@@ -30,19 +30,27 @@ cmake --preset asan >/dev/null
 cmake --build --preset asan
 ctest --preset asan -j "$(nproc)"
 
-echo "== fuzzing the parsers (${fuzz_seconds}s each)"
-for target in build/asan/fuzz/fuzz_*; do
-  [ -x "$target" ] || continue
-  corpus="fuzz/corpus/$(basename "$target")"
-  work="build/asan/corpus-$(basename "$target")"
+echo "== fuzzing the parsers (${fuzz_seconds}s each, $(nproc) at a time)"
+# Runs one target for its time budget; on a crash or hang prints its log's tail and fails.
+fuzz_target() {
+  local target="$1" name
+  name="$(basename "$target")"
+  local work="build/asan/corpus-$name" log="build/asan/$name.log"
   mkdir -p "$work"
-  log="build/asan/$(basename "$target").log"
   if ! "$target" -max_total_time="$fuzz_seconds" -timeout=5 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix=build/asan/ "$work" "$corpus" >"$log" 2>&1; then
+      -artifact_prefix=build/asan/ "$work" "fuzz/corpus/$name" >"$log" 2>&1; then
+    echo "== $name found an input that crashes or hangs (saved under build/asan/):"
     tail -n 60 "$log"
-    echo "== $(basename "$target") found an input that crashes or hangs (saved under build/asan/)" >&2
-    exit 1
+    return 1
   fi
-  tail -n 3 "$log"
-done
+  echo "-- $name: $(tail -n 3 "$log" | tr '\n' ' ')"
+}
+export -f fuzz_target
+export fuzz_seconds
+targets=()
+for target in build/asan/fuzz/fuzz_*; do [ -x "$target" ] && targets+=("$target"); done
+if [ "${#targets[@]}" -gt 0 ] && ! printf '%s\n' "${targets[@]}" | xargs -P "$(nproc)" -I{} bash -c 'fuzz_target "$1"' _ {}; then
+  echo "== fuzzing found a crash or a hang (above)" >&2
+  exit 1
+fi
 echo "== all tests passed"

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The Python package's tests on the CPU, in a fresh virtual environment (pinned test requirements from
-# PyPI): first against the libdiffattn.so that the main build made (no second compile), then, unless
-# PIP_INSTALL_CHECK=0, `pip install .` CPU-only into that environment and the same tests against the
-# installed package from outside the tree. The torch and diffusers tests report as skipped here.
+# PyPI): first against the libdiffattn.so that the main build made, then, unless PIP_INSTALL_CHECK=0,
+# `pip install .` into that environment and the same tests against the installed package from outside
+# the tree. The torch and diffusers tests report as skipped here.
 #   scripts/test_python.sh [PRESET]      (after scripts/build.sh; default preset: default)
+# The install is the README's command with one setting more, -C build-dir=build/PRESET: scikit-build-core
+# configures the preset's build folder with pyproject.toml's settings and builds the wheel's targets there,
+# which the main build has compiled already, so the library is not compiled a second time (the preset's
+# configuration is restored afterwards). PIP_INSTALL_CHECK=fresh builds the wheel from nothing instead
+# (pyproject.toml's build/wheel, CPU-only), as a first install on a clean clone does.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root="$(pwd)"
@@ -19,10 +24,21 @@ echo "== Python API tests against build/$preset/src/libdiffattn.so"
 DIFFATTN_LIBRARY="$library" DIFFATTN_CLI="$root/build/$preset/bin/diffattn" PYTHONPATH="$root/python" \
   "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs python/tests
 
-if [ "${PIP_INSTALL_CHECK:-1}" = 1 ]; then
-  echo "== pip install . (CPU-only) and the tests against the installed package"
+check="${PIP_INSTALL_CHECK:-1}"
+if [ "$check" != 0 ]; then
+  if [ "$check" = fresh ]; then
+    echo "== pip install . (CPU-only, built from nothing in build/wheel) and the tests against the installed package"
+    settings=(-C cmake.define.DIFFATTN_ENABLE_CUDA=OFF)
+  else
+    echo "== pip install . (built in build/$preset) and the tests against the installed package"
+    settings=(-C "build-dir=build/$preset")
+  fi
   start=$(date +%s)
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check . -C cmake.define.DIFFATTN_ENABLE_CUDA=OFF
+  status=0
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check . "${settings[@]}" || status=$?
+  # pyproject.toml's configuration turned the preset's tests and benchmarks off; the preset turns them on again.
+  [ "$check" = fresh ] || cmake --preset "$preset" >/dev/null
+  [ "$status" = 0 ] || exit "$status"
   echo "pip install took $(( $(date +%s) - start )) s"
   cd "$(mktemp -d)"
   "$venv/bin/python" -c 'import diffattn, sys; assert "site-packages" in diffattn.__file__, diffattn.__file__; print("installed:", diffattn.__file__)'

@@ -27,6 +27,7 @@ struct AttentionLayerDesc {
 };
 
 struct AttentionSchedule;
+class BackendCallCheck;
 
 class Attention {
  public:
@@ -48,16 +49,18 @@ class Attention {
   Result<const Resolution*> resolution_for(const DenoisingStep& step) const;
   // Runs the resolved backend. The problem must match the layer (heads, head size); the layer's
   // scale applies where the problem sets none, and a causal layer makes every call causal. A gate
-  // (AttentionProblem::gate) is refused unless the backend declares that it takes one.
+  // (AttentionProblem::gate) is refused unless the backend declares that it takes one, and so is a
+  // call outside what the backend declares (BackendDescriptor::unsupported_reasons), with its reasons.
   Status forward(const AttentionProblem& problem, void* stream = nullptr) const;
 
  private:
-  Status scheduled_forward(const AttentionProblem& call, void* stream) const;
+  Status scheduled_forward(const AttentionProblem& call, const ProblemShape& shape, void* stream) const;
 
   AttentionLayerDesc desc_;
   Resolution resolution_;
   std::shared_ptr<Backend> backend_;
   bool takes_gate_ = false;  // the backend's Capabilities::gate
+  std::shared_ptr<const BackendCallCheck> check_;  // the backend's declarations, verdicts kept per call shape
   struct Scheduled;  // the schedule's profiles, resolved; null without a schedule
   std::shared_ptr<const Scheduled> scheduled_;
 };

@@ -49,6 +49,7 @@ struct ProblemShape {
   bool varlen = false;  // packed batches described by cu_seqlens
   bool video_geometry = false;  // AttentionProblem::video is set
   bool gate = false;            // AttentionProblem::gate is set
+  bool operator==(const ProblemShape&) const = default;
 };
 
 // Where a call sits in the denoising loop, for what varies over steps: the attention schedule picks

@@ -78,11 +78,16 @@ struct BackendDescriptor {
   std::function<std::optional<std::string>(const PlatformInfo&)> unavailable_reason;
   // Backend-specific reasons beyond `caps` for one call (empty: supported).
   std::function<std::vector<std::string>(const ProblemShape&)> extra_problem_reasons;
+  // Reasons that refuse a call only when the configuration named the backend: chosen automatically,
+  // the backend runs such a call another way (CUDNN_ATTN hands one-key calls to TORCH_SDPA's kernel).
+  std::function<std::vector<std::string>(const ProblemShape&)> explicit_problem_reasons;
   // Value checks on the typed blocks this backend owns (config-time checks already ran).
   std::function<Status(const AttentionSpec&)> validate_options;
   BackendFactory create;
 
-  std::vector<std::string> unsupported_reasons(const ProblemShape& problem) const;
+  // Why a call of `problem`'s shape is refused: `caps`, then the extra reasons, then, for a backend the
+  // configuration named, the explicit ones. The attention layer checks every call with this.
+  std::vector<std::string> unsupported_reasons(const ProblemShape& problem, bool explicit_choice = true) const;
 };
 
 class Registry {

@@ -7,6 +7,7 @@
 
 #include "diffattn/registry.h"
 #include "diffattn/schedule.h"
+#include "layer/backend_call_check.h"
 
 namespace diffattn {
 namespace {
@@ -47,6 +48,11 @@ bool backend_takes_gate(const Selector& selector, const std::string& backend) {
   return descriptor.ok() && (*descriptor)->caps.gate;
 }
 
+Result<std::shared_ptr<const BackendCallCheck>> call_check(const Resolution& resolution, const Selector& selector) {
+  DIFFATTN_ASSIGN_OR_RETURN(const BackendDescriptor* descriptor, selector.registry().find(resolution.backend));
+  return std::make_shared<const BackendCallCheck>(*descriptor, resolution.spec.has_value());
+}
+
 // A gate changes the result, so a backend that would ignore it must not receive it.
 Status check_gate(const AttentionProblem& call, bool takes_gate, const std::string& role, const std::string& backend) {
   if (!call.gate || takes_gate) return Status::Ok();
@@ -63,6 +69,7 @@ struct Attention::Scheduled {
   std::vector<Resolution> resolutions;  // profile name order
   std::vector<std::shared_ptr<Backend>> backends;
   std::vector<bool> takes_gate;            // per profile: its backend's Capabilities::gate
+  std::vector<std::shared_ptr<const BackendCallCheck>> checks;  // per profile
   std::vector<std::size_t> range_profile;  // range index -> index into resolutions
 };
 
@@ -80,6 +87,7 @@ Result<Attention> Attention::Create(const AttentionLayerDesc& desc, const Attent
                                                                 desc.traits));
   DIFFATTN_ASSIGN_OR_RETURN(layer.backend_, create_backend(layer.desc_, layer.resolution_, selector));
   layer.takes_gate_ = backend_takes_gate(selector, layer.resolution_.backend);
+  DIFFATTN_ASSIGN_OR_RETURN(layer.check_, call_check(layer.resolution_, selector));
   if (schedule == nullptr) return layer;
   auto scheduled = std::make_shared<Scheduled>();
   scheduled->schedule = *schedule;
@@ -89,6 +97,8 @@ Result<Attention> Attention::Create(const AttentionLayerDesc& desc, const Attent
                                                                      desc.category, desc.traits));
     DIFFATTN_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, create_backend(layer.desc_, r, selector));
     scheduled->takes_gate.push_back(backend_takes_gate(selector, r.backend));
+    DIFFATTN_ASSIGN_OR_RETURN(std::shared_ptr<const BackendCallCheck> check, call_check(r, selector));
+    scheduled->checks.push_back(std::move(check));
     scheduled->resolutions.push_back(std::move(r));
     scheduled->backends.push_back(std::move(backend));
     names.push_back(name);
@@ -128,14 +138,17 @@ Status Attention::forward(const AttentionProblem& problem, void* stream) const {
   AttentionProblem call = problem;
   if (!call.scale) call.scale = desc_.scale;
   call.causal = call.causal || desc_.causal;
+  ProblemShape call_shape = shape;
+  call_shape.causal = call.causal;
   if (!scheduled_) {
     DIFFATTN_RETURN_IF_ERROR(check_gate(call, takes_gate_, desc_.role, resolution_.backend));
+    DIFFATTN_RETURN_IF_ERROR(check_->check(call_shape));
     return backend_->forward(call, stream);
   }
-  return scheduled_forward(call, stream);
+  return scheduled_forward(call, call_shape, stream);
 }
 
-Status Attention::scheduled_forward(const AttentionProblem& call, void* stream) const {
+Status Attention::scheduled_forward(const AttentionProblem& call, const ProblemShape& shape, void* stream) const {
   if (!call.denoising) {
     return InvalidInput("Attention layer for role='" + desc_.role +
                         "' has an attention schedule, so each call must say its denoising step: set "
@@ -145,11 +158,13 @@ Status Attention::scheduled_forward(const AttentionProblem& call, void* stream) 
   DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::size_t> range, scheduled_->schedule.range_for(*call.denoising));
   if (!range) {
     DIFFATTN_RETURN_IF_ERROR(check_gate(call, takes_gate_, desc_.role, resolution_.backend));
+    DIFFATTN_RETURN_IF_ERROR(check_->check(shape));
     return backend_->forward(call, stream);
   }
   const std::size_t profile = scheduled_->range_profile[*range];
   DIFFATTN_RETURN_IF_ERROR(
       check_gate(call, scheduled_->takes_gate[profile], desc_.role, scheduled_->resolutions[profile].backend));
+  DIFFATTN_RETURN_IF_ERROR(scheduled_->checks[profile]->check(shape));
   return scheduled_->backends[profile]->forward(call, stream);
 }
 

@@ -23,10 +23,14 @@ bool is_upper_name(std::string_view name) {
 
 }  // namespace
 
-std::vector<std::string> BackendDescriptor::unsupported_reasons(const ProblemShape& problem) const {
+std::vector<std::string> BackendDescriptor::unsupported_reasons(const ProblemShape& problem,
+                                                                bool explicit_choice) const {
   std::vector<std::string> reasons = capability_reasons(caps, problem);
   if (extra_problem_reasons) {
     for (std::string& reason : extra_problem_reasons(problem)) reasons.push_back(std::move(reason));
+  }
+  if (explicit_choice && explicit_problem_reasons) {
+    for (std::string& reason : explicit_problem_reasons(problem)) reasons.push_back(std::move(reason));
   }
   return reasons;
 }

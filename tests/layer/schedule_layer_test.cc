@@ -72,12 +72,14 @@ class ScheduleLayerTest : public ::testing::Test {
   Calls calls_;
   std::vector<float> q_ = std::vector<float>(3 * 2 * 64, 0.5f), k_ = q_, v_ = q_, out_ = q_;
 
+  // bfloat16, which both names declare (the layer holds every call to SAGE_ATTN's 16-bit dtypes,
+  // whatever implementation runs behind the name); the recorders read no element.
   AttentionProblem call_at(std::optional<DenoisingStep> step) {
     AttentionProblem p;
-    p.q = TensorView::Contiguous(q_.data(), DType::kFloat32, {1, 3, 2, 64});
-    p.k = TensorView::Contiguous(k_.data(), DType::kFloat32, {1, 3, 2, 64});
-    p.v = TensorView::Contiguous(v_.data(), DType::kFloat32, {1, 3, 2, 64});
-    p.out = TensorView::Contiguous(out_.data(), DType::kFloat32, {1, 3, 2, 64});
+    p.q = TensorView::Contiguous(q_.data(), DType::kBFloat16, {1, 3, 2, 64});
+    p.k = TensorView::Contiguous(k_.data(), DType::kBFloat16, {1, 3, 2, 64});
+    p.v = TensorView::Contiguous(v_.data(), DType::kBFloat16, {1, 3, 2, 64});
+    p.out = TensorView::Contiguous(out_.data(), DType::kBFloat16, {1, 3, 2, 64});
     p.denoising = step;
     return p;
   }

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "backends/builtin.h"
+#include "backends/cudnn_attn/cudnn_attn_checks.h"
 #include "backends/factories.h"
 #include "registry/builtin_registration.h"
 #include "registry/option_checks.h"
@@ -38,12 +39,10 @@ void register_cudnn_attn(Registry& registry) {
       "256. Select FLASHINFER_ATTN or TORCH_SDPA.";
   d.head_size_reasons.default_reason = "head_dim {head} is outside cuDNN fused attention (multiples of 8, 8-256)";
   d.kernels = {{DeviceKind::kCuda, "through the cuDNN 9 graph API"}};
-  d.extra_problem_reasons = [](const ProblemShape& problem) {
+  // Chosen automatically, CUDNN_ATTN runs a call with one key or none on TORCH_SDPA's CUDA kernel.
+  d.explicit_problem_reasons = [](const ProblemShape& problem) {
     std::vector<std::string> reasons;
-    if (problem.seqlen_kv <= 1) {
-      reasons.push_back("cuDNN fused attention does not support key/value sequence length " +
-                        std::to_string(problem.seqlen_kv) + "; select TORCH_SDPA for this shape");
-    }
+    if (auto reason = cudnn_attn::check_kv_length_above_one(problem.seqlen_kv)) reasons.push_back(*std::move(reason));
     return reasons;
   };
   d.validate_options = [](const AttentionSpec& spec) { return check_extra_keys(spec, "CUDNN_ATTN", {}); };

@@ -1,9 +1,7 @@
 #include "backends/fastvideo_vsa/fastvideo_vsa_backend.h"
 
 #include <string>
-#include <vector>
 
-#include "common/strings.h"
 #include "kernels/cpu/vsa_cpu.h"
 #include "kernels/sparse/vsa_cubes.h"
 #include "registry/option_checks.h"
@@ -27,15 +25,11 @@ Capabilities fastvideo_vsa_capabilities() {
   return caps;
 }
 
-// The layer checked the call's shapes and its geometry's token count; the capabilities are held
-// here, since the layer does not check them per call.
+// The layer checked the call's shapes, its geometry's token count and the capabilities.
 Status FastvideoVsaBackend::forward(const AttentionProblem& problem, void*) {
   if (problem.q.device.kind == DeviceKind::kCuda)
     return Unavailable("FASTVIDEO_VSA's CUDA kernels are not part of this diffattn build yet. Run it on CPU tensors, "
                        "or select FLASH_ATTN or TORCH_SDPA instead.");
-  const std::vector<std::string> reasons = capability_reasons(fastvideo_vsa_capabilities(), problem.shape());
-  if (!reasons.empty())
-    return Unsupported("FASTVIDEO_VSA cannot run this call: " + join(reasons, "; ") + ". Select TORCH_SDPA instead.");
   const VsaCubes cubes = tile_video_into_cubes(*problem.video);
   const std::int64_t topk = topk_.value_or(cubes.count());
   return run_fastvideo_vsa_cpu(problem, topk);

@@ -13,8 +13,8 @@
 
 namespace diffattn {
 
-// The one declaration of what FASTVIDEO_VSA runs: the descriptor publishes it and every call is
-// held to it.
+// The one declaration of what FASTVIDEO_VSA runs: the descriptor publishes it and the attention
+// layer holds every call to it.
 Capabilities fastvideo_vsa_capabilities();
 
 class FastvideoVsaBackend final : public Backend {

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "backends/factories.h"
-#include "common/strings.h"
 #include "kernels/cpu/fp8_v_cpu.h"
 #include "kernels/cpu/sdpa_cpu.h"
 
@@ -27,12 +26,9 @@ Status check_operand_dtype(const std::optional<DType>& wanted, DType got, const 
 
 }  // namespace
 
-// The layer checked and completed the call (Attention::forward).
+// The layer checked and completed the call (Attention::forward), against the capabilities and
+// flashinfer_problem_reasons too; what is left depends on the quant block's mode.
 Status FlashInferAttnBackend::forward(const AttentionProblem& problem, void*) {
-  const ProblemShape shape = problem.shape();
-  std::vector<std::string> reasons = capability_reasons(flashinfer_capabilities(), shape);
-  for (std::string& reason : flashinfer_problem_reasons(shape)) reasons.push_back(std::move(reason));
-  if (!reasons.empty()) return Unsupported("FLASHINFER_ATTN cannot run this call: " + join(reasons, "; ") + ".");
   if (mode_.variant == FlashInferVariant::kCuteDsl && problem.mask)
     return Unsupported("FLASHINFER_ATTN cute-dsl backend does not support custom masks. Select TORCH_SDPA or a "
                        "FlashInfer backend that accepts custom_mask.");
