@@ -100,6 +100,23 @@ TEST(BackendCallCheck, FastvideoVsaCallsOutsideItsDeclarationsAreRefusedByTheLay
   EXPECT_TRUE(run_through_layer("FASTVIDEO_VSA", c, rng).status.ok());
 }
 
+TEST(BackendCallCheck, RainfusionCallsOutsideItsDeclarationsAreRefusedByTheLayerWithItsReasons) {
+  std::mt19937_64 rng = fresh_rng();
+  testing::ParityCase c;
+  c.dtype = DType::kBFloat16, c.head_size = c.head_size_v = 64;
+  c.video = VideoGeometry{2, 8, 8};
+  c.seq_q = c.seq_kv = c.video->sequence_length();
+  testing::ParityCase causal_lse = c;
+  causal_lse.causal = true, causal_lse.lse = true;
+  const Refusal refused = run_through_layer("RAINFUSION_ATTN", causal_lse, rng);
+  EXPECT_EQ(refused.status.code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(refused.status.message(), "RAINFUSION_ATTN cannot run this call: causal attention is not supported; "
+                                      "log-sum-exp output is not supported. Select TORCH_SDPA instead.");
+  EXPECT_EQ(refused.untouched, "");
+  const Refusal ran = run_through_layer("RAINFUSION_ATTN", c, rng);
+  EXPECT_TRUE(ran.status.ok()) << ran.status.message();
+}
+
 // A backend that counts its calls, declared to refuse calls with 3 keys (its extra reason counts
 // how often it is asked) and, when named, calls with 5.
 struct Counts {

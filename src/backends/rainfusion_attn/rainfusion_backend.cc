@@ -78,15 +78,11 @@ Result<std::optional<std::string>> rainfusion_dense_reason(const BlockSparseSpec
   return std::optional<std::string>();
 }
 
-// The layer checked the call's shapes and its geometry's token count; the capabilities are held
-// here, since the layer does not check them per call.
+// The layer checked the call's shapes, its geometry's token count and the capabilities.
 Status RainfusionAttnBackend::forward(const AttentionProblem& problem, void*) {
   if (problem.q.device.kind == DeviceKind::kCuda)
     return Unavailable("RAINFUSION_ATTN's CUDA kernels are not part of this diffattn build yet. Run it on CPU tensors, "
                        "or select FLASH_ATTN or TORCH_SDPA instead.");
-  const std::vector<std::string> reasons = capability_reasons(rainfusion_attn_capabilities(), problem.shape());
-  if (!reasons.empty())
-    return Unsupported("RAINFUSION_ATTN cannot run this call: " + join(reasons, "; ") + ". Select TORCH_SDPA instead.");
   DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> dense, rainfusion_dense_reason(options_, problem.denoising));
   if (dense) return run_sdpa_cpu(problem);
   RainFusionParams params;

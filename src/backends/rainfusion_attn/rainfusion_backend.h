@@ -18,8 +18,8 @@
 
 namespace diffattn {
 
-// The one declaration of what RAINFUSION_ATTN runs: the descriptor publishes it and every call is
-// held to it.
+// The one declaration of what RAINFUSION_ATTN runs: the descriptor publishes it and the attention
+// layer holds every call to it.
 Capabilities rainfusion_attn_capabilities();
 
 // Why a call runs dense under `options` ("step 3 < start_step 5", ...), nullopt when it runs
