@@ -14,19 +14,7 @@ namespace {
 // Tile means of a padded [B, padded, H, D] array over each video tile's valid rows: [B, video tiles, H, D].
 std::vector<double> video_tile_means(const std::vector<float>& x, const RainTiles& tiles, std::int64_t batch,
                                      std::int64_t heads, std::int64_t dim) {
-  const std::int64_t count = tiles.count(), width = heads * dim, video = tiles.video_tiles;
-  std::vector<double> means(static_cast<std::size_t>(batch * video * width), 0.0);
-  for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t t = 0; t < video; ++t) {
-      double* dst = means.data() + (b * video + t) * width;
-      const std::int32_t valid = tiles.valid[static_cast<std::size_t>(t)];
-      for (std::int32_t r = 0; r < valid; ++r) {
-        const float* src = x.data() + ((b * count + t) * kRainTileTokens + r) * width;
-        for (std::int64_t e = 0; e < width; ++e) dst[e] += src[e];
-      }
-      for (std::int64_t e = 0; e < width; ++e) dst[e] /= valid;
-    }
-  return means;
+  return cpu::tile_means(x, tiles.valid, tiles.count(), kRainTileTokens, tiles.video_tiles, batch, heads * dim);
 }
 
 struct Inputs {

@@ -45,4 +45,24 @@ inline std::vector<float> gather_into_slots(const TensorView& t, const std::vect
   return out;
 }
 
+// Means over the valid rows of the first `pooled` tiles of a padded [B, tiles * tile_rows, H, D]
+// array whose tile t holds valid[t] rows first: [B, pooled, H, D] in float64. Both sparse video
+// backends pool their tiles (VSA's cubes, RainFusion's frame patches) with it.
+inline std::vector<double> tile_means(const std::vector<float>& x, const std::vector<std::int32_t>& valid,
+                                      std::int64_t tiles, std::int64_t tile_rows, std::int64_t pooled,
+                                      std::int64_t batch, std::int64_t width) {
+  std::vector<double> means(static_cast<std::size_t>(batch * pooled * width), 0.0);
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t t = 0; t < pooled; ++t) {
+      double* dst = means.data() + (b * pooled + t) * width;
+      const std::int32_t rows = valid[static_cast<std::size_t>(t)];
+      for (std::int32_t r = 0; r < rows; ++r) {
+        const float* src = x.data() + ((b * tiles + t) * tile_rows + r) * width;
+        for (std::int64_t e = 0; e < width; ++e) dst[e] += src[e];
+      }
+      for (std::int64_t e = 0; e < width; ++e) dst[e] /= rows;
+    }
+  return means;
+}
+
 }  // namespace diffattn::cpu

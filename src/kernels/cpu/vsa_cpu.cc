@@ -22,19 +22,7 @@ using cpu::store_float;
 // Means over each cube's valid tokens: [B, cubes, H, D] in float64.
 std::vector<double> pool_cubes(const std::vector<float>& x, const VsaCubes& cubes, std::int64_t batch,
                                std::int64_t heads, std::int64_t dim) {
-  const std::int64_t count = cubes.count(), width = heads * dim;
-  std::vector<double> pooled(static_cast<std::size_t>(batch * count * width), 0.0);
-  for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t c = 0; c < count; ++c) {
-      double* dst = pooled.data() + (b * count + c) * width;
-      const std::int32_t valid = cubes.valid[static_cast<std::size_t>(c)];
-      for (std::int32_t r = 0; r < valid; ++r) {
-        const float* src = x.data() + ((b * count + c) * kVsaCubeTokens + r) * width;
-        for (std::int64_t e = 0; e < width; ++e) dst[e] += src[e];
-      }
-      for (std::int64_t e = 0; e < width; ++e) dst[e] /= valid;
-    }
-  return pooled;
+  return cpu::tile_means(x, cubes.valid, cubes.count(), kVsaCubeTokens, cubes.count(), batch, heads * dim);
 }
 
 struct CoarseBranch {
