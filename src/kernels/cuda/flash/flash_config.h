@@ -131,6 +131,26 @@ constexpr HopperTile hopper_tile(int head_size, KeyTiles keys) {
   return tile;
 }
 
+// Block-sparse attention (a key-tile list per query tile) runs the short-row tile of each head size
+// it compiles: the lists' tiles are the kernel's, kBlockM query rows by kBlockN keys (hd128: 128 x
+// 128, hd64: 192 x 128). Short rows fit it: a tile visits only its listed blocks, so the wide and
+// in-order families' gains on long rows do not apply, and one tile per head size keeps the lists
+// that a caller builds independent of the sequence length.
+inline constexpr std::array<int, 2> kBlockSparseHeadSizes = {64, 128};
+
+constexpr bool is_block_sparse_head_size(int head_size) {
+  return std::find(kBlockSparseHeadSizes.begin(), kBlockSparseHeadSizes.end(), head_size) !=
+         kBlockSparseHeadSizes.end();
+}
+
+inline std::string block_sparse_head_sizes_text() {
+  return join(kBlockSparseHeadSizes, ", ", "", [](int d) { return std::to_string(d); });
+}
+
+constexpr HopperTile block_sparse_tile(int head_size) {
+  return is_block_sparse_head_size(head_size) ? hopper_tile(head_size, KeyTiles::kShort) : HopperTile{0, 0, 0, 0};
+}
+
 constexpr std::int64_t num_m_blocks(std::int64_t seqlen_q, const HopperTile& tile) {
   return ceil_div(seqlen_q, tile.block_m);
 }

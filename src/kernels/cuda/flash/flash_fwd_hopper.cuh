@@ -92,6 +92,12 @@ struct HopperTraits {
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 
+// How a tile walks its key blocks: every block in order; the blocks that a packed key mask keeps
+// (p.kv_bits), skipping blocks of padding; or the blocks its block-sparse list names
+// (p.bs_offsets / p.bs_indices). In the listed walk a tile's position n runs over its list and
+// the key block at n is list[n]; otherwise the position is the block.
+enum class KeyWalk { kEvery, kLiveBits, kListed };
+
 struct TileCoord {
   int b, h, m_block;
   int q_row0;      // first query row of the tile in the (packed) sequence dimension
@@ -104,7 +110,18 @@ struct TileCoord {
   int n_begin, n_end;
   int splits, piece;  // splits == 1: a whole tile
   int split_tile;     // index among the split tiles (their partials and arrival counters)
+  const int* list;    // the listed walk: this tile's ascending key blocks (n_blocks of them)
 };
+
+// The key block at position n of tile c's walk.
+template <KeyWalk kWalk>
+__device__ __forceinline__ int key_block(const TileCoord& c, int n) {
+  if constexpr (kWalk == KeyWalk::kListed) {
+    return __ldg(c.list + n);
+  } else {
+    return n;
+  }
+}
 
 template <class T>
 __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile) {
@@ -133,6 +150,13 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
   int kv_end = c.seqlen_k;
   if (p.causal) kv_end = min(kv_end, (m + 1) * T::kBlockM);
   c.n_blocks = kv_end > 0 ? (kv_end + T::kBlockN - 1) / T::kBlockN : 0;
+  c.list = nullptr;
+  if (p.bs_offsets != nullptr) {  // block-sparse: the tile's list (causal, packed and split launches are refused)
+    const int r = bh * p.num_m_blocks + m;
+    const int first = __ldg(p.bs_offsets + r);
+    c.list = p.bs_indices + first;
+    c.n_blocks = __ldg(p.bs_offsets + r + 1) - first;
+  }
   c.n_begin = 0;
   c.n_end = c.n_blocks;
   c.splits = 1;
@@ -212,9 +236,10 @@ struct SmemLayout {
   __device__ uint64_t* v_empty(int s) const { return bar() + 2 + 3 * T::kStages + s; }
 };
 
-// kSkip: a packed key mask is present and blocks of padding are skipped (the consumers decide alike).
-template <class T, bool kSkip>
+// kWalk: which key blocks each tile loads (KeyWalk); the consumers walk alike.
+template <class T, KeyWalk kWalk>
 __device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const FlashParams& p, const SmemLayout<T>& sm) {
+  constexpr bool kSkip = kWalk == KeyWalk::kLiveBits;
   const int group = p.heads_q / p.heads_kv;
   int stage = 0;
   uint32_t phase = 0, q_phase = 0;
@@ -231,7 +256,7 @@ __device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const Fl
     bool full;
     for (int n = kSkip ? next_live_block<T>(p, c, c.n_begin, full) : c.n_begin; n < c.n_end;
          n = kSkip ? next_live_block<T>(p, c, n + 1, full) : n + 1) {
-      const int row = c.kv_row0 + n * T::kBlockN;
+      const int row = c.kv_row0 + key_block<kWalk>(c, n) * T::kBlockN;
       ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKVBytes);
 #pragma unroll
@@ -779,10 +804,12 @@ struct Consumer {
     return p.num_items;
   }
 
-  // kSkip: as in producer_loop. Without it the loop is the plain count over the tile's blocks
-  // (measured 2-6 % faster than the skipping loop on unmasked workloads on an H200).
-  template <bool kSkip>
+  // kWalk: as in producer_loop. Without skipping the loop is the plain count over the tile's
+  // positions (measured 2-6 % faster than the skipping loop on unmasked workloads on an H200); the
+  // listed walk counts positions too and reads each position's key block from the list.
+  template <KeyWalk kWalk>
   __device__ void run() const {
+    constexpr bool kSkip = kWalk == KeyWalk::kLiveBits;
     int stage = 0;
     uint32_t phase = 0, q_phase = 0;
     start_turns();
@@ -804,6 +831,7 @@ struct Consumer {
       const int n_first = n;
       if constexpr (!T::kOverlap) {
         while (n < c.n_end) {
+          const int kb = key_block<kWalk>(c, n);
           ptx::mbar_wait(sm.k_full(stage), phase);
           take_turn();
           ptx::fence_operands(o);
@@ -820,8 +848,8 @@ struct Consumer {
           bool next_full = full;
           if constexpr (kSkip) next = next_live_block<T>(p, c, n + 1, next_full);
           if (!T::kEarlyExp && next >= c.n_end) release(sm.q_empty());  // last read of Q: the next tile's may load
-          if (needs_mask(c, n, full)) apply_mask(s, c, n);
-          const bool rescale = block_softmax(s, st, alpha, c, n, full, stage);
+          if (needs_mask(c, kb, full)) apply_mask(s, c, kb);
+          const bool rescale = block_softmax(s, st, alpha, c, kb, full, stage);
           if constexpr (T::kEarlyExp) {  // the softmax may have read K and Q again
             release(sm.k_empty(stage));
             if (next >= c.n_end) release(sm.q_empty());
@@ -849,6 +877,7 @@ struct Consumer {
         if (n_first >= c.n_end) release(sm.q_empty());
       } else {
         while (n < c.n_end) {
+          const int kb = key_block<kWalk>(c, n);
           const bool first = n == n_first;
           if (!first) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
           ptx::mbar_wait(sm.k_full(stage), phase);
@@ -871,8 +900,8 @@ struct Consumer {
           ptx::fence_operands(s);
           if constexpr (!T::kEarlyExp) release(sm.k_empty(stage));
           if (!T::kEarlyExp && !kSkip && n == c.n_end - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
-          if (needs_mask(c, n, full)) apply_mask(s, c, n);
-          const bool rescale = block_softmax(s, st, alpha, c, n, full, stage);
+          if (needs_mask(c, kb, full)) apply_mask(s, c, kb);
+          const bool rescale = block_softmax(s, st, alpha, c, kb, full, stage);
           if constexpr (T::kEarlyExp) {  // the softmax may have read K and Q again
             release(sm.k_empty(stage));
             if (!kSkip && n == c.n_end - 1) release(sm.q_empty());
@@ -928,9 +957,10 @@ struct Consumer {
   }
 };
 
-// kSkip: the launcher packed a key mask (p.kv_bits) and blocks of padding are skipped. A kernel of
-// its own: with both loops in one kernel ptxas serialises every wgmma (C7514).
-template <class T, bool kSkip>
+// kWalk: kLiveBits when the launcher packed a key mask (p.kv_bits) and blocks of padding are
+// skipped, kListed for block-sparse lists. A kernel of its own each: with both loops in one kernel
+// ptxas serialises every wgmma (C7514).
+template <class T, KeyWalk kWalk>
 __global__ void __launch_bounds__(T::kThreads, 1)
     flash_fwd_hopper_kernel(const __grid_constant__ FlashTmaMaps maps, const __grid_constant__ FlashParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -960,13 +990,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   __syncthreads();
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<T::kProducerRegs>();
-    if (threadIdx.x == 0) producer_loop<T, kSkip>(maps, p, sm);
+    if (threadIdx.x == 0) producer_loop<T, kWalk>(maps, p, sm);
   } else {
     ptx::setmaxnreg_inc<T::kConsumerRegs>();
     const int tid = threadIdx.x % 128;
     Consumer<T> consumer{p, maps, sm, warpgroup - 1, tid, tid % 32, tid / 32};
     consumer.init_descriptors();
-    consumer.template run<kSkip>();
+    consumer.template run<kWalk>();
   }
 #else
   __trap();  // built for an architecture without wgmma/TMA: the launcher never selects this

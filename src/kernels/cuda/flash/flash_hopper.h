@@ -37,4 +37,10 @@ struct LaunchStatus {
 // launches nothing when they fail.
 LaunchStatus launch_flash_hopper(const HopperArgs& args, void* stream);
 
+// Block-sparse attention on the same kernel (flash_hopper_sparse.cu): args.params.bs_offsets and
+// bs_indices hold the key lists on the device, built for block_sparse_tile(head_size)
+// (flash_config.h); the caller has checked them against the problem. Head sizes
+// kBlockSparseHeadSizes; no causal, packed or key-masked problems.
+LaunchStatus launch_flash_hopper_block_sparse(const HopperArgs& args, void* stream);
+
 }  // namespace diffattn::flash

@@ -194,8 +194,10 @@ struct LaunchWorkspaces {
   }
 };
 
-// Builds the TMA maps for `args` and launches the kernel of traits T.
-template <class T>
+// Builds the TMA maps for `args` and launches the kernel of traits T. kListed: the block-sparse
+// launch (args.params.bs_offsets set, tiles checked by the caller), which walks each tile's list
+// and is never split or mask-packed; only that kernel is instantiated.
+template <class T, bool kListed = false>
 LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
   constexpr int kD = T::kD;
   constexpr bool kBf16 = T::kBf16;
@@ -233,13 +235,25 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
   }
 
   LaunchWorkspaces workspaces{stream};
-  if (args.tail_split) {
-    s = plan_split<T>(p, args.sm_count, stream, &workspaces.split);
+  void (*kernel)(FlashTmaMaps, FlashParams) = nullptr;
+  if constexpr (kListed) {
+    if (p.bs_offsets == nullptr || p.bs_indices == nullptr || p.causal || p.cu_seqlens_q != nullptr ||
+        p.kv_mask != nullptr)
+      return fail(LaunchStatus::kInvalidInput,
+                  "FLASH_ATTN block-sparse: needs its key lists and takes no causal, packed or key-masked problem");
+    kernel = flash_fwd_hopper_kernel<T, KeyWalk::kListed>;
+  } else {
+    p.bs_offsets = nullptr;
+    p.bs_indices = nullptr;
+    if (args.tail_split) {
+      s = plan_split<T>(p, args.sm_count, stream, &workspaces.split);
+      if (!s.ok()) return s;
+    }
+    s = pack_mask<T>(p, stream, &workspaces.mask_bits);
     if (!s.ok()) return s;
+    kernel = p.kv_bits != nullptr ? flash_fwd_hopper_kernel<T, KeyWalk::kLiveBits>
+                                  : flash_fwd_hopper_kernel<T, KeyWalk::kEvery>;
   }
-  s = pack_mask<T>(p, stream, &workspaces.mask_bits);
-  if (!s.ok()) return s;
-  auto kernel = p.kv_bits != nullptr ? flash_fwd_hopper_kernel<T, true> : flash_fwd_hopper_kernel<T, false>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (e != cudaSuccess)
     return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: cannot reserve shared memory: ") + cudaGetErrorString(e));

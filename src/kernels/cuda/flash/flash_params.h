@@ -23,6 +23,14 @@ struct FlashParams {
   const std::uint32_t* kv_bits = nullptr;
   int kv_bits_words = 0;
 
+  // Optional block-sparse key lists on the device (kernels/sparse/block_sparse_layout.h, CSR):
+  // query tile m of (b, h) visits the key blocks bs_indices[bs_offsets[r] .. bs_offsets[r + 1]),
+  // r = (b * heads_q + h) * num_m_blocks + m, strictly ascending. The layout's tiles are the
+  // kernel's (kBlockM query rows, kBlockN keys); causal, packed, key-masked and split launches are
+  // refused with lists. A tile with an empty list writes zeros and LSE -inf.
+  const int* bs_offsets = nullptr;
+  const int* bs_indices = nullptr;
+
   const int* cu_seqlens_q = nullptr;  // optional packed batches: [B + 1] offsets
   const int* cu_seqlens_k = nullptr;
 

@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/flash/flash_checks.h"
+#include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_hopper.h"
 #include "kernels/cuda/scoped_device.h"
 #include "kernels/cuda/dense/sdpa_launch.h"
@@ -143,7 +144,83 @@ Result<DeviceFacts> enter_device(const AttentionProblem& problem, cuda::ScopedDe
 
 std::string sm_name(const DeviceFacts& facts) { return "sm_" + std::to_string(facts.cc_major * 10 + facts.cc_minor); }
 
+// What the block-sparse launch needs beyond FLASH_ATTN's own checks: Hopper, a compiled head size,
+// lists on the kernel's tiles, and no causal, packed or key-masked problem.
+Status block_sparse_reasons(const AttentionProblem& pr, const DeviceFacts& facts, int q_tile, int k_tile,
+                            std::int64_t* rows) {
+  const char* what = "block-sparse attention on CUDA";
+  if (facts.cc_major != 9)
+    return Unsupported(std::string(what) + " has a kernel for sm_90 (Hopper) only, but this device is " +
+                       sm_name(facts) + "; run the sparse backend on CPU tensors, or choose FLASH_ATTN for dense "
+                       "attention");
+  const int d = static_cast<int>(pr.q.size(3));
+  if (!is_block_sparse_head_size(d) || pr.v.size(3) != d)
+    return Unsupported(std::string(what) + ": head size " + std::to_string(d) + " (values " +
+                       std::to_string(pr.v.size(3)) + ") is not compiled; compiled: " + block_sparse_head_sizes_text() +
+                       " with equal query and value head sizes");
+  if (pr.causal || pr.mask || pr.is_varlen())
+    return Unsupported(std::string(what) + " takes no causal, key-masked or packed problem; express such keys in the "
+                       "block lists or run on CPU tensors");
+  const HopperTile tile = block_sparse_tile(d);
+  if (q_tile != tile.block_m || k_tile != tile.block_n)
+    return InvalidInput(std::string(what) + " at head size " + std::to_string(d) + " takes lists of " +
+                        std::to_string(tile.block_m) + "-row query tiles and " + std::to_string(tile.block_n) +
+                        "-key tiles, got " + std::to_string(q_tile) + " x " + std::to_string(k_tile) +
+                        "; build the layout with flash::block_sparse_tile(head size)");
+  const std::int64_t q_tiles = ceil_div(pr.q.size(1), tile.block_m);
+  *rows = pr.q.size(0) * pr.q.size(2) * q_tiles;
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockSparseLists& lists, void* stream) {
+  cuda::ScopedDevice device;
+  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device));
+  std::int64_t rows = 0;
+  DIFFATTN_RETURN_IF_ERROR(block_sparse_reasons(problem, facts, lists.q_tile, lists.k_tile, &rows));
+  if (lists.offsets == nullptr || lists.indices == nullptr)
+    return InvalidInput("block-sparse attention on CUDA: the key lists' offsets and indices must be device pointers");
+  DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(problem, facts.sm_count));
+  args.tail_split = false;
+  args.params.bs_offsets = lists.offsets;
+  args.params.bs_indices = lists.indices;
+  return status_from(launch_flash_hopper_block_sparse(args, stream));
+}
+
+Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseLayout& layout, void* stream) {
+  cuda::ScopedDevice device;
+  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device));
+  std::int64_t rows = 0;
+  DIFFATTN_RETURN_IF_ERROR(block_sparse_reasons(problem, facts, layout.q_tile, layout.k_tile, &rows));
+  if (!layout.tile_rows.empty())
+    return Unsupported("block-sparse attention on CUDA takes no padded tiles (tile_rows); run on CPU tensors");
+  DIFFATTN_RETURN_IF_ERROR(check_block_sparse_layout(layout, problem.q.size(0), problem.q.size(2), problem.q.size(1),
+                                                     problem.k.size(1)));
+  DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(problem, facts.sm_count));
+  args.tail_split = false;
+  // The lists travel on the caller's stream, in one allocation, and are freed behind the kernel.
+  const auto s = static_cast<cudaStream_t>(stream);
+  const std::size_t offset_bytes = layout.offsets.size() * sizeof(std::int32_t);
+  const std::size_t index_bytes = layout.indices.size() * sizeof(std::int32_t);
+  void* buffer = nullptr;
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&buffer, offset_bytes + index_bytes + 4, s));
+  auto* offsets = static_cast<std::int32_t*>(buffer);
+  auto* indices = offsets + layout.offsets.size();
+  Status status = Status::Ok();
+  if (cudaMemcpyAsync(offsets, layout.offsets.data(), offset_bytes, cudaMemcpyHostToDevice, s) != cudaSuccess ||
+      (index_bytes > 0 &&
+       cudaMemcpyAsync(indices, layout.indices.data(), index_bytes, cudaMemcpyHostToDevice, s) != cudaSuccess)) {
+    status = CudaError(std::string("block-sparse attention on CUDA: cannot copy the key lists to the device: ") +
+                       cudaGetErrorString(cudaGetLastError()));
+  } else {
+    args.params.bs_offsets = offsets;
+    args.params.bs_indices = indices;
+    status = status_from(launch_flash_hopper_block_sparse(args, stream));
+  }
+  (void)cudaFreeAsync(buffer, s);
+  return status;
+}
 
 Status run_flash_attn_cuda(const AttentionProblem& problem, void* stream) {
   cuda::ScopedDevice device;

@@ -2,8 +2,11 @@
 // FLASH_ATTN on CUDA views: the Hopper kernel (wgmma + TMA) on sm_90 and the mma.sync kernel on
 // sm_80..sm_89.
 
+#include <cstdint>
+
 #include "diffattn/problem.h"
 #include "diffattn/status.h"
+#include "kernels/sparse/block_sparse_layout.h"
 
 namespace diffattn::flash {
 
@@ -14,5 +17,23 @@ Status run_flash_attn_cuda(const AttentionProblem& problem, void* stream);
 // The sm_80..sm_89 (mma.sync) kernel on any device from sm_80 on, with the same checks. FLASH_ATTN
 // dispatches to it on Ampere and Ada; calling it directly lets that kernel be checked on a newer GPU.
 Status run_flash_attn_ampere_cuda(const AttentionProblem& problem, void* stream);
+
+// Block-sparse attention on the Hopper kernel (sm_90): each query tile attends only to the key
+// tiles its list names (kernels/sparse/block_sparse_layout.h), the result run_block_sparse_cpu's
+// within the inputs' precision. The layout's tiles must be block_sparse_tile(head size)
+// (kernels/cuda/flash/flash_config.h: hd128 128 x 128, hd64 192 x 128) without tile_rows; causal,
+// key-masked and packed problems are refused. Everything is checked before anything runs; the lists
+// go to the device on `stream` for this call.
+Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseLayout& layout, void* stream);
+
+// The same with lists already on the problem's device (offsets: batch * heads * q_tiles + 1 entries,
+// indices: offsets' last entry), for callers that build or keep them there. Only the shapes are
+// checked: the entries must be a valid layout (check_block_sparse_layout), which is not verified.
+struct DeviceBlockSparseLists {
+  int q_tile = 0, k_tile = 0;
+  const std::int32_t* offsets = nullptr;
+  const std::int32_t* indices = nullptr;
+};
+Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockSparseLists& lists, void* stream);
 
 }  // namespace diffattn::flash

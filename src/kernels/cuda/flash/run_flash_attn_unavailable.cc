@@ -12,5 +12,21 @@ Status run_flash_attn_ampere_cuda(const AttentionProblem& problem, void* stream)
   return run_flash_attn_cuda(problem, stream);
 }
 
+namespace {
+Status no_block_sparse_kernels() {
+  return Unavailable("block-sparse attention on CUDA tensors needs diffattn's CUDA kernels, and this build has none "
+                     "(nvcc was not found when it was built); rebuild with the CUDA toolkit installed or run on CPU "
+                     "tensors");
+}
+}  // namespace
+
+Status run_block_sparse_cuda(const AttentionProblem&, const BlockSparseLayout&, void*) {
+  return no_block_sparse_kernels();
+}
+
+Status run_block_sparse_cuda(const AttentionProblem&, const DeviceBlockSparseLists&, void*) {
+  return no_block_sparse_kernels();
+}
+
 }  // namespace diffattn::flash
 #endif
