@@ -9,7 +9,10 @@
 //     dev/sparse_dev.cu src/kernels/cuda/flash/flash_hopper.cu src/kernels/cuda/flash/flash_hopper_sparse.cu \
 //     -o build/dev/sparse_dev -lcuda
 //   build/dev/sparse_dev [--work a,b] [--densities 1,0.5,0.25,0.125] [--rounds 5] [--dump DIR] [--csv FILE]
-//                        [--check-only] [--fp16]
+//                        [--check-only] [--fp16] [--small] [--tile-rows]
+//
+// --small: the 64 x 64 tiling (per-group lists); --tile-rows (with --small, self-attention): every
+// fifth tile gets a random count of valid rows, and keys past it must never be attended.
 //
 // Workloads come from bench/workloads.csv (hd64 and hd128 rows). Timed figures: median ms per call
 // over interleaved rounds; TFLOP/s counted on the FLOPs each kernel computes (4 x rows x listed keys
@@ -97,6 +100,7 @@ static double host_to_d(uint16_t x, bool bf16) {
 struct Layout {
   int q_tiles = 0, k_tiles = 0;
   std::vector<int32_t> offsets, indices;
+  std::vector<int32_t> tile_rows;  // empty: every row valid
 };
 
 static Layout random_layout(const Work& w, int q_tile, int k_tile, double density, std::mt19937& rng) {
@@ -208,8 +212,14 @@ static Check check(const Work& w, const Bufs& b, const Layout& L, int q_tile, in
     const uint16_t* qr = &q[(((size_t)bb * w.Sq + row) * w.H + h) * w.D];
     s.clear();
     std::vector<int> keys;
-    for (int x = L.offsets[r]; x < L.offsets[r + 1]; ++x)
-      for (int key = L.indices[x] * k_tile; key < std::min(w.Skv, (L.indices[x] + 1) * k_tile); ++key) keys.push_back(key);
+    if (!L.tile_rows.empty() && row - t * q_tile >= L.tile_rows[t]) {  // a padding row: not checked
+      ++c.rows;
+      continue;
+    }
+    for (int x = L.offsets[r]; x < L.offsets[r + 1]; ++x) {
+      const int end = L.tile_rows.empty() ? (L.indices[x] + 1) * k_tile : L.indices[x] * k_tile + L.tile_rows[L.indices[x]];
+      for (int key = L.indices[x] * k_tile; key < std::min(w.Skv, end); ++key) keys.push_back(key);
+    }
     double mx = -INFINITY;
     for (int key : keys) {
       const uint16_t* kr = &k[(((size_t)bb * w.Skv + key) * w.H + h) * w.D];
@@ -260,7 +270,7 @@ int main(int argc, char** argv) {
   std::string work_list = "wan2.1-14b-480p-self,wan2.1-14b-720p-self", dens = "1,0.5,0.25,0.125", dump, csv_path;
   std::string workloads_file = "bench/workloads.csv";
   int rounds = 5;
-  bool check_only = false, bf16 = true;
+  bool check_only = false, bf16 = true, small = false, tile_rows = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -272,6 +282,8 @@ int main(int argc, char** argv) {
     else if (a == "--workloads-file") workloads_file = next();
     else if (a == "--check-only") check_only = true;
     else if (a == "--fp16") bf16 = false;
+    else if (a == "--small") small = true;
+    else if (a == "--tile-rows") tile_rows = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -300,7 +312,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     const Work w = *it;
-    const HopperTile tile = block_sparse_tile(w.D);
+    HopperTile tile = block_sparse_tile(w.D);
+    if (small && tile.block_m > 0) tile.block_m = tile.block_n = kBlockSparseSmallTile;  // the lists' tiles
     if (tile.block_m == 0) {
       std::printf("%-28s skipped: head size %d has no block-sparse kernel\n", w.name.c_str(), w.D);
       continue;
@@ -319,7 +332,10 @@ int main(int argc, char** argv) {
     const HopperArgs dense_args = make_args(w, b, bf16, sm_count);
     const double dense_flops = 4.0 * w.D * (double)w.B * w.H * w.Sq * w.Skv;
     for (double density : densities) {
-      const Layout L = random_layout(w, tile.block_m, tile.block_n, density, rng);
+      Layout L = random_layout(w, tile.block_m, tile.block_n, density, rng);
+      if (tile_rows && w.Sq == w.Skv)
+        for (int t = 0; t < L.q_tiles; ++t)
+          L.tile_rows.push_back(t % 5 == 3 ? 1 + (int)(rng() % 64) : std::min(64, w.Sq - t * 64));
       const double listed = (double)L.indices.size() / ((double)w.B * w.H * L.q_tiles * L.k_tiles);
       if (!dump.empty()) {
         char path[512];
@@ -334,15 +350,21 @@ int main(int argc, char** argv) {
       }
       CK(cudaMalloc(&b.offsets, L.offsets.size() * 4));
       CK(cudaMalloc(&b.indices, std::max<size_t>(1, L.indices.size()) * 4));
+      int* rows_dev = nullptr;
+      if (!L.tile_rows.empty()) {
+        CK(cudaMalloc(&rows_dev, L.tile_rows.size() * 4));
+        CK(cudaMemcpy(rows_dev, L.tile_rows.data(), L.tile_rows.size() * 4, cudaMemcpyHostToDevice));
+      }
       CK(cudaMemcpy(b.offsets, L.offsets.data(), L.offsets.size() * 4, cudaMemcpyHostToDevice));
       CK(cudaMemcpy(b.indices, L.indices.data(), L.indices.size() * 4, cudaMemcpyHostToDevice));
       HopperArgs sparse_args = dense_args;
       sparse_args.tail_split = false;
       sparse_args.params.bs_offsets = b.offsets;
       sparse_args.params.bs_indices = b.indices;
+      sparse_args.params.bs_tile_rows = rows_dev;
       // Poison the output so that rows the kernel leaves out show.
       CK(cudaMemset(b.out, 0xFF, nq * 2));
-      LaunchStatus st = launch_flash_hopper_block_sparse(sparse_args, stream);
+      LaunchStatus st = launch_flash_hopper_block_sparse(sparse_args, small, stream);
       if (!st.ok()) {
         std::printf("%s: launch refused: %s\n", w.name.c_str(), st.message.c_str());
         return 1;
@@ -362,7 +384,7 @@ int main(int argc, char** argv) {
           CK(cudaEventElapsedTime(&t, e0, e1));
           if (r > 0) td.push_back(t);
           CK(cudaEventRecord(e0, stream));
-          launch_flash_hopper_block_sparse(sparse_args, stream);
+          launch_flash_hopper_block_sparse(sparse_args, small, stream);
           CK(cudaEventRecord(e1, stream));
           CK(cudaEventSynchronize(e1));
           CK(cudaEventElapsedTime(&t, e0, e1));
@@ -376,14 +398,15 @@ int main(int argc, char** argv) {
       const double flops = layout_flops(w, L, tile.block_m, tile.block_n);
       const double tf = check_only ? 0 : flops / ms / 1e9, dtf = check_only ? 0 : dense_flops / dense_ms / 1e9;
       std::printf("%-28s %-5s %8.3f %8.4f %10.3f %10.1f %10.3f %8.1f %8.3f %9.2f %9.2e %s\n", w.name.c_str(),
-                  bf16 ? "bf16" : "fp16", density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
+                  bf16 ? (small ? "bf16s" : "bf16") : (small ? "fp16s" : "fp16"), density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
                   ms > 0 ? dense_ms / ms : 0.0, c.out_err, c.ok ? "ok" : "FAIL");
       if (csv)
         std::fprintf(csv, "%s,%s,%g,%.5f,%.4f,%.1f,%.4f,%.1f,%.4f,%.3f,%.3e,%.3e,%d\n", w.name.c_str(),
-                     bf16 ? "bf16" : "fp16", density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
+                     bf16 ? (small ? "bf16s" : "bf16") : (small ? "fp16s" : "fp16"), density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
                      ms > 0 ? dense_ms / ms : 0.0, c.out_err, c.lse_err, c.ok ? 1 : 0);
       CK(cudaFree(b.offsets));
       CK(cudaFree(b.indices));
+      if (rows_dev) CK(cudaFree(rows_dev));
     }
     CK(cudaFree(b.q));
     CK(cudaFree(b.k));

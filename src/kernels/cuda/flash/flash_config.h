@@ -151,6 +151,22 @@ constexpr HopperTile block_sparse_tile(int head_size) {
   return is_block_sparse_head_size(head_size) ? hopper_tile(head_size, KeyTiles::kShort) : HopperTile{0, 0, 0, 0};
 }
 
+// The small tiling: 64-row query tiles and 64-key tiles, the video backends' cubes and patches.
+// Each of a CTA's two consumer warpgroups walks its own query tile's list, a stage holding one
+// 64-key block per group (flash_fwd_hopper.cuh, kGroupKeys); the tile below is the CTA's (128
+// query rows, 64 keys per group). hd64 sums P's rows by the P V product as its dense tile does.
+inline constexpr int kBlockSparseSmallTile = 64;
+
+constexpr HopperTile block_sparse_small_tile(int head_size) {
+  if (!is_block_sparse_head_size(head_size)) return HopperTile{0, 0, 0, 0};
+  HopperTile tile{128, kBlockSparseSmallTile, 2, 2};
+  tile.staged_epilogue = true;
+  tile.tma_store = true;
+  tile.row_sum_by_mma = head_size == 64;
+  tile.early_exp = head_size == 128;
+  return tile;
+}
+
 constexpr std::int64_t num_m_blocks(std::int64_t seqlen_q, const HopperTile& tile) {
   return ceil_div(seqlen_q, tile.block_m);
 }

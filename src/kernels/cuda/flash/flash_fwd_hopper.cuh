@@ -29,8 +29,13 @@ struct FlashTmaMaps {
 
 template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false,
           bool kIssueInTurn_ = false, bool kTmaStore_ = false, bool kOverlap_ = true, bool kRowSumByMma_ = false,
-          bool kEarlyExp_ = false, int kPolyEvery_ = 0>
+          bool kEarlyExp_ = false, int kPolyEvery_ = 0, bool kGroupKeys_ = false>
 struct HopperTraits {
+  // Block-sparse lists per consumer warpgroup: each group's 64 query rows are a query tile of their
+  // own with their own key list, and a stage holds kBlockN keys for each group (group g's in rows
+  // [g kBlockN, (g + 1) kBlockN)), so the groups walk different key tiles in step. The listed walk
+  // only.
+  static constexpr bool kGroupKeys = kGroupKeys_;
   // A consumer overlaps its softmax with its own products (the next block's Q K^T and the
   // previous block's P V in flight together). Without it each block runs Q K^T, softmax, P V in
   // order, holding no second score tile, and the other warpgroups fill the tensor cores.
@@ -65,7 +70,9 @@ struct HopperTraits {
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kChunks = (kD + 63) / 64;  // 64-column (128-byte) swizzle chunks
   static constexpr int kQChunkBytes = kBlockM * 128;
-  static constexpr int kKVChunkBytes = kBlockN * 128;
+  static constexpr int kStageRows = kGroupKeys ? kConsumers * kBlockN : kBlockN;  // key rows per stage
+  static constexpr int kKVChunkBytes = kStageRows * 128;
+  static constexpr int kGroupKVBytes = kChunks * kBlockN * 128;  // one group's share of a K or V stage
   static constexpr int kQBytes = kChunks * kQChunkBytes;
   static constexpr int kKVBytes = kChunks * kKVChunkBytes;
   static constexpr int kKOffset = kQBytes;
@@ -90,6 +97,7 @@ struct HopperTraits {
   static_assert(!kRowSumByMma || kD == 64, "row sums through the P V product need hd64");
   static constexpr int kPVN = kD + (kRowSumByMma ? 8 : 0);  // columns of the P V product
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
+  static_assert(!kGroupKeys || kConsumers == 2, "per-group key lists are laid out for two consumer warpgroups");
 };
 
 // How a tile walks its key blocks: every block in order; the blocks that a packed key mask keeps
@@ -111,6 +119,9 @@ struct TileCoord {
   int splits, piece;  // splits == 1: a whole tile
   int split_tile;     // index among the split tiles (their partials and arrival counters)
   const int* list;    // the listed walk: this tile's ascending key blocks (n_blocks of them)
+  // Per-group lists (T::kGroupKeys): group g's key blocks and their count; n_blocks is the longer.
+  const int* group_list[2];
+  int group_len[2];
 };
 
 // The key block at position n of tile c's walk.
@@ -152,10 +163,27 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
   c.n_blocks = kv_end > 0 ? (kv_end + T::kBlockN - 1) / T::kBlockN : 0;
   c.list = nullptr;
   if (p.bs_offsets != nullptr) {  // block-sparse: the tile's list (causal, packed and split launches are refused)
-    const int r = bh * p.num_m_blocks + m;
-    const int first = __ldg(p.bs_offsets + r);
-    c.list = p.bs_indices + first;
-    c.n_blocks = __ldg(p.bs_offsets + r + 1) - first;
+    if constexpr (T::kGroupKeys) {
+      c.n_blocks = 0;
+#pragma unroll
+      for (int g = 0; g < 2; ++g) {
+        const int t = m * 2 + g;
+        c.group_list[g] = p.bs_indices;
+        c.group_len[g] = 0;
+        if (t < p.bs_q_tiles) {
+          const int r = bh * p.bs_q_tiles + t;
+          const int first = __ldg(p.bs_offsets + r);
+          c.group_list[g] = p.bs_indices + first;
+          c.group_len[g] = __ldg(p.bs_offsets + r + 1) - first;
+        }
+        c.n_blocks = max(c.n_blocks, c.group_len[g]);
+      }
+    } else {
+      const int r = bh * p.bs_q_tiles + m;
+      const int first = __ldg(p.bs_offsets + r);
+      c.list = p.bs_indices + first;
+      c.n_blocks = __ldg(p.bs_offsets + r + 1) - first;
+    }
   }
   c.n_begin = 0;
   c.n_end = c.n_blocks;
@@ -253,25 +281,59 @@ __device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const Fl
     for (int ch = 0; ch < T::kChunks; ++ch)
       ptx::tma_load_4d(sm.q() + ch * T::kQChunkBytes, &maps.q, sm.q_full(), ch * 64, c.q_row0, c.h, c.tma_batch);
     const int hkv = c.h / group;
-    bool full;
-    for (int n = kSkip ? next_live_block<T>(p, c, c.n_begin, full) : c.n_begin; n < c.n_end;
-         n = kSkip ? next_live_block<T>(p, c, n + 1, full) : n + 1) {
-      const int row = c.kv_row0 + key_block<kWalk>(c, n) * T::kBlockN;
-      ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
-      ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKVBytes);
+    if constexpr (T::kGroupKeys) {
+      // Each group's block at position n into its rows of the stage; a group whose list is shorter
+      // loads nothing there (its consumers pass the stage on).
+      for (int n = 0; n < c.n_end; ++n) {
+        const int groups = (n < c.group_len[0] ? 1 : 0) + (n < c.group_len[1] ? 1 : 0);
+        ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
+        ptx::mbar_arrive_expect_tx(sm.k_full(stage), groups * T::kGroupKVBytes);
 #pragma unroll
-      for (int ch = 0; ch < T::kChunks; ++ch)
-        ptx::tma_load_4d(sm.k(stage) + ch * T::kKVChunkBytes, &maps.k, sm.k_full(stage), ch * 64, row, hkv,
-                         c.tma_batch);
-      ptx::mbar_wait(sm.v_empty(stage), phase ^ 1);
-      ptx::mbar_arrive_expect_tx(sm.v_full(stage), T::kKVBytes);
+        for (int g = 0; g < 2; ++g)
+          if (n < c.group_len[g]) {
+            const int row = c.kv_row0 + __ldg(c.group_list[g] + n) * T::kBlockN;
 #pragma unroll
-      for (int ch = 0; ch < T::kChunks; ++ch)
-        ptx::tma_load_4d(sm.v(stage) + ch * T::kKVChunkBytes, &maps.v, sm.v_full(stage), ch * 64, row, hkv,
-                         c.tma_batch);
-      if (++stage == T::kStages) {
-        stage = 0;
-        phase ^= 1;
+            for (int ch = 0; ch < T::kChunks; ++ch)
+              ptx::tma_load_4d(sm.k(stage) + ch * T::kKVChunkBytes + g * T::kBlockN * 128, &maps.k, sm.k_full(stage),
+                               ch * 64, row, hkv, c.tma_batch);
+          }
+        ptx::mbar_wait(sm.v_empty(stage), phase ^ 1);
+        ptx::mbar_arrive_expect_tx(sm.v_full(stage), groups * T::kGroupKVBytes);
+#pragma unroll
+        for (int g = 0; g < 2; ++g)
+          if (n < c.group_len[g]) {
+            const int row = c.kv_row0 + __ldg(c.group_list[g] + n) * T::kBlockN;
+#pragma unroll
+            for (int ch = 0; ch < T::kChunks; ++ch)
+              ptx::tma_load_4d(sm.v(stage) + ch * T::kKVChunkBytes + g * T::kBlockN * 128, &maps.v, sm.v_full(stage),
+                               ch * 64, row, hkv, c.tma_batch);
+          }
+        if (++stage == T::kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    } else {
+      bool full;
+      for (int n = kSkip ? next_live_block<T>(p, c, c.n_begin, full) : c.n_begin; n < c.n_end;
+           n = kSkip ? next_live_block<T>(p, c, n + 1, full) : n + 1) {
+        const int row = c.kv_row0 + key_block<kWalk>(c, n) * T::kBlockN;
+        ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
+        ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKVBytes);
+#pragma unroll
+        for (int ch = 0; ch < T::kChunks; ++ch)
+          ptx::tma_load_4d(sm.k(stage) + ch * T::kKVChunkBytes, &maps.k, sm.k_full(stage), ch * 64, row, hkv,
+                           c.tma_batch);
+        ptx::mbar_wait(sm.v_empty(stage), phase ^ 1);
+        ptx::mbar_arrive_expect_tx(sm.v_full(stage), T::kKVBytes);
+#pragma unroll
+        for (int ch = 0; ch < T::kChunks; ++ch)
+          ptx::tma_load_4d(sm.v(stage) + ch * T::kKVChunkBytes, &maps.v, sm.v_full(stage), ch * 64, row, hkv,
+                           c.tma_batch);
+        if (++stage == T::kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
       }
     }
   }
@@ -315,10 +377,13 @@ struct Consumer {
 
   __device__ void init_descriptors() {
     q_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.q()) + wg * 64 * 128, 16, 1024);
-    k_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.k(0)), 16, 1024);
+    // With per-group keys each group reads its own rows of every stage.
+    const uint32_t group_rows = T::kGroupKeys ? wg * T::kBlockN * 128 : 0;
+    k_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.k(0)) + group_rows, 16, 1024);
     // V is [kv rows][D]: MN-major for the P V product; 64-column chunks are kKVChunkBytes apart.
     // With row sums the second chunk is the tile of ones that lies as far past each V stage.
-    v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)), T::kRowSumByMma ? T::kOnesBytes : T::kKVChunkBytes, 1024);
+    v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)) + group_rows,
+                                        T::kRowSumByMma ? T::kOnesBytes : T::kKVChunkBytes, 1024);
   }
   __device__ uint64_t q_desc(int kk) const {
     return ptx::smem_desc_advance(q_desc0, (kk / 4) * T::kQChunkBytes + (kk % 4) * 32);
@@ -369,6 +434,13 @@ struct Consumer {
     if (lane == 0) ptx::mbar_arrive(bar);
   }
 
+  // One past the last key of block n that may be attended: the tile's valid rows with block-sparse
+  // tile rows (padded tiles), else the sequence's end.
+  __device__ int key_end(const TileCoord& c, int n) const {
+    if (p.bs_tile_rows != nullptr) return n * T::kBlockN + __ldg(p.bs_tile_rows + n);
+    return c.seqlen_k;
+  }
+
   // Sets out-of-range, causal and key-padding positions to -inf.
   __device__ void apply_mask(float (&s)[kSAcc], const TileCoord& c, int n) const {
     const int row_base = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
@@ -399,7 +471,7 @@ struct Consumer {
       int limit[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        limit[r] = c.seqlen_k;
+        limit[r] = key_end(c, n);
         if (p.causal) limit[r] = min(limit[r], row_base + 8 * r + 1);
         limit[r] -= n * T::kBlockN + (lane % 4) * 2;
       }
@@ -427,7 +499,7 @@ struct Consumer {
 
   __device__ bool needs_mask(const TileCoord& c, int n, bool full) const {
     if (!full) return true;
-    if ((n + 1) * T::kBlockN > c.seqlen_k) return true;
+    if ((n + 1) * T::kBlockN > key_end(c, n)) return true;
     return p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM;
   }
 
@@ -797,6 +869,16 @@ struct Consumer {
     return true;
   }
 
+  // The key block at position n of this group's walk.
+  template <KeyWalk kWalk>
+  __device__ int block_at(const TileCoord& c, int n) const {
+    if constexpr (T::kGroupKeys) {
+      return __ldg(c.group_list[wg] + n);
+    } else {
+      return key_block<kWalk>(c, n);
+    }
+  }
+
   // The next work item this CTA runs (tiles past a sequence's end are skipped), or p.num_items.
   __device__ int next_tile(int item) const {
     for (; item < p.num_items; item += gridDim.x)
@@ -814,7 +896,11 @@ struct Consumer {
     uint32_t phase = 0, q_phase = 0;
     start_turns();
     for (int tile = next_tile(blockIdx.x); tile < p.num_items;) {
-      const TileCoord c = decode_item<T>(p, tile);
+      TileCoord c = decode_item<T>(p, tile);
+      // Per-group keys: this group walks its own list (c.n_end becomes its length), then passes on
+      // the stages that hold only the other group's blocks.
+      const int stages_end = c.n_end;
+      if constexpr (T::kGroupKeys) c.n_end = c.group_len[wg];
       float o[kPVAcc];
 #pragma unroll
       for (int i = 0; i < kPVAcc; ++i) o[i] = 0.f;
@@ -831,7 +917,7 @@ struct Consumer {
       const int n_first = n;
       if constexpr (!T::kOverlap) {
         while (n < c.n_end) {
-          const int kb = key_block<kWalk>(c, n);
+          const int kb = block_at<kWalk>(c, n);
           ptx::mbar_wait(sm.k_full(stage), phase);
           take_turn();
           ptx::fence_operands(o);
@@ -877,7 +963,7 @@ struct Consumer {
         if (n_first >= c.n_end) release(sm.q_empty());
       } else {
         while (n < c.n_end) {
-          const int kb = key_block<kWalk>(c, n);
+          const int kb = block_at<kWalk>(c, n);
           const bool first = n == n_first;
           if (!first) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
           ptx::mbar_wait(sm.k_full(stage), phase);
@@ -941,6 +1027,18 @@ struct Consumer {
           pass_turn();
           ptx::fence_operands(o);
           release(sm.v_empty(prev_stage));
+        }
+      }
+      if constexpr (T::kGroupKeys) {
+        for (int n = c.n_end; n < stages_end; ++n) {
+          ptx::mbar_wait(sm.k_full(stage), phase);
+          ptx::mbar_wait(sm.v_full(stage), phase);
+          release(sm.k_empty(stage));
+          release(sm.v_empty(stage));
+          if (++stage == T::kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
         }
       }
       if (c.splits > 1 && !merge_split(o, st, c)) {

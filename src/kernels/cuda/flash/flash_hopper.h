@@ -38,9 +38,10 @@ struct LaunchStatus {
 LaunchStatus launch_flash_hopper(const HopperArgs& args, void* stream);
 
 // Block-sparse attention on the same kernel (flash_hopper_sparse.cu): args.params.bs_offsets and
-// bs_indices hold the key lists on the device, built for block_sparse_tile(head_size)
+// bs_indices (and, small tiles only, bs_tile_rows) hold the key lists on the device, built for
+// block_sparse_tile(head_size), or for block_sparse_small_tile (64 x 64) when `small_tiles`
 // (flash_config.h); the caller has checked them against the problem. Head sizes
 // kBlockSparseHeadSizes; no causal, packed or key-masked problems.
-LaunchStatus launch_flash_hopper_block_sparse(const HopperArgs& args, void* stream);
+LaunchStatus launch_flash_hopper_block_sparse(const HopperArgs& args, bool small_tiles, void* stream);
 
 }  // namespace diffattn::flash

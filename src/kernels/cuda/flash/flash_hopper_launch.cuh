@@ -210,6 +210,7 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
     return fail(LaunchStatus::kInvalidInput, "FLASH_ATTN: more than 2^31 query tiles; split the batch");
   p.num_tiles = static_cast<int>(tiles);
   if (p.num_tiles == 0) return {};
+  p.bs_q_tiles = static_cast<int>(T::kGroupKeys ? ceil_div(p.seqlen_q, 64) : p.num_m_blocks);
   p.split_begin = p.num_tiles;
   p.split_segments = 0;
   p.num_items = p.num_tiles;
@@ -245,6 +246,7 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
   } else {
     p.bs_offsets = nullptr;
     p.bs_indices = nullptr;
+    p.bs_tile_rows = nullptr;
     if (args.tail_split) {
       s = plan_split<T>(p, args.sm_count, stream, &workspaces.split);
       if (!s.ok()) return s;

@@ -28,8 +28,13 @@ struct FlashParams {
   // r = (b * heads_q + h) * num_m_blocks + m, strictly ascending. The layout's tiles are the
   // kernel's (kBlockM query rows, kBlockN keys); causal, packed, key-masked and split launches are
   // refused with lists. A tile with an empty list writes zeros and LSE -inf.
+  // With per-group lists (64-row query tiles, one per consumer warpgroup) r counts those tiles:
+  // r = (b * heads_q + h) * bs_q_tiles + t. bs_tile_rows (optional, Sq = Skv): the valid leading
+  // rows of each tile; keys past them are never attended.
   const int* bs_offsets = nullptr;
   const int* bs_indices = nullptr;
+  const int* bs_tile_rows = nullptr;
+  int bs_q_tiles = 0;  // query tiles per (b, h) of the lists; set by the launcher
 
   const int* cu_seqlens_q = nullptr;  // optional packed batches: [B + 1] offsets
   const int* cu_seqlens_k = nullptr;

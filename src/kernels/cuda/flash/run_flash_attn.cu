@@ -145,9 +145,10 @@ Result<DeviceFacts> enter_device(const AttentionProblem& problem, cuda::ScopedDe
 std::string sm_name(const DeviceFacts& facts) { return "sm_" + std::to_string(facts.cc_major * 10 + facts.cc_minor); }
 
 // What the block-sparse launch needs beyond FLASH_ATTN's own checks: Hopper, a compiled head size,
-// lists on the kernel's tiles, and no causal, packed or key-masked problem.
+// lists on one of the kernel's tilings (tile rows with the small one only, over self-attention),
+// and no causal, packed or key-masked problem. Sets *small to the tiling the lists use.
 Status block_sparse_reasons(const AttentionProblem& pr, const DeviceFacts& facts, int q_tile, int k_tile,
-                            std::int64_t* rows) {
+                            bool tile_rows, bool* small) {
   const char* what = "block-sparse attention on CUDA";
   if (facts.cc_major != 9)
     return Unsupported(std::string(what) + " has a kernel for sm_90 (Hopper) only, but this device is " +
@@ -162,13 +163,17 @@ Status block_sparse_reasons(const AttentionProblem& pr, const DeviceFacts& facts
     return Unsupported(std::string(what) + " takes no causal, key-masked or packed problem; express such keys in the "
                        "block lists or run on CPU tensors");
   const HopperTile tile = block_sparse_tile(d);
-  if (q_tile != tile.block_m || k_tile != tile.block_n)
+  *small = q_tile == kBlockSparseSmallTile && k_tile == kBlockSparseSmallTile;
+  if (!*small && (q_tile != tile.block_m || k_tile != tile.block_n))
     return InvalidInput(std::string(what) + " at head size " + std::to_string(d) + " takes lists of " +
-                        std::to_string(tile.block_m) + "-row query tiles and " + std::to_string(tile.block_n) +
-                        "-key tiles, got " + std::to_string(q_tile) + " x " + std::to_string(k_tile) +
-                        "; build the layout with flash::block_sparse_tile(head size)");
-  const std::int64_t q_tiles = ceil_div(pr.q.size(1), tile.block_m);
-  *rows = pr.q.size(0) * pr.q.size(2) * q_tiles;
+                        std::to_string(tile.block_m) + " x " + std::to_string(tile.block_n) + " or " +
+                        std::to_string(kBlockSparseSmallTile) + " x " + std::to_string(kBlockSparseSmallTile) +
+                        " (query rows x keys) tiles, got " + std::to_string(q_tile) + " x " + std::to_string(k_tile) +
+                        "; build the layout with flash::block_sparse_tile or block_sparse_small_tile");
+  if (tile_rows && (!*small || pr.q.size(1) != pr.k.size(1)))
+    return Unsupported(std::string(what) + " honours tile_rows on " + std::to_string(kBlockSparseSmallTile) + " x " +
+                       std::to_string(kBlockSparseSmallTile) + " tiles of self-attention (Sq = Skv) only; run on CPU "
+                       "tensors");
   return Status::Ok();
 }
 
@@ -177,46 +182,52 @@ Status block_sparse_reasons(const AttentionProblem& pr, const DeviceFacts& facts
 Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockSparseLists& lists, void* stream) {
   cuda::ScopedDevice device;
   DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device));
-  std::int64_t rows = 0;
-  DIFFATTN_RETURN_IF_ERROR(block_sparse_reasons(problem, facts, lists.q_tile, lists.k_tile, &rows));
+  bool small = false;
+  DIFFATTN_RETURN_IF_ERROR(
+      block_sparse_reasons(problem, facts, lists.q_tile, lists.k_tile, lists.tile_rows != nullptr, &small));
   if (lists.offsets == nullptr || lists.indices == nullptr)
     return InvalidInput("block-sparse attention on CUDA: the key lists' offsets and indices must be device pointers");
   DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(problem, facts.sm_count));
   args.tail_split = false;
   args.params.bs_offsets = lists.offsets;
   args.params.bs_indices = lists.indices;
-  return status_from(launch_flash_hopper_block_sparse(args, stream));
+  args.params.bs_tile_rows = lists.tile_rows;
+  return status_from(launch_flash_hopper_block_sparse(args, small, stream));
 }
 
 Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseLayout& layout, void* stream) {
   cuda::ScopedDevice device;
   DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device));
-  std::int64_t rows = 0;
-  DIFFATTN_RETURN_IF_ERROR(block_sparse_reasons(problem, facts, layout.q_tile, layout.k_tile, &rows));
-  if (!layout.tile_rows.empty())
-    return Unsupported("block-sparse attention on CUDA takes no padded tiles (tile_rows); run on CPU tensors");
+  bool small = false;
+  DIFFATTN_RETURN_IF_ERROR(
+      block_sparse_reasons(problem, facts, layout.q_tile, layout.k_tile, !layout.tile_rows.empty(), &small));
   DIFFATTN_RETURN_IF_ERROR(check_block_sparse_layout(layout, problem.q.size(0), problem.q.size(2), problem.q.size(1),
                                                      problem.k.size(1)));
   DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(problem, facts.sm_count));
   args.tail_split = false;
   // The lists travel on the caller's stream, in one allocation, and are freed behind the kernel.
   const auto s = static_cast<cudaStream_t>(stream);
-  const std::size_t offset_bytes = layout.offsets.size() * sizeof(std::int32_t);
-  const std::size_t index_bytes = layout.indices.size() * sizeof(std::int32_t);
+  const std::vector<std::int32_t>* parts[3] = {&layout.offsets, &layout.indices, &layout.tile_rows};
+  std::size_t bytes = 0;
+  for (const auto* part : parts) bytes += part->size() * sizeof(std::int32_t);
   void* buffer = nullptr;
-  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&buffer, offset_bytes + index_bytes + 4, s));
-  auto* offsets = static_cast<std::int32_t*>(buffer);
-  auto* indices = offsets + layout.offsets.size();
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&buffer, bytes + 4, s));
+  std::int32_t* at[3] = {};
+  std::int32_t* next = static_cast<std::int32_t*>(buffer);
   Status status = Status::Ok();
-  if (cudaMemcpyAsync(offsets, layout.offsets.data(), offset_bytes, cudaMemcpyHostToDevice, s) != cudaSuccess ||
-      (index_bytes > 0 &&
-       cudaMemcpyAsync(indices, layout.indices.data(), index_bytes, cudaMemcpyHostToDevice, s) != cudaSuccess)) {
-    status = CudaError(std::string("block-sparse attention on CUDA: cannot copy the key lists to the device: ") +
-                       cudaGetErrorString(cudaGetLastError()));
-  } else {
-    args.params.bs_offsets = offsets;
-    args.params.bs_indices = indices;
-    status = status_from(launch_flash_hopper_block_sparse(args, stream));
+  for (int i = 0; i < 3 && status.ok(); ++i) {
+    at[i] = next;
+    next += parts[i]->size();
+    if (!parts[i]->empty() && cudaMemcpyAsync(at[i], parts[i]->data(), parts[i]->size() * sizeof(std::int32_t),
+                                              cudaMemcpyHostToDevice, s) != cudaSuccess)
+      status = CudaError(std::string("block-sparse attention on CUDA: cannot copy the key lists to the device: ") +
+                         cudaGetErrorString(cudaGetLastError()));
+  }
+  if (status.ok()) {
+    args.params.bs_offsets = at[0];
+    args.params.bs_indices = at[1];
+    args.params.bs_tile_rows = layout.tile_rows.empty() ? nullptr : at[2];
+    status = status_from(launch_flash_hopper_block_sparse(args, small, stream));
   }
   (void)cudaFreeAsync(buffer, s);
   return status;

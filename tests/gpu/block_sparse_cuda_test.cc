@@ -1,0 +1,230 @@
+// Block-sparse attention on the Hopper kernel against the block-sparse CPU kernel on the same
+// inputs and the same key-tile lists: both tilings (the large tile of each head size and the 64 x 64
+// per-group tiles), bf16 and fp16, hd64 and hd128, GQA, Sq != Skv, empty lists, padded tiles
+// (tile_rows), random and every-tile layouts; and the refusals, which leave out untouched.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/sdpa_cpu.h"
+#include "kernels/cuda/flash/flash_config.h"
+#include "kernels/cuda/flash/run_flash_attn.h"
+#include "kernels/sparse/block_sparse_layout.h"
+#include "parity/cases.h"
+
+#if DIFFATTN_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "gpu/device_case.h"
+#endif
+
+namespace diffattn {
+namespace {
+
+#if DIFFATTN_HAVE_CUDA
+
+bool hopper_present() {
+  if (!testing::cuda_device_present()) return false;
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  return major == 9;
+}
+
+#define SKIP_WITHOUT_HOPPER() \
+  if (!hopper_present()) GTEST_SKIP() << "no sm_90 device here: the block-sparse kernel is Hopper's"
+
+std::uint64_t fresh_seed() {
+  std::random_device source;
+  return (static_cast<std::uint64_t>(source()) << 32) | source();
+}
+
+// Each (batch, head, query tile) lists round(density x key tiles) random distinct key tiles;
+// `empty_every` > 0 leaves every such row's list empty.
+BlockSparseLayout random_layout(const testing::ParityCase& c, int q_tile, int k_tile, double density, int empty_every,
+                                std::mt19937_64& rng) {
+  BlockSparseLayout l;
+  l.q_tile = q_tile;
+  l.k_tile = k_tile;
+  l.batch = c.batch;
+  l.heads = c.heads_q;
+  l.q_tiles = tile_count(c.seq_q, q_tile);
+  l.k_tiles = tile_count(c.seq_kv, k_tile);
+  const auto keep = std::max<std::int64_t>(1, std::llround(density * static_cast<double>(l.k_tiles)));
+  std::vector<std::int32_t> all(static_cast<std::size_t>(l.k_tiles));
+  l.offsets.push_back(0);
+  for (std::int64_t r = 0; r < l.batch * l.heads * l.q_tiles; ++r) {
+    if (empty_every == 0 || r % empty_every != empty_every - 1) {
+      for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int32_t>(i);
+      std::shuffle(all.begin(), all.end(), rng);
+      std::sort(all.begin(), all.begin() + keep);
+      l.indices.insert(l.indices.end(), all.begin(), all.begin() + keep);
+    }
+    l.offsets.push_back(static_cast<std::int32_t>(l.indices.size()));
+  }
+  return l;
+}
+
+testing::ParityCase make_case(DType dtype, std::int64_t d, std::int64_t batch, std::int64_t sq, std::int64_t skv,
+                              std::int64_t hq, std::int64_t hkv) {
+  testing::ParityCase c;
+  c.dtype = dtype;
+  c.head_size = c.head_size_v = d;
+  c.batch = batch;
+  c.seq_q = sq;
+  c.seq_kv = skv;
+  c.heads_q = hq;
+  c.heads_kv = hkv;
+  c.lse = true;
+  return c;
+}
+
+// Runs `layout` on the CPU and the GPU over the same inputs; returns the failure text (empty: pass).
+// Rows past a padded tile's valid rows are not compared (the CPU leaves them, the GPU fills them).
+std::string check_layout(const testing::ParityCase& c, const BlockSparseLayout& layout, std::mt19937_64& rng) {
+  auto data = testing::make_case_data(c, rng);
+  AttentionProblem& hp = data->problem;
+  // The CPU oracle first, into copies of out and lse.
+  if (Status s = run_block_sparse_cpu(hp, layout); !s.ok()) return "cpu: " + s.message();
+  const std::int64_t dv = c.head_size_v;
+  std::vector<double> want_out, want_lse;
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t i = 0; i < c.seq_q; ++i)
+      for (std::int64_t h = 0; h < c.heads_q; ++h) {
+        for (std::int64_t e = 0; e < dv; ++e)
+          want_out.push_back(testing::read_element(hp.out, testing::element_offset(hp.out, {b, i, h, e})));
+        want_lse.push_back(testing::read_element(*hp.lse, testing::element_offset(*hp.lse, {b, h, i})));
+      }
+  testing::poison(hp.out);
+  testing::poison(*hp.lse);
+  testing::DeviceCase device(*data);
+  if (!device.ok()) return "could not copy the case to the GPU";
+  if (Status s = flash::run_block_sparse_cuda(device.problem(), layout, nullptr); !s.ok()) return "gpu: " + s.message();
+  if (!device.copy_back()) return "could not copy the outputs back";
+  const double tol = c.dtype == DType::kBFloat16 ? 1.6e-2 : 3e-3;
+  std::size_t at = 0, row = 0;
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t i = 0; i < c.seq_q; ++i)
+      for (std::int64_t h = 0; h < c.heads_q; ++h, ++row) {
+        const std::int64_t t = i / layout.q_tile;
+        const bool padding = !layout.tile_rows.empty() && i - t * layout.q_tile >= layout.tile_rows[t];
+        const double wl = want_lse[row];
+        const double gl = testing::read_element(*hp.lse, testing::element_offset(*hp.lse, {b, h, i}));
+        for (std::int64_t e = 0; e < dv; ++e, ++at) {
+          if (padding) continue;
+          const double got = testing::read_element(hp.out, testing::element_offset(hp.out, {b, i, h, e}));
+          if (!(std::fabs(got - want_out[at]) <= tol * (1.0 + std::fabs(want_out[at]))))
+            return "out[" + std::to_string(b) + "," + std::to_string(i) + "," + std::to_string(h) + "," +
+                   std::to_string(e) + "] = " + std::to_string(got) + ", cpu " + std::to_string(want_out[at]);
+        }
+        if (padding) continue;
+        const bool both_empty = std::isinf(wl) && wl < 0 && std::isinf(gl) && gl < 0;
+        if (!both_empty && !(std::fabs(gl - wl) <= 2e-3 * (1.0 + std::fabs(wl))))
+          return "lse[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
+                 "] = " + std::to_string(gl) + ", cpu " + std::to_string(wl);
+      }
+  return "";
+}
+
+TEST(GpuBlockSparse, LargeTilesMatchTheCpuKernel) {
+  SKIP_WITHOUT_HOPPER();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int idx = 0;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (std::int64_t d : {64, 128}) {
+      const flash::HopperTile tile = flash::block_sparse_tile(static_cast<int>(d));
+      const auto c = make_case(dtype, d, 1 + idx % 2, 700 + 37 * idx, idx % 2 ? 700 + 37 * idx : 1100, 4, idx % 2 ? 2 : 4);
+      for (double density : {1.0, 0.4})
+        EXPECT_EQ(check_layout(c, random_layout(c, tile.block_m, tile.block_n, density, idx % 2 ? 5 : 0, rng), rng), "")
+            << c.name() << " density " << density << " (seed " << seed << ")";
+      ++idx;
+    }
+}
+
+TEST(GpuBlockSparse, SmallTilesWithTheirOwnListsPerGroupMatchTheCpuKernel) {
+  SKIP_WITHOUT_HOPPER();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int idx = 0;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (std::int64_t d : {64, 128}) {
+      // An odd count of 64-row query tiles leaves the last CTA's second group without a tile.
+      const auto c = make_case(dtype, d, 2, 64 * 9 + 17 * idx, idx % 2 ? 64 * 9 + 17 * idx : 1000, 3, idx % 2 ? 1 : 3);
+      for (double density : {1.0, 0.3})
+        EXPECT_EQ(check_layout(c, random_layout(c, 64, 64, density, idx % 2 ? 0 : 4, rng), rng), "")
+            << c.name() << " density " << density << " (seed " << seed << ")";
+      ++idx;
+    }
+}
+
+TEST(GpuBlockSparse, PaddedTilesNeverAttendToTheirPaddingKeys) {
+  SKIP_WITHOUT_HOPPER();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (std::int64_t d : {64, 128}) {
+    const auto c = make_case(DType::kBFloat16, d, 1, 64 * 7, 64 * 7, 2, 2);
+    BlockSparseLayout layout = random_layout(c, 64, 64, 0.6, 0, rng);
+    std::uniform_int_distribution<std::int32_t> rows(1, 64);
+    for (std::int64_t t = 0; t < layout.q_tiles; ++t) layout.tile_rows.push_back(t % 3 == 1 ? rows(rng) : 64);
+    EXPECT_EQ(check_layout(c, layout, rng), "") << c.name() << " (seed " << seed << ")";
+  }
+}
+
+// A refused call leaves out as it was (NaN poison).
+std::string expect_refused(const testing::ParityCase& c, const BlockSparseLayout& layout, ErrorCode code,
+                           std::mt19937_64& rng) {
+  auto data = testing::make_case_data(c, rng);
+  testing::DeviceCase device(*data);
+  if (!device.ok()) return "could not copy the case to the GPU";
+  const Status s = flash::run_block_sparse_cuda(device.problem(), layout, nullptr);
+  if (s.code() != code) return "expected code " + std::to_string(static_cast<int>(code)) + ", got: " + s.ToString();
+  if (!device.copy_back()) return "could not copy the outputs back";
+  bool written = false;
+  testing::for_each_offset(data->problem.out, [&](std::int64_t off) {
+    written = written || !std::isnan(testing::read_element(data->problem.out, off));
+  });
+  return written ? "a refused call wrote to out" : "";
+}
+
+TEST(GpuBlockSparse, RefusalsNameTheFixAndWriteNothing) {
+  SKIP_WITHOUT_HOPPER();
+  std::mt19937_64 rng(fresh_seed());
+  const auto c = make_case(DType::kBFloat16, 128, 1, 300, 300, 2, 2);
+  // Tiles the kernel does not take.
+  EXPECT_EQ(expect_refused(c, random_layout(c, 96, 96, 1.0, 0, rng), ErrorCode::kInvalidInput, rng), "");
+  // Padded tiles on the large tiling.
+  BlockSparseLayout padded = random_layout(c, 128, 128, 1.0, 0, rng);
+  padded.tile_rows.assign(static_cast<std::size_t>(padded.q_tiles), 100);
+  EXPECT_EQ(expect_refused(c, padded, ErrorCode::kUnsupported, rng), "");
+  // A layout that does not describe the problem (one key tile too many).
+  BlockSparseLayout wrong = random_layout(c, 64, 64, 1.0, 0, rng);
+  wrong.indices.back() = static_cast<std::int32_t>(wrong.k_tiles);
+  EXPECT_EQ(expect_refused(c, wrong, ErrorCode::kInvalidInput, rng), "");
+  // Causal problems and other head sizes.
+  auto causal = c;
+  causal.causal = true;
+  EXPECT_EQ(expect_refused(causal, random_layout(causal, 128, 128, 1.0, 0, rng), ErrorCode::kUnsupported, rng), "");
+  const auto hd96 = make_case(DType::kBFloat16, 96, 1, 300, 300, 2, 2);
+  EXPECT_EQ(expect_refused(hd96, random_layout(hd96, 64, 64, 1.0, 0, rng), ErrorCode::kUnsupported, rng), "");
+}
+
+#else
+
+TEST(GpuBlockSparse, CpuOnlyBuildReportsUnavailable) {
+  std::mt19937_64 rng(1);
+  testing::ParityCase c;
+  c.dtype = DType::kBFloat16;
+  auto data = testing::make_case_data(c, rng);
+  BlockSparseLayout layout = full_block_sparse_layout(1, c.heads_q, c.seq_q, c.seq_kv, 64, 64);
+  EXPECT_EQ(flash::run_block_sparse_cuda(data->problem, layout, nullptr).code(), ErrorCode::kUnavailable);
+}
+
+#endif
+
+}  // namespace
+}  // namespace diffattn
