@@ -166,13 +166,14 @@ TEST(GpuBlockSparse, PaddedTilesNeverAttendToTheirPaddingKeys) {
   SKIP_WITHOUT_HOPPER();
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
-  for (std::int64_t d : {64, 128}) {
-    const auto c = make_case(DType::kBFloat16, d, 1, 64 * 7, 64 * 7, 2, 2);
-    BlockSparseLayout layout = random_layout(c, 64, 64, 0.6, 0, rng);
-    std::uniform_int_distribution<std::int32_t> rows(1, 64);
-    for (std::int64_t t = 0; t < layout.q_tiles; ++t) layout.tile_rows.push_back(t % 3 == 1 ? rows(rng) : 64);
-    EXPECT_EQ(check_layout(c, layout, rng), "") << c.name() << " (seed " << seed << ")";
-  }
+  for (std::int64_t d : {64, 128})
+    for (int tile : {64, 128}) {
+      const auto c = make_case(d == 64 ? DType::kBFloat16 : DType::kFloat16, d, 1, tile * 7, tile * 7, 2, 2);
+      BlockSparseLayout layout = random_layout(c, tile, tile, 0.6, 0, rng);
+      std::uniform_int_distribution<std::int32_t> rows(1, tile);
+      for (std::int64_t t = 0; t < layout.q_tiles; ++t) layout.tile_rows.push_back(t % 3 == 1 ? rows(rng) : tile);
+      EXPECT_EQ(check_layout(c, layout, rng), "") << c.name() << " tile " << tile << " (seed " << seed << ")";
+    }
 }
 
 // A refused call leaves out as it was (NaN poison).
@@ -197,10 +198,11 @@ TEST(GpuBlockSparse, RefusalsNameTheFixAndWriteNothing) {
   const auto c = make_case(DType::kBFloat16, 128, 1, 300, 300, 2, 2);
   // Tiles the kernel does not take.
   EXPECT_EQ(expect_refused(c, random_layout(c, 96, 96, 1.0, 0, rng), ErrorCode::kInvalidInput, rng), "");
-  // Padded tiles on the large tiling.
-  BlockSparseLayout padded = random_layout(c, 128, 128, 1.0, 0, rng);
+  // Padded tiles over cross-attention (tile rows describe self-attention's tiles).
+  const auto cross = make_case(DType::kBFloat16, 128, 1, 300, 500, 2, 2);
+  BlockSparseLayout padded = random_layout(cross, 128, 128, 1.0, 0, rng);
   padded.tile_rows.assign(static_cast<std::size_t>(padded.q_tiles), 100);
-  EXPECT_EQ(expect_refused(c, padded, ErrorCode::kUnsupported, rng), "");
+  EXPECT_EQ(expect_refused(cross, padded, ErrorCode::kUnsupported, rng), "");
   // A layout that does not describe the problem (one key tile too many).
   BlockSparseLayout wrong = random_layout(c, 64, 64, 1.0, 0, rng);
   wrong.indices.back() = static_cast<std::int32_t>(wrong.k_tiles);

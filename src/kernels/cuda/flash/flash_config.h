@@ -37,6 +37,7 @@ struct HopperTile {
   bool overlap = true;           // a consumer overlaps its softmax with its own next products
   bool row_sum_by_mma = false;   // P V also sums P's rows (V plus a constant tile of ones; hd64)
   bool early_exp = false;        // exponentials against the running max, the block max alongside
+  bool q_in_registers = false;   // Q K^T reads Q from registers (64-key block-sparse tiles)
 };
 
 inline constexpr int kHopperSmemLimit = 227 * 1024;  // opt-in dynamic shared memory per block on sm_90
@@ -131,11 +132,11 @@ constexpr HopperTile hopper_tile(int head_size, KeyTiles keys) {
   return tile;
 }
 
-// Block-sparse attention (a key-tile list per query tile) runs the short-row tile of each head size
-// it compiles: the lists' tiles are the kernel's, kBlockM query rows by kBlockN keys (hd128: 128 x
-// 128, hd64: 192 x 128). Short rows fit it: a tile visits only its listed blocks, so the wide and
-// in-order families' gains on long rows do not apply, and one tile per head size keeps the lists
-// that a caller builds independent of the sequence length.
+// Block-sparse attention (a key-tile list per query tile) runs a 128 x 128 tile at every head size
+// it compiles: the lists' tiles are the kernel's, kBlockM query rows by kBlockN keys. hd128 takes its
+// short-row tile (a tile visits only its listed blocks, so the wide and in-order families' gains on
+// long rows do not apply); hd64 takes two consumer groups instead of its dense tile's three, so that
+// both head sizes share one 128 x 128 tiling and a caller's lists do not depend on the head size.
 inline constexpr std::array<int, 2> kBlockSparseHeadSizes = {64, 128};
 
 constexpr bool is_block_sparse_head_size(int head_size) {
@@ -147,23 +148,33 @@ inline std::string block_sparse_head_sizes_text() {
   return join(kBlockSparseHeadSizes, ", ", "", [](int d) { return std::to_string(d); });
 }
 
+inline constexpr int kBlockSparseTile = 128;
+
 constexpr HopperTile block_sparse_tile(int head_size) {
-  return is_block_sparse_head_size(head_size) ? hopper_tile(head_size, KeyTiles::kShort) : HopperTile{0, 0, 0, 0};
+  if (!is_block_sparse_head_size(head_size)) return HopperTile{0, 0, 0, 0};
+  if (head_size == 128) return hopper_tile(head_size, KeyTiles::kShort);
+  HopperTile tile{kBlockSparseTile, kBlockSparseTile, 2, 2};
+  tile.staged_epilogue = true;
+  tile.tma_store = true;
+  tile.row_sum_by_mma = true;
+  return tile;
 }
 
 // The small tiling: 64-row query tiles and 64-key tiles, the video backends' cubes and patches.
 // Each of a CTA's two consumer warpgroups walks its own query tile's list, a stage holding one
 // 64-key block per group (flash_fwd_hopper.cuh, kGroupKeys); the tile below is the CTA's (128
-// query rows, 64 keys per group). hd64 sums P's rows by the P V product as its dense tile does.
+// query rows, 64 keys per group). Q sits in registers, and three stages without the staged
+// epilogue beat two with it (H200, hd128 +5-10 %, hd64 +6 %). hd64 sums P's rows by the P V
+// product as its dense tile does. It reaches about half of dense FLASH_ATTN's TFLOP/s (64-key
+// blocks pay the per-block softmax and barrier costs of a 128-key block for half the products;
+// docs/backends/sparse.md).
 inline constexpr int kBlockSparseSmallTile = 64;
 
 constexpr HopperTile block_sparse_small_tile(int head_size) {
   if (!is_block_sparse_head_size(head_size)) return HopperTile{0, 0, 0, 0};
-  HopperTile tile{128, kBlockSparseSmallTile, 2, 2};
-  tile.staged_epilogue = true;
-  tile.tma_store = true;
+  HopperTile tile{128, kBlockSparseSmallTile, 3, 2};
   tile.row_sum_by_mma = head_size == 64;
-  tile.early_exp = head_size == 128;
+  tile.q_in_registers = true;
   return tile;
 }
 

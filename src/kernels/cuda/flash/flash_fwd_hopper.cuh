@@ -29,8 +29,13 @@ struct FlashTmaMaps {
 
 template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false,
           bool kIssueInTurn_ = false, bool kTmaStore_ = false, bool kOverlap_ = true, bool kRowSumByMma_ = false,
-          bool kEarlyExp_ = false, int kPolyEvery_ = 0, bool kGroupKeys_ = false>
+          bool kEarlyExp_ = false, int kPolyEvery_ = 0, bool kGroupKeys_ = false, bool kQInRegs_ = false>
 struct HopperTraits {
+  // Each consumer loads its Q rows into registers once per tile (ldmatrix from the swizzled tile)
+  // and hands the Q buffer back at once; Q K^T then reads only K from shared memory (64-key
+  // block-sparse tiles: +3-5 % at hd128 on an H200). Without early exponentials (their rare
+  // recompute reads Q from shared memory).
+  static constexpr bool kQInRegs = kQInRegs_;
   // Block-sparse lists per consumer warpgroup: each group's 64 query rows are a query tile of their
   // own with their own key list, and a stage holds kBlockN keys for each group (group g's in rows
   // [g kBlockN, (g + 1) kBlockN)), so the groups walk different key tiles in step. The listed walk
@@ -98,6 +103,7 @@ struct HopperTraits {
   static constexpr int kPVN = kD + (kRowSumByMma ? 8 : 0);  // columns of the P V product
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
   static_assert(!kGroupKeys || kConsumers == 2, "per-group key lists are laid out for two consumer warpgroups");
+  static_assert(!kQInRegs || !kEarlyExp, "Q in registers leaves no Q in shared memory for the early-exp recompute");
 };
 
 // How a tile walks its key blocks: every block in order; the blocks that a packed key mask keeps
@@ -398,8 +404,36 @@ struct Consumer {
   __device__ void issue_qk(float (&s)[kSAcc], int stage) const {
     const uint64_t k0 = ptx::smem_desc_advance(k_desc0, stage * T::kKVBytes);
 #pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk)
-      Wgmma<T::kBlockN>::template ss<T::kBf16>(s, q_desc(kk), k_desc(k0, kk), kk > 0 ? 1 : 0);
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      if constexpr (T::kQInRegs) {
+        Wgmma<T::kBlockN>::template rs_k<T::kBf16>(s, q_frag[kk], k_desc(k0, kk), kk > 0 ? 1 : 0);
+      } else {
+        Wgmma<T::kBlockN>::template ss<T::kBf16>(s, q_desc(kk), k_desc(k0, kk), kk > 0 ? 1 : 0);
+      }
+    }
+  }
+
+  // T::kQInRegs: this group's Q rows as wgmma A fragments, one per 16-column step (those of an
+  // m16n8k16 A operand per warp: rows r and r + 8, columns c and c + 8), read by ldmatrix from the
+  // 128-byte-swizzled tile (16-byte unit u of row r lies at unit u ^ (r % 8)).
+  mutable uint32_t q_frag[T::kQInRegs ? kKSteps : 1][4];
+  __device__ void load_q_fragments() const {
+    const int m = lane / 8;  // the 8 x 8 matrix this lane addresses: rows +8 for odd m, columns +8 for m >= 2
+    const int row = wg * 64 + warp * 16 + (m % 2) * 8 + lane % 8;
+    const uint32_t base = ptx::smem_addr(sm.q()) + row * 128;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      const int unit = 2 * (kk % 4) + m / 2;
+      const uint32_t addr = base + (kk / 4) * T::kQChunkBytes + ((unit ^ (row % 8)) << 4);
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(q_frag[kk][0]), "=r"(q_frag[kk][1]), "=r"(q_frag[kk][2]), "=r"(q_frag[kk][3])
+                   : "r"(addr));
+    }
+  }
+
+  // Hands the Q buffer back after its last read; with Q in registers that happened at the tile's start.
+  __device__ void release_q() const {
+    if constexpr (!T::kQInRegs) release(sm.q_empty());
   }
   __device__ void issue_pv(float (&o)[kPVAcc], const uint32_t (&pr)[T::kBlockN / 4], int stage) const {
     const uint64_t v0 = ptx::smem_desc_advance(v_desc0, stage * T::kKVBytes);
@@ -907,6 +941,10 @@ struct Consumer {
       RowState st{{-INFINITY, -INFINITY}, {0.f, 0.f}};
       ptx::mbar_wait(sm.q_full(), q_phase);
       q_phase ^= 1;
+      if constexpr (T::kQInRegs) {
+        load_q_fragments();
+        release(sm.q_empty());  // the next tile's Q may load while this one runs
+      }
       float s[kSAcc];
       uint32_t pr[T::kBlockN / 4];
       float alpha[2];
@@ -933,12 +971,12 @@ struct Consumer {
           int next = n + 1;
           bool next_full = full;
           if constexpr (kSkip) next = next_live_block<T>(p, c, n + 1, next_full);
-          if (!T::kEarlyExp && next >= c.n_end) release(sm.q_empty());  // last read of Q: the next tile's may load
+          if (!T::kEarlyExp && next >= c.n_end) release_q();  // last read of Q: the next tile's may load
           if (needs_mask(c, kb, full)) apply_mask(s, c, kb);
           const bool rescale = block_softmax(s, st, alpha, c, kb, full, stage);
           if constexpr (T::kEarlyExp) {  // the softmax may have read K and Q again
             release(sm.k_empty(stage));
-            if (next >= c.n_end) release(sm.q_empty());
+            if (next >= c.n_end) release_q();
           }
           if (rescale) rescale_o(o, alpha);
           convert_p(s, pr);
@@ -960,7 +998,7 @@ struct Consumer {
           n = next;
           full = next_full;
         }
-        if (n_first >= c.n_end) release(sm.q_empty());
+        if (n_first >= c.n_end) release_q();
       } else {
         while (n < c.n_end) {
           const int kb = block_at<kWalk>(c, n);
@@ -985,12 +1023,12 @@ struct Consumer {
           pass_turn();
           ptx::fence_operands(s);
           if constexpr (!T::kEarlyExp) release(sm.k_empty(stage));
-          if (!T::kEarlyExp && !kSkip && n == c.n_end - 1) release(sm.q_empty());  // last read of Q: the next tile's may load
+          if (!T::kEarlyExp && !kSkip && n == c.n_end - 1) release_q();  // last read of Q: the next tile's may load
           if (needs_mask(c, kb, full)) apply_mask(s, c, kb);
           const bool rescale = block_softmax(s, st, alpha, c, kb, full, stage);
           if constexpr (T::kEarlyExp) {  // the softmax may have read K and Q again
             release(sm.k_empty(stage));
-            if (!kSkip && n == c.n_end - 1) release(sm.q_empty());
+            if (!kSkip && n == c.n_end - 1) release_q();
           }
           if (!first) {
             ptx::wgmma_wait<0>();
@@ -1007,14 +1045,14 @@ struct Consumer {
           }
           if constexpr (kSkip) {
             n = next_live_block<T>(p, c, n + 1, full);
-            if (n >= c.n_end) release(sm.q_empty());  // that was the last read of Q
+            if (n >= c.n_end) release_q();  // that was the last read of Q
           } else {
             ++n;
           }
         }
         // Without a live block (every key masked) the rows finish as zeros with LSE -inf.
         const bool any_block = n_first < c.n_end;
-        if (!any_block) release(sm.q_empty());
+        if (!any_block) release_q();
         if (any_block) {
           ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
           take_turn();

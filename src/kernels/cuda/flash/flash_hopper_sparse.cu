@@ -17,7 +17,7 @@ LaunchStatus launch_typed(const HopperArgs& args, cudaStream_t stream) {
   constexpr HopperTile tile = kSmall ? block_sparse_small_tile(kD) : block_sparse_tile(kD);
   using T = HopperTraits<kD, tile.block_n, tile.stages, kBf16, tile.consumer_warpgroups, tile.staged_epilogue,
                          tile.issue_in_turn, tile.tma_store, tile.overlap, tile.row_sum_by_mma, tile.early_exp,
-                         /*kPolyEvery=*/0, /*kGroupKeys=*/kSmall>;
+                         /*kPolyEvery=*/0, /*kGroupKeys=*/kSmall, tile.q_in_registers>;
   static_assert(T::kBlockM == tile.block_m, "flash_config.h and the kernel disagree on the query tile");
   return hopper_detail::launch_with_traits<T, /*kListed=*/true>(args, stream);
 }
@@ -51,9 +51,8 @@ LaunchStatus launch_flash_hopper_block_sparse(const HopperArgs& args, bool small
     return fail(LaunchStatus::kInvalidInput,
                 "block-sparse attention: out must be 4-byte aligned with even batch/sequence/head strides; pass a "
                 "contiguous output tensor");
-  if (args.params.bs_tile_rows != nullptr && (!small_tiles || args.params.seqlen_q != args.params.seqlen_k))
-    return fail(LaunchStatus::kInvalidInput,
-                "block-sparse attention: tile rows need the small tiles and self-attention (Sq = Skv)");
+  if (args.params.bs_tile_rows != nullptr && args.params.seqlen_q != args.params.seqlen_k)
+    return fail(LaunchStatus::kInvalidInput, "block-sparse attention: tile rows need self-attention (Sq = Skv)");
   return launch_head_size(args, small_tiles, static_cast<cudaStream_t>(stream_ptr));
 }
 

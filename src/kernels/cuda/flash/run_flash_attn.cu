@@ -145,7 +145,7 @@ Result<DeviceFacts> enter_device(const AttentionProblem& problem, cuda::ScopedDe
 std::string sm_name(const DeviceFacts& facts) { return "sm_" + std::to_string(facts.cc_major * 10 + facts.cc_minor); }
 
 // What the block-sparse launch needs beyond FLASH_ATTN's own checks: Hopper, a compiled head size,
-// lists on one of the kernel's tilings (tile rows with the small one only, over self-attention),
+// lists on one of the kernel's tilings (both square; tile rows over self-attention only),
 // and no causal, packed or key-masked problem. Sets *small to the tiling the lists use.
 Status block_sparse_reasons(const AttentionProblem& pr, const DeviceFacts& facts, int q_tile, int k_tile,
                             bool tile_rows, bool* small) {
@@ -170,9 +170,8 @@ Status block_sparse_reasons(const AttentionProblem& pr, const DeviceFacts& facts
                         std::to_string(kBlockSparseSmallTile) + " x " + std::to_string(kBlockSparseSmallTile) +
                         " (query rows x keys) tiles, got " + std::to_string(q_tile) + " x " + std::to_string(k_tile) +
                         "; build the layout with flash::block_sparse_tile or block_sparse_small_tile");
-  if (tile_rows && (!*small || pr.q.size(1) != pr.k.size(1)))
-    return Unsupported(std::string(what) + " honours tile_rows on " + std::to_string(kBlockSparseSmallTile) + " x " +
-                       std::to_string(kBlockSparseSmallTile) + " tiles of self-attention (Sq = Skv) only; run on CPU "
+  if (tile_rows && pr.q.size(1) != pr.k.size(1))
+    return Unsupported(std::string(what) + " honours tile_rows on self-attention (Sq = Skv) only; run on CPU "
                        "tensors");
   return Status::Ok();
 }
@@ -212,23 +211,23 @@ Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseL
   for (const auto* part : parts) bytes += part->size() * sizeof(std::int32_t);
   void* buffer = nullptr;
   DIFFATTN_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&buffer, bytes + 4, s));
-  std::int32_t* at[3] = {};
-  std::int32_t* next = static_cast<std::int32_t*>(buffer);
-  Status status = Status::Ok();
-  for (int i = 0; i < 3 && status.ok(); ++i) {
-    at[i] = next;
-    next += parts[i]->size();
-    if (!parts[i]->empty() && cudaMemcpyAsync(at[i], parts[i]->data(), parts[i]->size() * sizeof(std::int32_t),
-                                              cudaMemcpyHostToDevice, s) != cudaSuccess)
-      status = CudaError(std::string("block-sparse attention on CUDA: cannot copy the key lists to the device: ") +
+  auto upload_and_launch = [&]() -> Status {
+    std::int32_t* at[3] = {};
+    std::int32_t* next = static_cast<std::int32_t*>(buffer);
+    for (int i = 0; i < 3; ++i) {
+      at[i] = next;
+      next += parts[i]->size();
+      if (!parts[i]->empty() && cudaMemcpyAsync(at[i], parts[i]->data(), parts[i]->size() * sizeof(std::int32_t),
+                                                cudaMemcpyHostToDevice, s) != cudaSuccess)
+        return CudaError(std::string("block-sparse attention on CUDA: cannot copy the key lists to the device: ") +
                          cudaGetErrorString(cudaGetLastError()));
-  }
-  if (status.ok()) {
+    }
     args.params.bs_offsets = at[0];
     args.params.bs_indices = at[1];
     args.params.bs_tile_rows = layout.tile_rows.empty() ? nullptr : at[2];
-    status = status_from(launch_flash_hopper_block_sparse(args, small, stream));
-  }
+    return status_from(launch_flash_hopper_block_sparse(args, small, stream));
+  };
+  const Status status = upload_and_launch();
   (void)cudaFreeAsync(buffer, s);
   return status;
 }

@@ -21,19 +21,21 @@ Status run_flash_attn_ampere_cuda(const AttentionProblem& problem, void* stream)
 // Block-sparse attention on the Hopper kernel (sm_90): each query tile attends only to the key
 // tiles its list names (kernels/sparse/block_sparse_layout.h), the result run_block_sparse_cpu's
 // within the inputs' precision. Two tilings (kernels/cuda/flash/flash_config.h):
-//  - block_sparse_tile(head size): hd128 128 x 128, hd64 192 x 128, no tile_rows;
-//  - 64 x 64 (kBlockSparseSmallTile), hd64 and hd128, for the video backends' 64-token cubes and
-//    patches: each consumer warpgroup of a CTA walks its own 64-row query tile's list. tile_rows
-//    (self-attention over padded tiles, Sq = Skv) is honoured on the key side: keys past a tile's
-//    valid rows are never attended. Padding query rows are computed like any other row (their out
-//    and lse rows get finite values that mean nothing), unlike on the CPU, which leaves them as
-//    they were: callers that gather into padded buffers discard them.
+//  - 128 x 128 (block_sparse_tile, kBlockSparseTile), hd64 and hd128: about 95 % of dense
+//    FLASH_ATTN's TFLOP/s on the FLOPs it computes;
+//  - 64 x 64 (kBlockSparseSmallTile), hd64 and hd128, for FASTVIDEO_VSA's 64-token cubes: each
+//    consumer warpgroup of a CTA walks its own 64-row query tile's list; about half of dense
+//    FLASH_ATTN's TFLOP/s.
+// tile_rows (self-attention over padded tiles, Sq = Skv) is honoured on the key side: keys past a
+// tile's valid rows are never attended. Padding query rows are computed like any other row (their
+// out and lse rows get finite values that mean nothing), unlike on the CPU, which leaves them as
+// they were: callers that gather into padded buffers discard them.
 // Causal, key-masked and packed problems are refused. Everything is checked before anything runs;
 // the lists go to the device on `stream` for this call.
 Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseLayout& layout, void* stream);
 
 // The same with lists already on the problem's device (offsets: batch * heads * q_tiles + 1 entries,
-// indices: offsets' last entry; tile_rows: optional, q_tiles entries, 64 x 64 tiles only), for
+// indices: offsets' last entry; tile_rows: optional, q_tiles entries), for
 // callers that build or keep them there. Only the shapes are checked: the entries must be a valid
 // layout (check_block_sparse_layout), which is not verified.
 struct DeviceBlockSparseLists {

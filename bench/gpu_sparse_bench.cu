@@ -1,18 +1,22 @@
-// The block-sparse Hopper kernel without the library: correctness against a float64 host reference
+// The block-sparse benchmark: diffattn's block-sparse Hopper kernel (both tilings) against dense
+// FLASH_ATTN on the same inputs, with correctness against a float64 host reference
 // over each sampled row's listed keys, and its time against the dense FLASH_ATTN kernel on the same
 // inputs, at densities given on the command line. Layouts are random: every (head, query tile) lists
 // round(density x key tiles) distinct key tiles (at least one): its diagonal tile and random others. With --dump DIR each layout is
 // written as DIR/<workload>-<density>.{offsets,indices}.i32 (raw int32) so that the FlexAttention
-// peer (bench/flex_peer.py) runs the very same key-tile lists.
+// peer (bench/flex_peer.py) runs the very same key-tile lists. scripts/device/sparse_round.sh runs
+// the recorded set.
 //
+// Built with the default preset (build/default/bin/gpu_sparse_bench), or alone from the repository root:
 //   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -Isrc -Iinclude -gencode=arch=compute_90a,code=sm_90a \
-//     dev/sparse_dev.cu src/kernels/cuda/flash/flash_hopper.cu src/kernels/cuda/flash/flash_hopper_sparse.cu \
-//     -o build/dev/sparse_dev -lcuda
-//   build/dev/sparse_dev [--work a,b] [--densities 1,0.5,0.25,0.125] [--rounds 5] [--dump DIR] [--csv FILE]
+//     bench/gpu_sparse_bench.cu src/kernels/cuda/flash/flash_hopper.cu src/kernels/cuda/flash/flash_hopper_sparse.cu \
+//     -o build/dev/gpu_sparse_bench -lcuda
+//   gpu_sparse_bench [--work a,b] [--densities 1,0.5,0.25,0.125] [--rounds 5] [--dump DIR] [--csv FILE]
 //                        [--check-only] [--fp16] [--small] [--tile-rows]
 //
-// --small: the 64 x 64 tiling (per-group lists); --tile-rows (with --small, self-attention): every
-// fifth tile gets a random count of valid rows, and keys past it must never be attended.
+// --small: the 64 x 64 tiling (per-group lists); --tile-rows (square tiles, self-attention): every
+// fifth tile gets a random count of valid rows, and keys past it must never be attended; --share F:
+// the odd query tile of each pair keeps the share F of its even neighbour's key tiles.
 //
 // Workloads come from bench/workloads.csv (hd64 and hd128 rows). Timed figures: median ms per call
 // over interleaved rounds; TFLOP/s counted on the FLOPs each kernel computes (4 x rows x listed keys
@@ -103,7 +107,9 @@ struct Layout {
   std::vector<int32_t> tile_rows;  // empty: every row valid
 };
 
-static Layout random_layout(const Work& w, int q_tile, int k_tile, double density, std::mt19937& rng) {
+// share > 0: the odd query tile of each pair keeps that share of its even neighbour's key tiles
+// and draws the rest at random (neighbouring video queries attend to much the same keys).
+static Layout random_layout(const Work& w, int q_tile, int k_tile, double density, std::mt19937& rng, double share = 0) {
   Layout L;
   L.q_tiles = (w.Sq + q_tile - 1) / q_tile;
   L.k_tiles = (w.Skv + k_tile - 1) / k_tile;
@@ -118,6 +124,22 @@ static Layout random_layout(const Work& w, int q_tile, int k_tile, double densit
     if (t < L.k_tiles) {
       std::swap(all[0], all[t]);
       first = 1;
+    }
+    if (share > 0 && t % 2 == 1) {
+      // Keep `shared` of the previous row's tiles (they are at its end of L.indices), then random others.
+      const int shared = std::min(keep, (int)std::lround(share * keep));
+      std::vector<int32_t> prev(L.indices.end() - keep, L.indices.end());
+      std::shuffle(prev.begin(), prev.end(), rng);
+      std::vector<char> used(L.k_tiles, 0);
+      for (int i = 0; i < shared; ++i) used[prev[i]] = 1;
+      int at = 0;
+      for (int i = 0; i < shared; ++i) all[at++] = prev[i];
+      std::vector<int32_t> rest;
+      for (int i = 0; i < L.k_tiles; ++i)
+        if (!used[i]) rest.push_back(i);
+      std::shuffle(rest.begin(), rest.end(), rng);
+      for (int i = 0; at < keep; ++i) all[at++] = rest[i];
+      first = keep;
     }
     for (int i = first; i < keep; ++i) std::swap(all[i], all[i + rng() % (L.k_tiles - i)]);
     std::sort(all.begin(), all.begin() + keep);
@@ -268,9 +290,14 @@ static std::vector<std::string> split(const std::string& s) {
 
 int main(int argc, char** argv) {
   std::string work_list = "wan2.1-14b-480p-self,wan2.1-14b-720p-self", dens = "1,0.5,0.25,0.125", dump, csv_path;
+#ifdef DIFFATTN_WORKLOADS_CSV
+  std::string workloads_file = DIFFATTN_WORKLOADS_CSV;
+#else
   std::string workloads_file = "bench/workloads.csv";
+#endif
   int rounds = 5;
   bool check_only = false, bf16 = true, small = false, tile_rows = false;
+  double share = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -284,6 +311,7 @@ int main(int argc, char** argv) {
     else if (a == "--fp16") bf16 = false;
     else if (a == "--small") small = true;
     else if (a == "--tile-rows") tile_rows = true;
+    else if (a == "--share") share = std::stod(next());
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -332,10 +360,10 @@ int main(int argc, char** argv) {
     const HopperArgs dense_args = make_args(w, b, bf16, sm_count);
     const double dense_flops = 4.0 * w.D * (double)w.B * w.H * w.Sq * w.Skv;
     for (double density : densities) {
-      Layout L = random_layout(w, tile.block_m, tile.block_n, density, rng);
+      Layout L = random_layout(w, tile.block_m, tile.block_n, density, rng, share);
       if (tile_rows && w.Sq == w.Skv)
         for (int t = 0; t < L.q_tiles; ++t)
-          L.tile_rows.push_back(t % 5 == 3 ? 1 + (int)(rng() % 64) : std::min(64, w.Sq - t * 64));
+          L.tile_rows.push_back(t % 5 == 3 ? 1 + (int)(rng() % tile.block_m) : std::min(tile.block_m, w.Sq - t * tile.block_m));
       const double listed = (double)L.indices.size() / ((double)w.B * w.H * L.q_tiles * L.k_tiles);
       if (!dump.empty()) {
         char path[512];
