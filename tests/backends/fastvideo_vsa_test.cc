@@ -239,19 +239,37 @@ TEST(FastvideoVsaCpu, OtherBackendsRefuseAGate) {
   EXPECT_EQ(testing::check_untouched(p), "");
 }
 
-TEST(FastvideoVsaBackend, RunsOnTheCpuAndSaysItsCudaKernelsAreMissing) {
+TEST(FastvideoVsaBackend, RunsOnTheCpuAndOnHopperWhereTheBuildHoldsItsKernels) {
   const BackendDescriptor& d = **global_registry().find("FASTVIDEO_VSA");
   EXPECT_FALSE(d.unavailable_reason(probe_cpu_platform()).has_value());
   PlatformInfo h200;
   h200.kind = PlatformKind::kCuda, h200.cc_major = 9, h200.cc_minor = 0;
-  const auto reason = d.unavailable_reason(h200);
+  const auto reason = d.unavailable_reason(h200);  // a build without the Hopper kernels
   ASSERT_TRUE(reason.has_value());
-  EXPECT_THAT(*reason, HasSubstr("CUDA kernels are not part of this diffattn build yet"));
-  EXPECT_THAT(*reason, HasSubstr("select FLASH_ATTN or TORCH_SDPA instead"));
+  EXPECT_THAT(*reason, HasSubstr("Hopper block-sparse kernel"));
+  h200.features.flash_attn = true;
+  EXPECT_FALSE(d.unavailable_reason(h200).has_value());
   EXPECT_TRUE(d.caps.needs_video_geometry);
   EXPECT_TRUE(d.caps.gate);
-  ASSERT_EQ(d.kernels.size(), 1u);
+  ASSERT_EQ(d.kernels.size(), 2u);
   EXPECT_EQ(d.kernels[0].device, DeviceKind::kCpu);
+  EXPECT_EQ(d.kernels[1].device, DeviceKind::kCuda);
+}
+
+TEST(FastvideoVsaBackend, CudaCallsNeedHalfPrecisionAndEqualHeadSizes) {
+  const BackendDescriptor& d = **global_registry().find("FASTVIDEO_VSA");
+  ProblemShape shape;
+  shape.dtype = DType::kFloat32, shape.device = DeviceKind::kCuda;
+  shape.seqlen_q = shape.seqlen_kv = 64, shape.heads_q = shape.heads_kv = 2;
+  shape.head_size = 128, shape.head_size_v = 64;
+  shape.video_geometry = true;
+  EXPECT_THAT(d.unsupported_reasons(shape),
+              ElementsAre(HasSubstr("float32 is not supported on CUDA tensors"),
+                          HasSubstr("value head size must equal the query head size (got 64 and 128)")));
+  shape.device = DeviceKind::kCpu;  // the CPU path takes both
+  EXPECT_TRUE(d.unsupported_reasons(shape).empty());
+  shape.device = DeviceKind::kCuda, shape.dtype = DType::kBFloat16, shape.head_size_v = 128;
+  EXPECT_TRUE(d.unsupported_reasons(shape).empty());
 }
 
 }  // namespace

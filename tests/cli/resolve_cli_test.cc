@@ -162,15 +162,21 @@ TEST(ResolveCli, FastvideoTopkFlagNeedsTheFastvideoBackend) {
   EXPECT_NE(alone.json()["error"]["message"].get<std::string>().find("FASTVIDEO_VSA"), std::string::npos);
   EXPECT_EQ(run_cli(with(base, {"--fastvideo-vsa-topk=abc"})).exit_code, 2);
   EXPECT_EQ(run_cli(with(base, {"--fastvideo-vsa-topk", "0"})).exit_code, 2);
-  // With the backend it is a valid configuration: it runs on the CPU, and a GPU lacks its kernels.
+  // With the backend it is a valid configuration: it runs on the CPU and on Hopper, and an Ampere
+  // GPU lacks its kernels.
   const std::vector<std::string> paired_flags = {"--diffusion-attention-backend", "FASTVIDEO_VSA", "--fastvideo-vsa-topk", "8"};
   const CliResult paired = run_cli(with(base, paired_flags));
   EXPECT_EQ(paired.exit_code, 0) << paired.out;
   EXPECT_EQ(paired.json()["resolutions"][0]["backend"], "FASTVIDEO_VSA") << paired.out;
-  const std::vector<std::string> hopper = {"resolve", "--platform", platform_file("h200.json"), "--role", "self",
-                                           "--head-size", "64", "--json"};
-  const CliResult on_gpu = run_cli(with(hopper, paired_flags));
-  EXPECT_EQ(on_gpu.exit_code, 3) << on_gpu.out;
+  auto on = [&](const std::string& platform) {
+    return run_cli(with({"resolve", "--platform", platform_file(platform), "--role", "self", "--head-size", "64", "--json"},
+                        paired_flags));
+  };
+  const CliResult on_hopper = on("h200.json");
+  EXPECT_EQ(on_hopper.exit_code, 0) << on_hopper.out;
+  EXPECT_EQ(on_hopper.json()["resolutions"][0]["backend"], "FASTVIDEO_VSA") << on_hopper.out;
+  const CliResult on_ampere = on("a100.json");
+  EXPECT_EQ(on_ampere.exit_code, 3) << on_ampere.out;
 }
 
 TEST(ResolveCli, BadJsonConfigExitsTwoWithJsonError) {

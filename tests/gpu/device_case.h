@@ -53,7 +53,7 @@ class DeviceCase {
  private:
   static std::vector<TensorView*> views(AttentionProblem& p) {
     std::vector<TensorView*> v = {&p.q, &p.k, &p.v, &p.out};
-    for (auto* opt : {&p.mask, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k})
+    for (auto* opt : {&p.mask, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.gate})
       if (opt->has_value()) v.push_back(&**opt);
     return v;
   }

@@ -3,7 +3,9 @@
 #include <string>
 
 #include "kernels/cpu/vsa_cpu.h"
-#include "kernels/sparse/vsa_cubes.h"
+#include "kernels/cuda/sparse/vsa_cuda.h"
+#include "kernels/cuda/sparse/vsa_cuda_config.h"
+#include "kernels/sparse/vsa_cube_map.h"
 #include "registry/option_checks.h"
 
 namespace diffattn {
@@ -12,7 +14,8 @@ Capabilities fastvideo_vsa_capabilities() {
   Capabilities caps;
   caps.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
   caps.dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
-  caps.head_sizes = {64, 128};  // FastVideo's, and the tiles its GPU kernels are written for
+  // FastVideo's head sizes, which the CUDA path compiles; the CPU path keeps to them too.
+  caps.head_sizes = {vsa::kCudaHeadSizes.begin(), vsa::kCudaHeadSizes.end()};
   caps.gqa = true;
   caps.causal = false;
   caps.key_padding_mask = false;
@@ -25,13 +28,13 @@ Capabilities fastvideo_vsa_capabilities() {
   return caps;
 }
 
-// The layer checked the call's shapes, its geometry's token count and the capabilities.
-Status FastvideoVsaBackend::forward(const AttentionProblem& problem, void*) {
-  if (problem.q.device.kind == DeviceKind::kCuda)
-    return Unavailable("FASTVIDEO_VSA's CUDA kernels are not part of this diffattn build yet. Run it on CPU tensors, "
-                       "or select FLASH_ATTN or TORCH_SDPA instead.");
-  const VsaCubes cubes = tile_video_into_cubes(*problem.video);
-  const std::int64_t topk = topk_.value_or(cubes.count());
+// The layer checked the call's shapes, its geometry's token count and the capabilities; `stream`
+// is the layer's cudaStream_t for CUDA views.
+Status FastvideoVsaBackend::forward(const AttentionProblem& problem, void* stream) {
+  const std::int64_t cubes =
+      problem.video ? VsaCubeMap{problem.video->frames, problem.video->height, problem.video->width}.cubes() : 0;
+  const std::int64_t topk = topk_.value_or(cubes);
+  if (problem.q.device.kind == DeviceKind::kCuda) return run_fastvideo_vsa_cuda(problem, topk, stream);
   return run_fastvideo_vsa_cpu(problem, topk);
 }
 

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <numeric>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include "kernels/cpu/sdpa_cpu.h"
@@ -90,17 +89,7 @@ CoarseBranch run_coarse_branch(const std::vector<double>& qc, const std::vector<
 }  // namespace
 
 Status run_fastvideo_vsa_cpu(const AttentionProblem& p, std::int64_t topk, BlockSparseLayout* selected) {
-  if (!p.video)
-    return InvalidInput("FASTVIDEO_VSA needs the call's video geometry; pass AttentionProblem::video (frames x "
-                        "height x width of the latent)");
-  if (p.mask || p.is_varlen() || p.causal || p.lse)
-    return Unsupported("FASTVIDEO_VSA takes no mask, cu_seqlens, causal flag or lse; select TORCH_SDPA for those");
-  if (p.video->text_before != 0 || p.video->text_after != 0)
-    return Unsupported("FASTVIDEO_VSA tiles video tokens only, but the call's geometry has " +
-                       std::to_string(p.video->text_before + p.video->text_after) +
-                       " text tokens; run the video tokens alone, or select RAINFUSION_ATTN (which keeps text dense) "
-                       "or TORCH_SDPA");
-  DIFFATTN_RETURN_IF_ERROR(check_vsa_topk(topk, *p.video));
+  DIFFATTN_RETURN_IF_ERROR(check_vsa_problem(p, topk));
 
   const VsaCubes cubes = tile_video_into_cubes(*p.video);
   const std::int64_t batch = p.q.size(0), tokens = p.q.size(1), heads_q = p.q.size(2), heads_kv = p.k.size(2);

@@ -7,13 +7,6 @@
 namespace diffattn {
 namespace {
 
-std::int64_t cubes_along(std::int64_t extent) { return (extent + kVsaCubeEdge - 1) / kVsaCubeEdge; }
-
-// Tokens of cube `index` along an axis of `extent` tokens: 4, or the remainder at the far edge.
-std::int64_t cube_extent(std::int64_t index, std::int64_t extent) {
-  return std::min(kVsaCubeEdge, extent - index * kVsaCubeEdge);
-}
-
 std::string geometry_text(const VideoGeometry& g) {
   return std::to_string(g.frames) + " x " + std::to_string(g.height) + " x " + std::to_string(g.width);
 }
@@ -25,26 +18,16 @@ bool VsaCubes::has_partial_cubes() const {
 }
 
 VsaCubes tile_video_into_cubes(const VideoGeometry& g) {
+  const VsaCubeMap map{g.frames, g.height, g.width};
   VsaCubes cubes;
-  cubes.grid_t = cubes_along(g.frames);
-  cubes.grid_h = cubes_along(g.height);
-  cubes.grid_w = cubes_along(g.width);
+  cubes.grid_t = map.grid_t();
+  cubes.grid_h = map.grid_h();
+  cubes.grid_w = map.grid_w();
   cubes.valid.resize(static_cast<std::size_t>(cubes.count()));
   cubes.slot.resize(static_cast<std::size_t>(g.tokens()));
-  for (std::int64_t t = 0; t < g.frames; ++t)
-    for (std::int64_t y = 0; y < g.height; ++y)
-      for (std::int64_t x = 0; x < g.width; ++x) {
-        const std::int64_t ct = t / kVsaCubeEdge, cy = y / kVsaCubeEdge, cx = x / kVsaCubeEdge;
-        const std::int64_t cube = (ct * cubes.grid_h + cy) * cubes.grid_w + cx;
-        const std::int64_t eh = cube_extent(cy, g.height), ew = cube_extent(cx, g.width);
-        const std::int64_t position = ((t % kVsaCubeEdge) * eh + y % kVsaCubeEdge) * ew + x % kVsaCubeEdge;
-        cubes.slot[static_cast<std::size_t>((t * g.height + y) * g.width + x)] = cube * kVsaCubeTokens + position;
-      }
-  for (std::int64_t ct = 0; ct < cubes.grid_t; ++ct)
-    for (std::int64_t cy = 0; cy < cubes.grid_h; ++cy)
-      for (std::int64_t cx = 0; cx < cubes.grid_w; ++cx)
-        cubes.valid[static_cast<std::size_t>((ct * cubes.grid_h + cy) * cubes.grid_w + cx)] = static_cast<std::int32_t>(
-            cube_extent(ct, g.frames) * cube_extent(cy, g.height) * cube_extent(cx, g.width));
+  for (std::int64_t token = 0; token < g.tokens(); ++token)
+    cubes.slot[static_cast<std::size_t>(token)] = map.slot_of(token);
+  for (std::int64_t c = 0; c < cubes.count(); ++c) cubes.valid[static_cast<std::size_t>(c)] = map.valid(c);
   return cubes;
 }
 
@@ -54,13 +37,27 @@ std::int64_t vsa_topk_for_sparsity(double sparsity, std::int64_t cubes) {
 }
 
 Status check_vsa_topk(std::int64_t topk, const VideoGeometry& g) {
-  const std::int64_t cubes = cubes_along(g.frames) * cubes_along(g.height) * cubes_along(g.width);
+  const std::int64_t cubes = VsaCubeMap{g.frames, g.height, g.width}.cubes();
   if (topk >= 1 && topk <= cubes) return Status::Ok();
   return InvalidInput("fastvideo_vsa_topk = " + std::to_string(topk) + " cannot be given by the video geometry " +
                       geometry_text(g) + ", which has " + std::to_string(cubes) +
                       " cubes of 4x4x4 tokens; choose a topk in 1.." + std::to_string(cubes) +
                       " (about (1 - sparsity) x " + std::to_string(cubes) + ", e.g. " +
                       std::to_string(vsa_topk_for_sparsity(0.875, cubes)) + " for 87.5 % sparsity)");
+}
+
+Status check_vsa_problem(const AttentionProblem& p, std::int64_t topk) {
+  if (!p.video)
+    return InvalidInput("FASTVIDEO_VSA needs the call's video geometry; pass AttentionProblem::video (frames x "
+                        "height x width of the latent)");
+  if (p.mask || p.is_varlen() || p.causal || p.lse)
+    return Unsupported("FASTVIDEO_VSA takes no mask, cu_seqlens, causal flag or lse; select TORCH_SDPA for those");
+  if (p.video->text_before != 0 || p.video->text_after != 0)
+    return Unsupported("FASTVIDEO_VSA tiles video tokens only, but the call's geometry has " +
+                       std::to_string(p.video->text_before + p.video->text_after) +
+                       " text tokens; run the video tokens alone, or select RAINFUSION_ATTN (which keeps text dense) "
+                       "or TORCH_SDPA");
+  return check_vsa_topk(topk, *p.video);
 }
 
 }  // namespace diffattn

@@ -1,6 +1,6 @@
 #pragma once
 // FASTVIDEO_VSA's tiling of a latent video into 4x4x4 cubes of 64 tokens, plain functions shared
-// by its CPU and (future) GPU paths and testable alone.
+// by its CPU and GPU paths and testable alone (the arithmetic itself: vsa_cube_map.h).
 //
 // Tokens are reordered into padded cube order rather than indexed in place: cube c occupies slots
 // [c * 64, (c + 1) * 64) of a sequence of cubes * 64 slots, its valid tokens first in (frame, row,
@@ -16,11 +16,9 @@
 
 #include "diffattn/problem.h"
 #include "diffattn/status.h"
+#include "kernels/sparse/vsa_cube_map.h"
 
 namespace diffattn {
-
-inline constexpr std::int64_t kVsaCubeEdge = 4;    // tokens per cube along frames, height and width
-inline constexpr std::int64_t kVsaCubeTokens = 64;  // kVsaCubeEdge cubed: the block-sparse tile
 
 struct VsaCubes {
   std::int64_t grid_t = 0, grid_h = 0, grid_w = 0;  // cubes along frames, height and width
@@ -40,5 +38,9 @@ std::int64_t vsa_topk_for_sparsity(double sparsity, std::int64_t cubes);
 
 // kInvalidInput unless 1 <= topk <= the cubes of `g`, saying which topk the geometry can give.
 Status check_vsa_topk(std::int64_t topk, const VideoGeometry& g);
+
+// What FASTVIDEO_VSA's CPU and CUDA paths both require of a call: its video geometry without text
+// tokens, no mask, cu_seqlens, causal flag or lse, and a topk the geometry can give.
+Status check_vsa_problem(const AttentionProblem& problem, std::int64_t topk);
 
 }  // namespace diffattn

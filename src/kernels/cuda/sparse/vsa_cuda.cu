@@ -1,0 +1,337 @@
+// FASTVIDEO_VSA for CUDA views: checks, one workspace, the gather and pooling kernels, the coarse
+// branch with top-k, the fine branch on the Hopper block-sparse kernel and the scatter into out,
+// all on the caller's stream. Every check runs before anything is launched.
+
+#include "kernels/cuda/sparse/vsa_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/flash/flash_config.h"
+#include "kernels/cuda/flash/run_flash_attn.h"
+#include "kernels/cuda/scoped_device.h"
+#include "kernels/cuda/sparse/vsa_coarse_kernel.cuh"
+#include "kernels/cuda/sparse/vsa_cube_kernels.cuh"
+#include "kernels/cuda/sparse/vsa_cuda_config.h"
+#include "kernels/sparse/vsa_cubes.h"
+
+namespace diffattn {
+namespace {
+
+using vsa::StridedView;
+
+Status check_cuda_problem(const AttentionProblem& p) {
+  if (p.q.device.kind != DeviceKind::kCuda)
+    return InvalidInput("FASTVIDEO_VSA's CUDA path reads CUDA tensors, but q lives on the CPU; run "
+                        "run_fastvideo_vsa_cpu for CPU tensors");
+  if (p.q.dtype != DType::kBFloat16 && p.q.dtype != DType::kFloat16)
+    return Unsupported("FASTVIDEO_VSA on CUDA takes float16 or bfloat16 tensors, got " +
+                       std::string(dtype_name(p.q.dtype)) + "; convert q/k/v, or run float32 on CPU tensors");
+  const std::int64_t d = p.q.size(3);
+  if (!vsa::is_cuda_head_size(d) || p.v.size(3) != d)
+    return Unsupported("FASTVIDEO_VSA on CUDA: head size " + std::to_string(d) + " (values " +
+                       std::to_string(p.v.size(3)) + ") is not compiled; compiled: " + vsa::cuda_head_sizes_text() +
+                       " with equal query and value head sizes; run on CPU tensors for others");
+  const std::int64_t tokens = p.video->tokens();
+  if (p.q.size(1) != tokens || p.k.size(1) != tokens)
+    return InvalidInput("FASTVIDEO_VSA: q and k must hold the video's " + std::to_string(tokens) +
+                        " tokens (frames x height x width), got " + std::to_string(p.q.size(1)) + " and " +
+                        std::to_string(p.k.size(1)) + "; pass the geometry of these tokens");
+  if (!(p.softmax_scale() > 0.f))
+    return Unsupported("FASTVIDEO_VSA on CUDA needs a positive softmax scale (its fine branch's kernel does), got " +
+                       std::to_string(p.softmax_scale()) + "; run on CPU tensors for other scales");
+  if (p.q.size(0) > 65535)
+    return InvalidInput("FASTVIDEO_VSA on CUDA takes at most 65535 sequences per call, got " +
+                        std::to_string(p.q.size(0)) + "; split the batch");
+  return Status::Ok();
+}
+
+// How the coarse kernel runs on the device: query cubes per warp, and the device's opt-in shared
+// memory per block, which every launch sets as the kernel's limit (one value for all calls, so that
+// threads launching other geometries never lower it under each other).
+struct CoarseLaunch {
+  int per_warp = 0;
+  int smem_limit = 0;
+};
+
+// The kernels' limits on the device: Hopper (the fine branch's kernel), and the coarse branch's
+// scores of one block's query cubes in shared memory.
+Result<CoarseLaunch> check_device(int device, std::int64_t cubes, int head_size) {
+  int major = 0, minor = 0, smem_block = 0, smem_sm = 0;
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major != 9 || minor != 0)
+    return Unsupported("FASTVIDEO_VSA's CUDA path runs its fine branch on the sm_90 (Hopper) block-sparse kernel, "
+                       "but this device is sm_" + std::to_string(major * 10 + minor) +
+                       "; run FASTVIDEO_VSA on CPU tensors, or select FLASH_ATTN or TORCH_SDPA");
+  DIFFATTN_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&smem_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  DIFFATTN_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  const int per_warp = vsa::coarse_queries_per_warp(cubes, head_size, smem_block, smem_sm);
+  if (per_warp == 0)
+    return Unsupported("FASTVIDEO_VSA on CUDA keeps each query cube's coarse scores over all key cubes in shared "
+                       "memory: " + std::to_string(cubes) + " cubes need " +
+                       std::to_string(vsa::coarse_smem_bytes(1, cubes, head_size)) + " bytes per block, more than "
+                       "this GPU's " + std::to_string(smem_block) + "; run shorter or smaller videos per call, or on "
+                       "CPU tensors");
+  return CoarseLaunch{per_warp, smem_block};
+}
+
+StridedView strided(const TensorView& t) {
+  return {t.data, t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
+}
+
+// Whether 8-element (16-byte) accesses along the head dimension of `t` are aligned.
+bool takes_vectors(const TensorView& t) {
+  return t.stride(3) == 1 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 && t.stride(2) % 8 == 0 &&
+         reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0;
+}
+
+// One allocation for every intermediate, from the stream's pool, handed back on the stream. Parts
+// are placed first (place), the whole allocated once (allocate), then read back by offset (at).
+class Workspace {
+ public:
+  explicit Workspace(cudaStream_t stream) : stream_(stream) {}
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  ~Workspace() {
+    if (base_ != nullptr) (void)cudaFreeAsync(base_, stream_);
+  }
+
+  // The offset of a part of `bytes`, 256-byte aligned.
+  std::size_t place(std::size_t bytes) {
+    const std::size_t offset = total_;
+    total_ += (bytes + 255) / 256 * 256;
+    return offset;
+  }
+
+  Status allocate() {
+    const cudaError_t e = cudaMallocAsync(&base_, total_, stream_);
+    if (e == cudaSuccess) return Status::Ok();
+    (void)cudaGetLastError();
+    base_ = nullptr;
+    return CudaError("FASTVIDEO_VSA on CUDA cannot allocate its " + std::to_string(total_ >> 20) +
+                     " MiB workspace (padded q/k/v, fine output, cube means, key lists): " + cudaGetErrorString(e) +
+                     "; free device memory or run fewer sequences per call");
+  }
+
+  template <typename T>
+  T* at(std::size_t offset) const {
+    return reinterpret_cast<T*>(static_cast<char*>(base_) + offset);
+  }
+
+ private:
+  cudaStream_t stream_;
+  void* base_ = nullptr;
+  std::size_t total_ = 0;
+};
+
+struct Shapes {
+  std::int64_t batch, heads_q, heads_kv, dim, cubes, padded, rows, topk;
+};
+
+template <typename T, int kVec>
+void launch_gather(const TensorView& src, T* padded, float* means, const VsaCubeMap& map, const Shapes& s,
+                   std::int64_t heads, cudaStream_t stream) {
+  vsa::gather_cubes_kernel<T, kVec><<<dim3(static_cast<unsigned>(s.cubes), static_cast<unsigned>(s.batch)),
+                                      vsa::kCubeThreads, 0, stream>>>(strided(src), padded, means, map,
+                                                                      static_cast<int>(heads),
+                                                                      static_cast<int>(s.dim));
+}
+
+template <typename T>
+Status gather(const TensorView& src, T* padded, float* means, const VsaCubeMap& map, const Shapes& s,
+              std::int64_t heads, cudaStream_t stream) {
+  if (takes_vectors(src))
+    launch_gather<T, 8>(src, padded, means, map, s, heads, stream);
+  else
+    launch_gather<T, 1>(src, padded, means, map, s, heads, stream);
+  return cuda::check_launch("gather_cubes_kernel");
+}
+
+template <int kDim, int kPerWarp>
+Status launch_coarse(const vsa::CoarseParams& params, std::int64_t batch, int smem_limit, cudaStream_t stream) {
+  constexpr int kQueries = vsa::kCoarseWarps * kPerWarp;
+  const auto smem = static_cast<int>(vsa::coarse_smem_bytes(kPerWarp, params.cubes, kDim));
+  auto kernel = vsa::coarse_top_k_kernel<kDim, kPerWarp>;
+  DIFFATTN_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit));
+  const dim3 grid(static_cast<unsigned>((params.cubes + kQueries - 1) / kQueries),
+                  static_cast<unsigned>(params.heads_q), static_cast<unsigned>(batch));
+  kernel<<<grid, vsa::kCoarseWarps * 32, smem, stream>>>(params);
+  return cuda::check_launch("coarse_top_k_kernel");
+}
+
+// The dispatch ladder over the compiled head sizes and query cubes per warp.
+Status coarse(const vsa::CoarseParams& params, std::int64_t batch, int head_size, const CoarseLaunch& launch,
+              cudaStream_t stream) {
+  const int smem = launch.smem_limit;
+  switch (head_size * 10 + launch.per_warp) {
+    case 641: return launch_coarse<64, 1>(params, batch, smem, stream);
+    case 642: return launch_coarse<64, 2>(params, batch, smem, stream);
+    case 644: return launch_coarse<64, 4>(params, batch, smem, stream);
+    case 1281: return launch_coarse<128, 1>(params, batch, smem, stream);
+    case 1282: return launch_coarse<128, 2>(params, batch, smem, stream);
+    case 1284: return launch_coarse<128, 4>(params, batch, smem, stream);
+    default:
+      return Internal("FASTVIDEO_VSA's coarse kernel is not compiled for head size " + std::to_string(head_size) +
+                      " with " + std::to_string(launch.per_warp) + " query cubes per warp; compiled: head sizes " +
+                      vsa::cuda_head_sizes_text() + " with 1, 2 or 4");
+  }
+}
+
+template <typename T>
+Status scatter(const T* fine, const float* coarse_out, const AttentionProblem& p, const VsaCubeMap& map,
+               const Shapes& s, cudaStream_t stream) {
+  const StridedView gate = p.gate ? strided(*p.gate) : StridedView{};
+  const bool vectors = takes_vectors(p.out) && (!p.gate || takes_vectors(*p.gate));
+  const dim3 grid(static_cast<unsigned>(s.cubes), static_cast<unsigned>(s.batch));
+  const int heads = static_cast<int>(s.heads_q), dim = static_cast<int>(s.dim);
+  if (vectors)
+    vsa::scatter_cubes_kernel<T, 8>
+        <<<grid, vsa::kCubeThreads, 0, stream>>>(fine, coarse_out, gate, strided(p.out), map, heads, dim);
+  else
+    vsa::scatter_cubes_kernel<T, 1>
+        <<<grid, vsa::kCubeThreads, 0, stream>>>(fine, coarse_out, gate, strided(p.out), map, heads, dim);
+  return cuda::check_launch("scatter_cubes_kernel");
+}
+
+// The chosen key cubes and the tile rows the fine branch used, back on the host; waits for the stream.
+Status copy_selected(const std::int32_t* offsets, const std::int32_t* indices, const std::int32_t* tile_rows,
+                     const Shapes& s, cudaStream_t stream, BlockSparseLayout* selected) {
+  BlockSparseLayout layout;
+  layout.q_tile = layout.k_tile = static_cast<int>(kVsaCubeTokens);
+  layout.batch = s.batch;
+  layout.heads = s.heads_q;
+  layout.q_tiles = layout.k_tiles = s.cubes;
+  layout.offsets.resize(static_cast<std::size_t>(s.rows + 1));
+  layout.indices.resize(static_cast<std::size_t>(s.rows * s.topk));
+  layout.tile_rows.resize(static_cast<std::size_t>(s.cubes));
+  const std::pair<std::vector<std::int32_t>*, const std::int32_t*> parts[] = {
+      {&layout.offsets, offsets}, {&layout.indices, indices}, {&layout.tile_rows, tile_rows}};
+  for (const auto& [host, device] : parts)
+    DIFFATTN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host->data(), device, host->size() * sizeof(std::int32_t),
+                                                  cudaMemcpyDeviceToHost, stream));
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  *selected = std::move(layout);
+  return Status::Ok();
+}
+
+template <typename T>
+Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch& launch, cudaStream_t stream,
+                 BlockSparseLayout* selected) {
+  const VsaCubeMap map{p.video->frames, p.video->height, p.video->width};
+  const bool gated = p.gate.has_value();
+  const auto elements = [&](std::int64_t rows, std::int64_t heads) {
+    return static_cast<std::size_t>(s.batch * rows * heads * s.dim);
+  };
+  Workspace ws(stream);
+  const std::size_t q_pad_at = ws.place(elements(s.padded, s.heads_q) * sizeof(T));
+  const std::size_t k_pad_at = ws.place(elements(s.padded, s.heads_kv) * sizeof(T));
+  const std::size_t v_pad_at = ws.place(elements(s.padded, s.heads_kv) * sizeof(T));
+  const std::size_t fine_at = ws.place(elements(s.padded, s.heads_q) * sizeof(T));
+  const std::size_t q_means_at = ws.place(elements(s.cubes, s.heads_q) * sizeof(float));
+  const std::size_t k_means_at = ws.place(elements(s.cubes, s.heads_kv) * sizeof(float));
+  const std::size_t v_means_at = ws.place(gated ? elements(s.cubes, s.heads_kv) * sizeof(float) : 0);
+  const std::size_t coarse_at = ws.place(gated ? elements(s.cubes, s.heads_q) * sizeof(float) : 0);
+  const std::size_t offsets_at = ws.place(static_cast<std::size_t>(s.rows + 1) * sizeof(std::int32_t));
+  const std::size_t indices_at = ws.place(static_cast<std::size_t>(s.rows * s.topk) * sizeof(std::int32_t));
+  const std::size_t tile_rows_at = ws.place(static_cast<std::size_t>(s.cubes) * sizeof(std::int32_t));
+  DIFFATTN_RETURN_IF_ERROR(ws.allocate());
+  T* q_pad = ws.at<T>(q_pad_at);
+  T* k_pad = ws.at<T>(k_pad_at);
+  T* v_pad = ws.at<T>(v_pad_at);
+  T* fine_out = ws.at<T>(fine_at);
+  float* q_means = ws.at<float>(q_means_at);
+  float* k_means = ws.at<float>(k_means_at);
+  float* v_means = gated ? ws.at<float>(v_means_at) : nullptr;
+  float* coarse_out = gated ? ws.at<float>(coarse_at) : nullptr;
+  auto* offsets = ws.at<std::int32_t>(offsets_at);
+  auto* indices = ws.at<std::int32_t>(indices_at);
+  auto* tile_rows = ws.at<std::int32_t>(tile_rows_at);
+
+  // Padded cube order and cube means (values only where the gated coarse branch needs them).
+  DIFFATTN_RETURN_IF_ERROR(gather<T>(p.q, q_pad, q_means, map, s, s.heads_q, stream));
+  DIFFATTN_RETURN_IF_ERROR(gather<T>(p.k, k_pad, k_means, map, s, s.heads_kv, stream));
+  DIFFATTN_RETURN_IF_ERROR(gather<T>(p.v, v_pad, v_means, map, s, s.heads_kv, stream));
+
+  // The lists' offsets and tile rows, then the coarse branch fills their indices.
+  const std::int64_t fill_items = std::max(s.rows + 1, s.cubes);
+  const auto fill_blocks = static_cast<unsigned>(std::min<std::int64_t>((fill_items + 255) / 256, 4096));
+  vsa::fill_lists_kernel<<<fill_blocks, 256, 0, stream>>>(offsets, s.rows, static_cast<std::int32_t>(s.topk),
+                                                          tile_rows, map);
+  DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("fill_lists_kernel"));
+  vsa::CoarseParams params;
+  params.q_means = q_means;
+  params.k_means = k_means;
+  params.v_means = v_means;
+  params.coarse_out = coarse_out;
+  params.indices = indices;
+  params.cubes = static_cast<int>(s.cubes);
+  params.heads_q = static_cast<int>(s.heads_q);
+  params.heads_kv = static_cast<int>(s.heads_kv);
+  params.topk = static_cast<int>(s.topk);
+  params.scale = p.softmax_scale();
+  DIFFATTN_RETURN_IF_ERROR(coarse(params, s.batch, static_cast<int>(s.dim), launch, stream));
+
+  // The fine branch over the chosen cubes; padding keys are out of every tile by its tile rows.
+  AttentionProblem fine;
+  const Device device = p.q.device;
+  fine.q = TensorView::Contiguous(q_pad, p.q.dtype, {s.batch, s.padded, s.heads_q, s.dim}, device);
+  fine.k = TensorView::Contiguous(k_pad, p.q.dtype, {s.batch, s.padded, s.heads_kv, s.dim}, device);
+  fine.v = TensorView::Contiguous(v_pad, p.q.dtype, {s.batch, s.padded, s.heads_kv, s.dim}, device);
+  fine.out = TensorView::Contiguous(fine_out, p.q.dtype, {s.batch, s.padded, s.heads_q, s.dim}, device);
+  fine.scale = p.softmax_scale();
+  constexpr int kTile = flash::kBlockSparseSmallTile;
+  static_assert(kTile == kVsaCubeTokens, "a cube is one 64-row query tile and one 64-key tile of the fine branch");
+  DIFFATTN_RETURN_IF_ERROR(flash::run_block_sparse_cuda(
+      fine, flash::DeviceBlockSparseLists{kTile, kTile, offsets, indices, tile_rows}, stream));
+
+  // Only now is out written: the valid slots back in token order, with the gated coarse branch.
+  DIFFATTN_RETURN_IF_ERROR(scatter<T>(fine_out, coarse_out, p, map, s, stream));
+  if (selected != nullptr) DIFFATTN_RETURN_IF_ERROR(copy_selected(offsets, indices, tile_rows, s, stream, selected));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status run_fastvideo_vsa_cuda(const AttentionProblem& problem, std::int64_t topk, void* stream,
+                              BlockSparseLayout* selected) {
+  DIFFATTN_RETURN_IF_ERROR(check_vsa_problem(problem, topk));
+  DIFFATTN_RETURN_IF_ERROR(check_cuda_problem(problem));
+  const VideoGeometry& g = *problem.video;
+  const VsaCubeMap map{g.frames, g.height, g.width};
+  Shapes s{};
+  s.batch = problem.q.size(0);
+  s.heads_q = problem.q.size(2);
+  s.heads_kv = problem.k.size(2);
+  s.dim = problem.q.size(3);
+  s.cubes = map.cubes();
+  s.padded = s.cubes * kVsaCubeTokens;
+  s.rows = s.batch * s.heads_q * s.cubes;
+  s.topk = topk;
+  if (s.rows * s.topk >= (std::int64_t{1} << 31) || s.batch * s.padded >= (std::int64_t{1} << 31))
+    return InvalidInput("FASTVIDEO_VSA on CUDA: " + std::to_string(s.batch) + " sequences of " +
+                        std::to_string(s.cubes) + " cubes with topk " + std::to_string(topk) +
+                        " pass the kernels' 32-bit lists and row indices; run fewer sequences or heads per call");
+  cuda::ScopedDevice device;
+  DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
+  DIFFATTN_ASSIGN_OR_RETURN(const CoarseLaunch launch,
+                            check_device(problem.q.device.index, s.cubes, static_cast<int>(s.dim)));
+  if (s.batch == 0) return Status::Ok();
+  auto cuda_stream = static_cast<cudaStream_t>(stream);
+  if (problem.q.dtype == DType::kBFloat16)
+    return run_typed<__nv_bfloat16>(problem, s, launch, cuda_stream, selected);
+  return run_typed<__half>(problem, s, launch, cuda_stream, selected);
+}
+
+}  // namespace diffattn
