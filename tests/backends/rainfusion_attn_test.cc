@@ -84,33 +84,41 @@ std::vector<std::int32_t> listed(const BlockSparseLayout& layout, std::int64_t r
   return std::vector<std::int32_t>(layout.indices.begin() + layout.offsets[row], layout.indices.begin() + layout.offsets[row + 1]);
 }
 
-TEST(RainfusionTiles, FramePatchesComeFirstThenTheTextInTilesOf64) {
-  VideoGeometry g{3, 10, 9};
-  g.text_before = 5, g.text_after = 70;
+static_assert(kRainTileTokens == 128, "the tilings below are written out for 128-token tiles");
+
+TEST(RainfusionTiles, FramePatchesComeFirstThenTheTextInTilesOf128) {
+  VideoGeometry g{3, 10, 20};  // patches of 8 x 16, partial in both directions
+  g.text_before = 5, g.text_after = 150;
   const RainTiles t = tile_sequence_for_rainfusion(g);
   EXPECT_EQ(t.patch_h, 8);
+  EXPECT_EQ(t.patch_w, 16);
   EXPECT_EQ(t.patches_h, 2);
   EXPECT_EQ(t.patches_w, 2);
   EXPECT_EQ(t.video_tiles, 12);
   EXPECT_EQ(t.text_tiles, 2);
-  EXPECT_THAT(t.valid, ElementsAre(64, 8, 16, 2, 64, 8, 16, 2, 64, 8, 16, 2, 64, 11));
-  EXPECT_EQ(t.slot[0], 12 * 64);                    // the first text token opens the first text tile
-  EXPECT_EQ(t.slot[5], 0);                          // the video's first token
-  EXPECT_EQ(t.slot[5 + 8], 64);                     // column 8 opens the one-column patch
-  EXPECT_EQ(t.slot[5 + 9 + 8], 64 + 1);             // its next row
-  EXPECT_EQ(t.slot[5 + 90], 4 * 64);                // frame 1
-  EXPECT_EQ(t.slot[5 + 270 + 69], 13 * 64 + 10);    // the last text token
+  EXPECT_THAT(t.valid, ElementsAre(128, 32, 32, 8, 128, 32, 32, 8, 128, 32, 32, 8, 128, 27));
+  EXPECT_EQ(t.slot[0], 12 * 128);                    // the first text token opens the first text tile
+  EXPECT_EQ(t.slot[5], 0);                           // the video's first token
+  EXPECT_EQ(t.slot[5 + 16], 128);                    // column 16 opens the four-column patch
+  EXPECT_EQ(t.slot[5 + 20 + 16], 128 + 4);           // its next row
+  EXPECT_EQ(t.slot[5 + 20 * 8], 2 * 128);            // row 8 opens the one-row patch
+  EXPECT_EQ(t.slot[5 + 200], 4 * 128);               // frame 1
+  EXPECT_EQ(t.slot[5 + 600 + 149], 13 * 128 + 26);   // the last text token
   std::set<std::int64_t> seen(t.slot.begin(), t.slot.end());
   EXPECT_EQ(seen.size(), t.slot.size());
-  for (std::int64_t s : t.slot) EXPECT_LT(s % 64, t.valid[s / 64]);
-  const RainTiles narrow = tile_sequence_for_rainfusion({2, 4, 40});  // under 8 rows: patches 4 x 16
-  EXPECT_EQ(narrow.patch_h, 4);
-  EXPECT_EQ(narrow.patch_w, 16);
-  EXPECT_THAT(narrow.valid, ElementsAre(64, 64, 32, 64, 64, 32));
+  for (std::int64_t s : t.slot) EXPECT_LT(s % 128, t.valid[s / 128]);
+  const RainTiles low = tile_sequence_for_rainfusion({2, 4, 80});  // under 8 rows: patches 4 x 32
+  EXPECT_EQ(low.patch_h, 4);
+  EXPECT_EQ(low.patch_w, 32);
+  EXPECT_THAT(low.valid, ElementsAre(128, 128, 64, 128, 128, 64));
+  const RainTiles narrow = tile_sequence_for_rainfusion({2, 20, 10});  // under 16 columns: patches 12 x 10
+  EXPECT_EQ(narrow.patch_h, 12);
+  EXPECT_EQ(narrow.patch_w, 10);
+  EXPECT_THAT(narrow.valid, ElementsAre(120, 80, 120, 80));
 }
 
 TEST(RainfusionMask, EachPatternFillsTheBudgetInItsOrderAfterTheSink) {
-  const RainTiles t = tile_sequence_for_rainfusion({4, 16, 16});  // 4 frames of 2 x 2 patches
+  const RainTiles t = tile_sequence_for_rainfusion({4, 16, 32});  // 4 frames of 2 x 2 patches
   std::vector<double> scores(16, 0.0);
   std::vector<std::int32_t> scratch, out;
   rain_select_tiles(t, RainPattern::kSpatial, 9, scores.data(), 8, scratch, out);
@@ -134,11 +142,11 @@ TEST(RainfusionMask, EachPatternFillsTheBudgetInItsOrderAfterTheSink) {
 TEST(RainfusionCpu, HeadsBuiltSpatialTemporalAndTexturalAreRecognisedAsSuch) {
   std::uint64_t seed = 0;
   std::mt19937_64 rng = fresh_rng(seed);
-  const VideoGeometry g{6, 16, 16};  // 6 frames of 2 x 2 patches: 24 tiles
+  const VideoGeometry g{6, 16, 32};  // 6 frames of 2 x 2 patches: 24 tiles
   auto data = testing::make_case_data(video_case(DType::kFloat32, g, 3, 3), rng);
   AttentionProblem& p = data->problem;
   for (std::int64_t i = 0; i < g.tokens(); ++i) {
-    const std::int64_t f = i / 256, y = i / 16 % 16, x = i % 16, position = (y / 8) * 2 + x / 8;
+    const std::int64_t f = i / 512, y = i / 32 % 16, x = i % 32, position = (y / 8) * 2 + x / 16;
     for (std::int64_t e = 0; e < 64; ++e) {
       const double noise = 0.1 * std::normal_distribution<double>()(rng);
       const double values[3][2] = {{e == f ? 1.0 : 0.0, e == f ? 6.0 : 0.0},                          // spatial
@@ -164,7 +172,7 @@ TEST(RainfusionCpu, HeadsBuiltSpatialTemporalAndTexturalAreRecognisedAsSuch) {
 TEST(RainfusionCpu, DensityFollowsTheTargetAndTextIsKeptDense) {
   std::uint64_t seed = 0;
   std::mt19937_64 rng = fresh_rng(seed);
-  VideoGeometry g{8, 24, 20};  // 3 x 3 patches a frame: 72 video tiles
+  VideoGeometry g{8, 24, 48};  // 3 x 3 patches a frame: 72 video tiles
   g.text_before = 30, g.text_after = 50;
   auto data = testing::make_case_data(video_case(DType::kBFloat16, g, 4, 2), rng);
   for (double s : {0.5, 0.75, 0.8, 0.9}) {
@@ -195,14 +203,14 @@ TEST(RainfusionCpu, DensityFollowsTheTargetAndTextIsKeptDense) {
 TEST(RainfusionCpu, TheSparsePassIsTheOracleOverTheListedTiles) {
   std::uint64_t seed = 0;
   std::mt19937_64 rng = fresh_rng(seed);
-  VideoGeometry joint{5, 9, 11};
+  VideoGeometry joint{3, 9, 20};  // 2 x 2 patches a frame, partial in both directions
   joint.text_after = 37;
-  VideoGeometry prefix{3, 16, 12};
-  prefix.text_before = 70;
+  VideoGeometry prefix{3, 16, 12};  // patches of 10 x 12, the second of 6 rows
+  prefix.text_before = 150;
   for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
     for (const VideoGeometry& g : {joint, prefix}) {
       ParityCase c = video_case(dtype, g, 4, dtype == DType::kFloat16 ? 1 : 2);
-      c.batch = 2;
+      c.batch = dtype == DType::kFloat32 ? 2 : 1;  // the float64 oracle over a dense mask dominates the time
       c.layout = dtype == DType::kFloat16 ? testing::Layout::kHeadMajor : testing::Layout::kContiguous;
       auto data = testing::make_case_data(c, rng);
       for (double s : {0.0, 0.6}) {
@@ -280,7 +288,7 @@ void fill_video_local(runner::HostTensor& t, const VideoGeometry& g, std::uint64
 // relL2 and cosine against TORCH_SDPA on the same inputs: on the runner's activations (per-head
 // scales, offsets, outlier channels, locality in the token index only) and on video-local ones.
 TEST(RainfusionAttnBackend, ErrorAgainstDenseIsReportedOnVideoLikeInputs) {
-  const VideoGeometry g{8, 16, 32};  // 4096 tokens, 64 tiles
+  const VideoGeometry g{8, 16, 32};  // 4096 tokens, 32 tiles
   const std::int64_t heads = 4, d = 64;
   const std::uint64_t seed = std::random_device()();
   for (bool local : {false, true}) {
@@ -395,19 +403,40 @@ TEST(RainfusionAttnBackend, Fp8AndMixAreRefusedWithWhatToSelectInstead) {
   EXPECT_EQ(config->default_spec->block_sparse->sparsity, 0.8);
 }
 
-TEST(RainfusionAttnBackend, RunsOnTheCpuAndSaysItsCudaKernelsAreMissing) {
+TEST(RainfusionAttnBackend, RunsOnTheCpuAndOnHopperWithTheBlockSparseKernels) {
   const BackendDescriptor& d = **global_registry().find("RAINFUSION_ATTN");
   EXPECT_FALSE(d.unavailable_reason(probe_cpu_platform()).has_value());
   PlatformInfo h200;
   h200.kind = PlatformKind::kCuda, h200.cc_major = 9, h200.cc_minor = 0;
-  const auto reason = d.unavailable_reason(h200);
+  const auto reason = d.unavailable_reason(h200);  // a build without the Hopper kernels
   ASSERT_TRUE(reason.has_value());
-  EXPECT_THAT(*reason, HasSubstr("CUDA kernels are not part of this diffattn build yet"));
+  EXPECT_THAT(*reason, HasSubstr("Hopper block-sparse kernel"));
+  h200.features.flash_attn = true;
+  EXPECT_FALSE(d.unavailable_reason(h200).has_value());
+  ASSERT_EQ(d.cuda.needs.size(), 1u);
+  EXPECT_EQ(d.cuda.needs[0].fact, PlatformFact::kArchitecture);
+  ASSERT_EQ(d.cuda.needs[0].archs.size(), 1u);
+  EXPECT_EQ(d.cuda.needs[0].archs[0].min, 90);
+  EXPECT_EQ(d.cuda.needs[0].archs[0].max, 90);
   EXPECT_TRUE(d.caps.needs_video_geometry);
   EXPECT_FALSE(d.caps.gate);
   EXPECT_THAT(d.caps.option_blocks, ElementsAre("block_sparse"));
-  ASSERT_EQ(d.kernels.size(), 1u);
+  ASSERT_EQ(d.kernels.size(), 2u);
   EXPECT_EQ(d.kernels[0].device, DeviceKind::kCpu);
+  EXPECT_EQ(d.kernels[1].device, DeviceKind::kCuda);
+  // CUDA tensors: half precision, head sizes 64 and 128, Dv == D; CPU tensors take every capability.
+  ProblemShape shape;
+  shape.dtype = DType::kFloat32, shape.seqlen_q = shape.seqlen_kv = 450, shape.heads_q = shape.heads_kv = 2;
+  shape.head_size = shape.head_size_v = 96, shape.video_geometry = true;
+  EXPECT_THAT(d.unsupported_reasons(shape), ::testing::IsEmpty());
+  shape.device = DeviceKind::kCuda;
+  EXPECT_THAT(d.unsupported_reasons(shape),
+              ElementsAre(HasSubstr("dtype float32 is not supported on CUDA tensors"),
+                          HasSubstr("head_size 96 is not supported on CUDA tensors (supported: 64, 128")));
+  shape.dtype = DType::kBFloat16, shape.head_size = 128, shape.head_size_v = 64;
+  EXPECT_THAT(d.unsupported_reasons(shape), ElementsAre(HasSubstr("value head size must equal")));
+  shape.head_size_v = 128;
+  EXPECT_THAT(d.unsupported_reasons(shape), ::testing::IsEmpty());
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // RAINFUSION_ATTN's CPU implementation as the oracle of its kernels: on every video case of the
-// parity harness, and on joint sequences with text before or after the video, its output at
-// several sparsities equals the float64 oracle restricted to the tiles it listed (FlashAttention-3's
-// tolerance rule), and at sparsity 0 it lists every tile. The plain harness runs it too, through the
-// registry without options, where it keeps every tile.
+// parity harness (one patch a frame each), on a video of several partial patches a frame, and on
+// joint sequences with text before or after the video, its output at several sparsities equals the
+// float64 oracle restricted to the tiles it listed (FlashAttention-3's tolerance rule), and at
+// sparsity 0 it lists every tile. The plain harness runs it too, through the registry without
+// options, where it keeps every tile.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -20,15 +21,17 @@ std::vector<testing::ParityCase> rainfusion_cases() {
   std::vector<testing::ParityCase> cases;
   for (const testing::ParityCase& c : testing::parity_cases())
     if (c.video) cases.push_back(c);
+  testing::ParityCase patches = cases.front();
+  patches.video = VideoGeometry{3, 12, 20};  // 2 x 2 patches of up to 8 x 16 a frame, partial in both directions
+  patches.seq_q = patches.seq_kv = patches.video->sequence_length();
   testing::ParityCase joint = cases.front();
-  joint.video->text_after = 77;  // [video; text]
+  joint.video->text_after = 150;  // [video; text]
   joint.seq_q = joint.seq_kv = joint.video->sequence_length();
-  cases.push_back(joint);
   testing::ParityCase prefix = cases[1];
-  prefix.video->text_before = 130;  // [text; video], text over more than two tiles
+  prefix.video->text_before = 260;  // [text; video], text over more than two tiles
   prefix.seq_q = prefix.seq_kv = prefix.video->sequence_length();
   prefix.heads_kv = 1;
-  cases.push_back(prefix);
+  cases.insert(cases.end(), {patches, joint, prefix});
   return cases;
 }
 

@@ -8,6 +8,8 @@
 #include "diffattn/log.h"
 #include "kernels/cpu/rainfusion_cpu.h"
 #include "kernels/cpu/sdpa_cpu.h"
+#include "kernels/cuda/flash/run_flash_attn.h"
+#include "kernels/cuda/sparse/rainfusion_cuda.h"
 #include "registry/option_checks.h"
 
 namespace diffattn {
@@ -78,17 +80,17 @@ Result<std::optional<std::string>> rainfusion_dense_reason(const BlockSparseSpec
   return std::optional<std::string>();
 }
 
-// The layer checked the call's shapes, its geometry's token count and the capabilities.
-Status RainfusionAttnBackend::forward(const AttentionProblem& problem, void*) {
-  if (problem.q.device.kind == DeviceKind::kCuda)
-    return Unavailable("RAINFUSION_ATTN's CUDA kernels are not part of this diffattn build yet. Run it on CPU tensors, "
-                       "or select FLASH_ATTN or TORCH_SDPA instead.");
+// The layer checked the call's shapes, its geometry's token count and the capabilities; `stream`
+// is the layer's cudaStream_t for CUDA views.
+Status RainfusionAttnBackend::forward(const AttentionProblem& problem, void* stream) {
+  const bool on_gpu = problem.q.device.kind == DeviceKind::kCuda;
   DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> dense, rainfusion_dense_reason(options_, problem.denoising));
-  if (dense) return run_sdpa_cpu(problem);
+  if (dense) return on_gpu ? flash::run_flash_attn_cuda(problem, stream) : run_sdpa_cpu(problem);
   RainFusionParams params;
   params.sparsity = options_.sparsity;
   RainFusionPlan plan;
-  DIFFATTN_RETURN_IF_ERROR(run_rainfusion_cpu(problem, params, &plan));
+  DIFFATTN_RETURN_IF_ERROR(on_gpu ? run_rainfusion_cuda(problem, params, stream, &plan)
+                                  : run_rainfusion_cpu(problem, params, &plan));
   const std::int64_t layer = problem.denoising && problem.denoising->layer ? *problem.denoising->layer : -1;
   const std::int64_t step = problem.denoising ? problem.denoising->index : -1;
   std::lock_guard lock(logged_mu_);

@@ -26,9 +26,15 @@ std::string_view rain_pattern_name(RainPattern pattern);  // "spatial", "tempora
 // video tiles), at least 1. The sink is kept even where it alone is larger.
 std::int64_t rain_keep_tiles(double sparsity, std::int64_t video_tiles);
 
+// How many video key tiles rain_select_tiles lists at `keep`: keep, or the sink where it is larger.
+std::int64_t rain_listed_video_tiles(const RainTiles& tiles, std::int64_t keep);
+
 // The video key tiles of query tile `query` (a video tile) under `pattern`, ascending, into `out`.
-// `scores` holds the query tile's block score against each video key tile; `scratch` is reused.
+// `scores` holds the query tile's block score against each video key tile (float64 on the CPU,
+// float32 from the GPU); `scratch` is reused.
 void rain_select_tiles(const RainTiles& tiles, RainPattern pattern, std::int64_t query, const double* scores,
+                       std::int64_t keep, std::vector<std::int32_t>& scratch, std::vector<std::int32_t>& out);
+void rain_select_tiles(const RainTiles& tiles, RainPattern pattern, std::int64_t query, const float* scores,
                        std::int64_t keep, std::vector<std::int32_t>& scratch, std::vector<std::int32_t>& out);
 
 }  // namespace diffattn

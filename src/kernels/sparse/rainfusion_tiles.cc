@@ -7,15 +7,16 @@ namespace diffattn {
 RainTiles tile_sequence_for_rainfusion(const VideoGeometry& g) {
   RainTiles tiles;
   tiles.frames = g.frames;
-  // 8 x 8 patches; a frame under 8 tokens on one side gets patches as long as 64 tokens allow on the other.
-  if (g.height < 8) {
+  // A frame under a patch's extent on one side gets patches as long as a tile allows on the other.
+  if (g.height < kRainPatchRows) {
     tiles.patch_h = g.height;
     tiles.patch_w = std::min(g.width, kRainTileTokens / g.height);
-  } else if (g.width < 8) {
+  } else if (g.width < kRainPatchCols) {
     tiles.patch_w = g.width;
     tiles.patch_h = std::min(g.height, kRainTileTokens / g.width);
   } else {
-    tiles.patch_h = tiles.patch_w = 8;
+    tiles.patch_h = kRainPatchRows;
+    tiles.patch_w = kRainPatchCols;
   }
   tiles.patches_h = (g.height + tiles.patch_h - 1) / tiles.patch_h;
   tiles.patches_w = (g.width + tiles.patch_w - 1) / tiles.patch_w;

@@ -1,15 +1,16 @@
 #pragma once
-// RAINFUSION_ATTN's tiling of a call's sequence, plain functions shared by its CPU and (future)
-// GPU paths and testable alone.
+// RAINFUSION_ATTN's tiling of a call's sequence, plain functions shared by its CPU and GPU paths
+// and testable alone.
 //
-// Every frame of the latent video is cut into patches of up to 64 tokens (8 x 8, or narrower and
-// taller when a frame is under 8 tokens on one side), partial at the far edges, and each patch is
-// one 64-row tile; the video's tiles come first, in (frame, patch row, patch column) order, then
-// the text tokens (text_before, then text_after) in tiles of 64, the last partial. Tiles never
-// straddle two frames, so "the same frame" (spatial heads), "the same place in other frames"
-// (temporal heads) and "the first frame" (the sink) are whole sets of tiles. Tokens are copied into
-// this padded order, as FASTVIDEO_VSA's cubes are (kernels/sparse/vsa_cubes.h says why); the
-// layout's tile rows keep the padding slots out of the arithmetic.
+// Every frame of the latent video is cut into patches of up to kRainTileTokens tokens
+// (kRainPatchRows x kRainPatchCols; a frame under that on one side gets patches as long as a tile
+// allows on the other), partial at the far edges, and each patch is one tile; the video's tiles
+// come first, in (frame, patch row, patch column) order, then the text tokens (text_before, then
+// text_after) in tiles of kRainTileTokens, the last partial. Tiles never straddle two frames, so
+// "the same frame" (spatial heads), "the same place in other frames" (temporal heads) and "the
+// first frame" (the sink) are whole sets of tiles. Tokens are copied into this padded order, as
+// FASTVIDEO_VSA's cubes are (kernels/sparse/vsa_cubes.h says why); the layout's tile rows keep the
+// padding slots out of the arithmetic.
 
 #include <cstdint>
 #include <vector>
@@ -18,15 +19,20 @@
 
 namespace diffattn {
 
-inline constexpr std::int64_t kRainTileTokens = 64;
+// 128 tokens, patches of 8 rows x 16 columns: the CUDA fine pass runs the block-sparse Hopper
+// kernel's 128 x 128 tiling (near dense FLASH_ATTN's rate, twice its 64 x 64 tiling's;
+// docs/backends/sparse.md), and the host handles a quarter of the block scores and list entries.
+inline constexpr std::int64_t kRainTileTokens = 128;
+inline constexpr std::int64_t kRainPatchRows = 8;
+inline constexpr std::int64_t kRainPatchCols = kRainTileTokens / kRainPatchRows;
 
 struct RainTiles {
   std::int64_t frames = 0;
   std::int64_t patch_h = 0, patch_w = 0;      // tokens per patch along height and width (whole patches)
   std::int64_t patches_h = 0, patches_w = 0;  // patches per frame along height and width
   std::int64_t video_tiles = 0, text_tiles = 0;
-  std::vector<std::int32_t> valid;  // valid tokens of each tile (64 but at the edges and the last text tile)
-  std::vector<std::int64_t> slot;   // for each token of the sequence, in order, its slot: tile * 64 + position
+  std::vector<std::int32_t> valid;  // valid tokens of each tile (all but at the edges and in the last text tile)
+  std::vector<std::int64_t> slot;   // each token's slot, in sequence order: tile * kRainTileTokens + position
 
   std::int64_t patches_per_frame() const { return patches_h * patches_w; }
   std::int64_t count() const { return video_tiles + text_tiles; }

@@ -1,0 +1,244 @@
+#pragma once
+// RAINFUSION_ATTN's GPU steps around the fine pass (kernels/cuda/sparse/rainfusion_cuda.cu runs
+// them): the copies into and out of padded tile order, the video tiles' mean Q and K, their block
+// scores, and each sampled query's attention mass per video key tile, all in float32. Padded
+// buffers are [B, tiles * kTileTokens, H, D], contiguous, tile t's valid rows first and its
+// padding rows zero (RainTiles::valid).
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/sparse/rainfusion_tiles.h"
+
+namespace diffattn::rainfusion {
+
+inline constexpr int kTileTokens = static_cast<int>(kRainTileTokens);
+inline constexpr int kKeysPerLane = kTileTokens / 32;  // a warp scores a key tile, each lane every 32nd key
+static_assert(kTileTokens % 32 == 0, "sampled_tile_stats spreads a key tile over a warp's lanes");
+
+// Element strides of a [B, S, H, D] view.
+struct Strides {
+  std::int64_t b, s, h, e;
+};
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v);
+template <>
+__device__ __forceinline__ float to_float<__half>(__half v) { return __half2float(v); }
+template <>
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Row b * padded + slot of the padded buffer (one block each) from token token_of_slot[slot] of
+// `src`, zeros for padding slots (-1). The 2-byte elements are copied as they are, kVec at a time
+// (8: 16-byte accesses, where the source's rows allow them).
+template <int kVec>
+__global__ void gather_into_tiles(const std::uint16_t* src, Strides st, std::uint16_t* dst,
+                                  const std::int32_t* token_of_slot, std::int64_t padded, int heads, int dim) {
+  const std::int64_t row = blockIdx.x, b = row / padded;
+  const std::int32_t token = token_of_slot[row % padded];
+  const int chunks = heads * dim / kVec;
+  std::uint16_t* out = dst + row * heads * dim;
+  for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+    const int e0 = c * kVec, h = e0 / dim, e = e0 % dim;
+    if constexpr (kVec == 8) {
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (token >= 0) v = *reinterpret_cast<const uint4*>(src + b * st.b + token * st.s + h * st.h + e);
+      reinterpret_cast<uint4*>(out)[c] = v;
+    } else {
+      out[e0] = token >= 0 ? src[b * st.b + token * st.s + h * st.h + e * st.e] : std::uint16_t{0};
+    }
+  }
+}
+
+// The reverse for the output: token `token` of batch entry b (one block each, b * tokens + token)
+// from its slot's row of the padded result, into `dst` with its strides.
+template <int kVec>
+__global__ void scatter_from_tiles(const std::uint16_t* src, std::uint16_t* dst, Strides st,
+                                   const std::int32_t* slot_of_token, std::int64_t tokens, std::int64_t padded,
+                                   int heads, int dim) {
+  const std::int64_t row = blockIdx.x, b = row / tokens, token = row % tokens;
+  const std::uint16_t* in = src + (b * padded + slot_of_token[token]) * heads * dim;
+  const int chunks = heads * dim / kVec;
+  for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+    const int e0 = c * kVec, h = e0 / dim, e = e0 % dim;
+    if constexpr (kVec == 8) {
+      *reinterpret_cast<uint4*>(dst + b * st.b + token * st.s + h * st.h + e) = reinterpret_cast<const uint4*>(in)[c];
+    } else {
+      dst[b * st.b + token * st.s + h * st.h + e * st.e] = in[e0];
+    }
+  }
+}
+
+// Means over each video tile's valid rows: [B, video tiles, width] from a padded buffer of
+// `count` tiles whose rows are `width` (H x D) wide. Grid: (video tiles, B, width / blockDim).
+template <typename T>
+__global__ void video_tile_means(const T* x, const std::int32_t* valid, std::int64_t count, int width, int video,
+                                 float* means) {
+  const int t = blockIdx.x, b = blockIdx.y, e = blockIdx.z * blockDim.x + threadIdx.x;
+  if (e >= width) return;
+  const int rows = valid[t];
+  const T* src = x + (static_cast<std::int64_t>(b) * count + t) * kTileTokens * width + e;
+  float sum = 0.f;
+  for (int r = 0; r < rows; ++r) sum += to_float(src[static_cast<std::int64_t>(r) * width]);
+  means[(static_cast<std::int64_t>(b) * video + t) * width + e] = sum / static_cast<float>(rows);
+}
+
+inline constexpr int kScoreTile = 64;  // block scores per block: 64 x 64, 4 x 4 per thread
+inline constexpr int kScoreStep = 16;  // channels per shared-memory stage
+
+// scores[bh][i][j] = scale * mean_q[b, i, h] . mean_k[b, j, h's kv head] for every pair of video
+// tiles. Grid: (j tiles of 64, i tiles of 64, B x Hq); 16 x 16 threads.
+__global__ void __launch_bounds__(256) block_scores(const float* mean_q, const float* mean_k, float* scores, int video,
+                                                    int heads_q, int heads_kv, int dim, float scale) {
+  __shared__ float qs[kScoreStep][kScoreTile + 1];
+  __shared__ float ks[kScoreStep][kScoreTile + 1];
+  const int bh = blockIdx.z, b = bh / heads_q, h = bh % heads_q, hk = h / (heads_q / heads_kv);
+  const int i0 = blockIdx.y * kScoreTile, j0 = blockIdx.x * kScoreTile;
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+  // Tile i's mean at + i * heads * dim.
+  const float* q = mean_q + (static_cast<std::int64_t>(b) * video * heads_q + h) * dim;
+  const float* k = mean_k + (static_cast<std::int64_t>(b) * video * heads_kv + hk) * dim;
+  float acc[4][4] = {};
+  for (int k0 = 0; k0 < dim; k0 += kScoreStep) {
+    for (int l = tid; l < kScoreTile * kScoreStep; l += 256) {
+      const int r = l / kScoreStep, c = l % kScoreStep;
+      qs[c][r] = i0 + r < video ? q[static_cast<std::int64_t>(i0 + r) * heads_q * dim + k0 + c] : 0.f;
+      ks[c][r] = j0 + r < video ? k[static_cast<std::int64_t>(j0 + r) * heads_kv * dim + k0 + c] : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int c = 0; c < kScoreStep; ++c) {
+      float a[4], w[4];
+#pragma unroll
+      for (int n = 0; n < 4; ++n) a[n] = qs[c][ty + 16 * n], w[n] = ks[c][tx + 16 * n];
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int n = 0; n < 4; ++n) acc[m][n] = fmaf(a[m], w[n], acc[m][n]);
+    }
+    __syncthreads();
+  }
+  float* out = scores + static_cast<std::int64_t>(bh) * video * video;
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      const int i = i0 + ty + 16 * m, j = j0 + tx + 16 * n;
+      if (i < video && j < video) out[static_cast<std::int64_t>(i) * video + j] = acc[m][n] * scale;
+    }
+}
+
+inline constexpr int kStatsThreads = 256;
+inline constexpr int kWarps = kStatsThreads / 32;
+inline constexpr int kSampleChunk = 2 * kWarps;  // sampled queries in shared memory at a time, two per warp
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// One query's stats over a key tile whose lanes hold the dot products of keys lane + 32 i.
+__device__ __forceinline__ void write_tile_stats(const float (&dots)[kKeysPerLane], int rows, float scale,
+                                                 float2* out) {
+  const int lane = threadIdx.x % 32;
+  float logits[kKeysPerLane];
+  float m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kKeysPerLane; ++i) {
+    logits[i] = lane + 32 * i < rows ? dots[i] * scale : -INFINITY;
+    m = fmaxf(m, logits[i]);
+  }
+  m = warp_max(m);
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < kKeysPerLane; ++i) sum += lane + 32 * i < rows ? expf(logits[i] - m) : 0.f;
+  sum = warp_sum(sum);
+  if (lane == 0) *out = make_float2(m, sum);
+}
+
+// For each sampled query s of head bh and video key tile j: the largest of its scores against the
+// tile's valid keys, and the sum of their exponentials relative to it, at
+// stats[(bh * samples + s) * video + j]. Grid: (video tiles, B x Hq); each lane scores keys
+// lane + 32 i.
+template <typename T, int kDim>
+__global__ void __launch_bounds__(kStatsThreads)
+    sampled_tile_stats(const T* qp, const T* kp, const std::int32_t* sample_slots, int samples,
+                       const std::int32_t* valid, std::int64_t count, int video, int heads_q, int heads_kv,
+                       float scale, float2* stats) {
+  // The keys stay in the inputs' precision, so that a whole tile fits in static shared memory;
+  // rows of kDim + 2 elements (an odd number of words) keep the lanes' reads on distinct banks.
+  __shared__ T keys[kTileTokens][kDim + 2];
+  __shared__ float queries[kSampleChunk][kDim];
+  const int j = blockIdx.x, bh = blockIdx.y, b = bh / heads_q, h = bh % heads_q, hk = h / (heads_q / heads_kv);
+  const int rows = valid[j], warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t padded = count * kTileTokens;
+  const T* tile = kp + ((b * padded + static_cast<std::int64_t>(j) * kTileTokens) * heads_kv + hk) * kDim;
+  for (int i = threadIdx.x; i < kTileTokens * kDim; i += kStatsThreads) {  // padding rows are zero
+    const int r = i / kDim, e = i % kDim;
+    keys[r][e] = tile[static_cast<std::int64_t>(r) * heads_kv * kDim + e];
+  }
+  for (int s0 = 0; s0 < samples; s0 += kSampleChunk) {
+    const int n = min(kSampleChunk, samples - s0);
+    __syncthreads();  // the keys are in, and the previous chunk's queries are read
+    for (int i = threadIdx.x; i < n * kDim; i += kStatsThreads) {
+      const int s = i / kDim, e = i % kDim;
+      queries[s][e] = to_float(qp[((b * padded + sample_slots[s0 + s]) * heads_q + h) * kDim + e]);
+    }
+    __syncthreads();
+    // Warp w scores queries w and w + 8 of the chunk together: each key read serves both.
+    if (warp >= n) continue;
+    const bool second = warp + kWarps < n;
+    const float* qa = queries[warp];
+    const float* qb = queries[second ? warp + kWarps : warp];
+    float dots_a[kKeysPerLane] = {}, dots_b[kKeysPerLane] = {};
+#pragma unroll 8
+    for (int e = 0; e < kDim; ++e) {
+#pragma unroll
+      for (int i = 0; i < kKeysPerLane; ++i) {
+        const float k = to_float(keys[lane + 32 * i][e]);
+        dots_a[i] = fmaf(qa[e], k, dots_a[i]);
+        dots_b[i] = fmaf(qb[e], k, dots_b[i]);
+      }
+    }
+    float2* out = stats + (static_cast<std::int64_t>(bh) * samples + s0 + warp) * video + j;
+    write_tile_stats(dots_a, rows, scale, out);
+    if (second) write_tile_stats(dots_b, rows, scale, out + static_cast<std::int64_t>(kWarps) * video);
+  }
+}
+
+inline constexpr int kMassThreads = 256;
+
+__device__ __forceinline__ float block_reduce(float v, bool take_max, float* shared) {
+  v = take_max ? warp_max(v) : warp_sum(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // `shared` is free from an earlier reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < kMassThreads / 32 ? shared[lane] : (take_max ? -INFINITY : 0.f);
+  return take_max ? warp_max(v) : warp_sum(v);
+}
+
+// One sampled query's attention mass per video key tile from its tiles' stats: one block per
+// (bh, sample) row, mass[row * video + j], summing to 1 over j.
+__global__ void __launch_bounds__(kMassThreads) sampled_mass(const float2* stats, int video, float* mass) {
+  __shared__ float shared[kMassThreads / 32];
+  const std::int64_t row = blockIdx.x;
+  const float2* st = stats + row * video;
+  float most = -INFINITY;
+  for (int j = threadIdx.x; j < video; j += kMassThreads) most = fmaxf(most, st[j].x);
+  most = block_reduce(most, true, shared);
+  float total = 0.f;
+  for (int j = threadIdx.x; j < video; j += kMassThreads) total += st[j].y * expf(st[j].x - most);
+  total = block_reduce(total, false, shared);
+  for (int j = threadIdx.x; j < video; j += kMassThreads)
+    mass[row * video + j] = st[j].y * expf(st[j].x - most) / total;
+}
+
+}  // namespace diffattn::rainfusion
