@@ -20,8 +20,8 @@ if [ -f .devcarry/bundle.tar.xz ]; then
     --gtest_filter="${TESTS:-GpuBlockSparse*:GpuVsa*:GpuRainfusion*:GpuParity*:GpuFlashAttn.KeyTile*}" > "$OUT/gpu-tests.log" 2>&1
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|Expected|Which is|error" "$OUT/gpu-tests.log" | head -n 40
   if [ "${RUNS:-0}" = 1 ]; then
-    for res in ${RES:-"480 832" "720 1280"}; do
-      set -- $res
+    for res in ${RES:-480x832 720x1280}; do
+      set -- ${res%x*} ${res#*x}
       cubes=$(( ((21 + 3) / 4) * (($1 / 16 + 3) / 4) * (($2 / 16 + 3) / 4) ))
       topk=$(( (cubes + 7) / 8 ))  # 87.5 % sparsity
       run=($pre/bin/diffattn run --model wan2.1-14b --height $1 --width $2 --num-frames 81 --layers 1)
