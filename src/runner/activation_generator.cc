@@ -50,6 +50,7 @@ struct LayerParams {
   std::vector<double> q_bias;       // [H * D]
   std::vector<double> gain_qk;      // [H * D]: 1, or outlier_gain on the outlier channels
   std::vector<double> frequency;    // [H * D]: radians per token of the positional component
+  std::vector<double> video_frequency;  // [H * D * 3]: radians per latent step along frames, rows, columns
   std::vector<double> phase;        // [H * D]
 };
 
@@ -62,6 +63,7 @@ LayerParams layer_params(std::uint64_t stream, int heads, int dim, const Activat
   p.q_bias.resize(p.k_bias.size());
   p.gain_qk.assign(static_cast<std::size_t>(heads) * dim, 1.0);
   p.frequency.resize(p.k_bias.size());
+  p.video_frequency.resize(p.k_bias.size() * 3);
   p.phase.resize(p.k_bias.size());
   std::uint64_t c = 0;
   for (int h = 0; h < heads; ++h) {
@@ -75,6 +77,13 @@ LayerParams layer_params(std::uint64_t stream, int heads, int dim, const Activat
       p.k_bias[i] = stats.k_bias_sigma * normal(stream, c++);
       // Log-uniform wavelengths from about 6 to 6000 tokens, as rotary position codes span.
       p.frequency[i] = std::pow(10.0, -3.0 + 3.0 * uniform(splitmix64(stream ^ mix(i, 77))));
+      for (int axis = 0; axis < 3; ++axis) {
+        // The head's correlation length along this axis, then this channel's frequency along it.
+        const double span = std::log(stats.video_max_length / stats.video_min_length);
+        const double length =
+            stats.video_min_length * std::exp(span * uniform(splitmix64(stream ^ mix(h, 81 + static_cast<std::uint64_t>(axis)))));
+        p.video_frequency[i * 3 + axis] = normal(mix(stream, 84 + static_cast<std::uint64_t>(axis)), i) / length;
+      }
       p.phase[i] = kTwoPi * uniform(splitmix64(stream ^ mix(i, 78)));
       p.q_bias[i] = stats.q_bias_sigma * normal(mix(stream, 79), i);
     }
@@ -84,18 +93,41 @@ LayerParams layer_params(std::uint64_t stream, int heads, int dim, const Activat
 
 enum class Operand { kQ = 1, kK = 2, kV = 3 };
 
-void fill(HostTensor& t, Operand op, std::uint64_t stream, const LayerParams& p, const ActivationStats& stats) {
+// Where token `position` of a sequence lies in the video of `video` (absent: not a video token).
+struct VideoCoord {
+  bool in_video = false;
+  double axis[3] = {0.0, 0.0, 0.0};  // frame, row, column
+};
+
+VideoCoord video_coord(const std::optional<VideoGeometry>& video, std::int64_t position) {
+  VideoCoord c;
+  if (!video) return c;
+  const std::int64_t i = position - video->text_before;
+  if (i < 0 || i >= video->tokens()) return c;
+  c.in_video = true;
+  c.axis[0] = static_cast<double>(i / (video->height * video->width));
+  c.axis[1] = static_cast<double>(i / video->width % video->height);
+  c.axis[2] = static_cast<double>(i % video->width);
+  return c;
+}
+
+void fill(HostTensor& t, Operand op, std::uint64_t stream, const LayerParams& p, const ActivationStats& stats,
+          const std::optional<VideoGeometry>& video) {
   const auto& s = t.shape();
   const std::int64_t tokens = s[0] * s[1];
   const int heads = static_cast<int>(s[2]);
   const int dim = static_cast<int>(s[3]);
   const int head_ratio = p.heads / heads;  // K/V of GQA layers take every ratio-th head's parameters
-  const double w_pos = stats.positional_weight;
-  const double w_noise = std::sqrt(1.0 - w_pos * w_pos);
+  // A video that does not tile the sequence (cross-attention's keys, say) is not applied.
+  const std::optional<VideoGeometry> geometry =
+      video && video->sequence_length() == s[1] ? video : std::nullopt;
   const std::uint64_t op_stream = mix(stream, static_cast<std::uint64_t>(op));
 #pragma omp parallel for schedule(static)
   for (std::int64_t token = 0; token < tokens; ++token) {
     const double position = static_cast<double>(token % s[1]);
+    const VideoCoord where = video_coord(geometry, token % s[1]);
+    const double w_pos = where.in_video ? stats.video_positional_weight : stats.positional_weight;
+    const double w_noise = std::sqrt(1.0 - w_pos * w_pos);
     for (int h = 0; h < heads; ++h) {
       const int ph = h * head_ratio;
       for (int d = 0; d < dim; ++d) {
@@ -107,7 +139,12 @@ void fill(HostTensor& t, Operand op, std::uint64_t stream, const LayerParams& p,
         if (op == Operand::kV) {
           x = noise;
         } else {
-          const double smooth = std::sqrt(2.0) * std::sin(p.frequency[pi] * position + p.phase[pi]);
+          double angle = p.frequency[pi] * position + p.phase[pi];
+          if (where.in_video) {
+            const double* w = &p.video_frequency[pi * 3];
+            angle = w[0] * where.axis[0] + w[1] * where.axis[1] + w[2] * where.axis[2] + p.phase[pi];
+          }
+          const double smooth = std::sqrt(2.0) * std::sin(angle);
           x = p.head_scale[ph] * p.gain_qk[pi] * (w_pos * smooth + w_noise * noise);
           if (op == Operand::kK) x += p.head_scale[ph] * p.k_bias[pi];
           if (op == Operand::kQ) x += p.head_scale[ph] * p.q_bias[pi];
@@ -129,9 +166,9 @@ void generate_activations(const ActivationKey& key, const ActivationStats& stats
   const LayerParams params =
       layer_params(layer_stream, static_cast<int>(q.shape()[2]), static_cast<int>(q.shape()[3]), stats, sharpen);
   const std::uint64_t step_stream = mix(layer_stream, 0x5eed0000ull + static_cast<std::uint64_t>(key.step));
-  fill(q, Operand::kQ, step_stream, params, stats);
-  fill(k, Operand::kK, step_stream, params, stats);
-  fill(v, Operand::kV, step_stream, params, stats);
+  fill(q, Operand::kQ, step_stream, params, stats, key.video);
+  fill(k, Operand::kK, step_stream, params, stats, key.video);
+  fill(v, Operand::kV, step_stream, params, stats, key.video);
 }
 
 }  // namespace diffattn::runner

@@ -53,7 +53,7 @@ Result<QkvTensors> materialize(const WorkloadPlan& plan, const RolePlan& role, c
   QkvTensors t{HostTensor(plan.dtype, {plan.batch, role.seqlen_q, r.num_heads, r.head_size}),
                HostTensor(plan.dtype, {plan.batch, role.seqlen_kv, r.num_kv_heads, r.head_size}),
                HostTensor(plan.dtype, {plan.batch, role.seqlen_kv, r.num_kv_heads, r.head_size})};
-  ActivationKey key{seed, plan.model->name, r.role, sample.layer, sample.step, plan.steps};
+  ActivationKey key{seed, plan.model->name, r.role, sample.layer, sample.step, plan.steps, role.video};
   generate_activations(key, ActivationStats{}, t.q, t.k, t.v);
   return t;
 }

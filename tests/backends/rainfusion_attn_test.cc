@@ -286,7 +286,7 @@ void fill_video_local(runner::HostTensor& t, const VideoGeometry& g, std::uint64
 }
 
 // relL2 and cosine against TORCH_SDPA on the same inputs: on the runner's activations (per-head
-// scales, offsets, outlier channels, locality in the token index only) and on video-local ones.
+// scales, offsets, outlier channels, 3D locality of the video) and on video-local ones.
 TEST(RainfusionAttnBackend, ErrorAgainstDenseIsReportedOnVideoLikeInputs) {
   const VideoGeometry g{8, 16, 32};  // 4096 tokens, 32 tiles
   const std::int64_t heads = 4, d = 64;
@@ -303,6 +303,7 @@ TEST(RainfusionAttnBackend, ErrorAgainstDenseIsReportedOnVideoLikeInputs) {
       key.model = "rainfusion-test";
       key.role = "self";
       key.step = 40, key.num_steps = 50;
+      key.video = g;
       runner::generate_activations(key, runner::ActivationStats{}, q, k, v);
     }
     runner::HostTensor dense_out = q, out = q;

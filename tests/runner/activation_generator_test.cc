@@ -164,5 +164,43 @@ TEST(ActivationGenerator, ValuesAreHeavyTailedUnlessAskedForNormalNoise) {
   EXPECT_LT(share_beyond_4(normal.v), 4e-4) << "seed " << seed;
 }
 
+// With the call's video geometry, a query's scores fall off with the 3D distance to the key: its
+// neighbours in space and time (one step along any axis) score higher than keys far away, in every
+// head, and a token's own frame, row and column, not its index, decide it.
+TEST(ActivationGenerator, VideoTokensAttendToTheirNeighboursInSpaceAndTime) {
+  const auto seed = fresh_seed();
+  const VideoGeometry g{6, 8, 10};
+  ActivationKey k = key(seed);
+  k.video = g;
+  const int heads = 4, dim = 64;
+  const Qkv t = generate(k, DType::kFloat32, heads, heads, dim, static_cast<int>(g.tokens()));
+  auto token = [&](std::int64_t f, std::int64_t y, std::int64_t x) { return (f * g.height + y) * g.width + x; };
+  auto dot = [&](std::int64_t i, std::int64_t j, int h) {
+    double s = 0.0;
+    for (int e = 0; e < dim; ++e)
+      s += t.q.get((i * heads + h) * dim + e) * t.k.get((j * heads + h) * dim + e);
+    return s / std::sqrt(static_cast<double>(dim));
+  };
+  for (int h = 0; h < heads; ++h) {
+    double near = 0.0, far = 0.0;
+    int near_n = 0, far_n = 0;
+    for (std::int64_t f = 1; f + 1 < g.frames; ++f)
+      for (std::int64_t y = 1; y + 1 < g.height; ++y)
+        for (std::int64_t x = 1; x + 1 < g.width; ++x) {
+          const std::int64_t i = token(f, y, x);
+          for (std::int64_t j : {token(f - 1, y, x), token(f + 1, y, x), token(f, y - 1, x), token(f, y + 1, x),
+                                 token(f, y, x - 1), token(f, y, x + 1)}) {
+            near += dot(i, j, h);
+            ++near_n;
+          }
+          // The opposite corner of the video: at least half of every extent away.
+          far += dot(i, token(f < g.frames / 2 ? g.frames - 1 : 0, y < g.height / 2 ? g.height - 1 : 0,
+                              x < g.width / 2 ? g.width - 1 : 0), h);
+          ++far_n;
+        }
+    EXPECT_GT(near / near_n, far / far_n + 1.0) << "head " << h << " (seed " << seed << ")";
+  }
+}
+
 }  // namespace
 }  // namespace diffattn::runner
