@@ -149,6 +149,30 @@ diffattn_code diffattn_layer_forward_step(const diffattn_layer* layer, const DLT
                                           const DLTensor* v, DLTensor* out, const DLTensor* mask, DLTensor* lse,
                                           const diffattn_denoising_step* step, void* stream);
 
+/* The latent video a self-attention call's tokens form, which the sparse video backends
+ * (FASTVIDEO_VSA, RAINFUSION_ATTN) need: frames x height x width tokens after patchifying, in
+ * (frame, row, column) order, with text_before / text_after text tokens around them in a joint
+ * sequence (Sq = Skv = text_before + frames * height * width + text_after). */
+typedef struct diffattn_video_geometry {
+  long long frames, height, width;
+  long long text_before, text_after;
+} diffattn_video_geometry;
+
+/* What a call may carry beyond its tensors. Fill with diffattn_call_extras_init, then set fields. */
+typedef struct diffattn_call_extras {
+  const diffattn_denoising_step* step;   /* NULL: none (a scheduled layer needs it) */
+  const diffattn_video_geometry* video;  /* NULL: none (the sparse video backends need it) */
+  long long layer_index;                 /* the model's layer of this call, -1: not given
+                                            (RAINFUSION_ATTN's skip_layers need it) */
+  const DLTensor* gate;                  /* FASTVIDEO_VSA's gate [B, Sq, Hq, Dv], NULL: none */
+} diffattn_call_extras;
+void diffattn_call_extras_init(diffattn_call_extras* extras);
+
+/* diffattn_layer_forward_step with everything a call may carry (extras NULL: nothing more). */
+diffattn_code diffattn_layer_forward_ex(const diffattn_layer* layer, const DLTensor* q, const DLTensor* k,
+                                        const DLTensor* v, DLTensor* out, const DLTensor* mask, DLTensor* lse,
+                                        const diffattn_call_extras* extras, void* stream);
+
 /* Sequence parallelism (docs/parallel.md): a layer whose every rank holds a shard of the image tokens.
  *
  * A communicator joins this rank to its group. NCCL, one process per GPU: rank 0 makes the unique id

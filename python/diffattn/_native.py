@@ -61,6 +61,25 @@ class DenoisingStep(ctypes.Structure):
     ]
 
 
+class VideoGeometry(ctypes.Structure):
+    _fields_ = [
+        ("frames", ctypes.c_longlong),
+        ("height", ctypes.c_longlong),
+        ("width", ctypes.c_longlong),
+        ("text_before", ctypes.c_longlong),
+        ("text_after", ctypes.c_longlong),
+    ]
+
+
+class CallExtras(ctypes.Structure):
+    _fields_ = [
+        ("step", ctypes.POINTER(DenoisingStep)),
+        ("video", ctypes.POINTER(VideoGeometry)),
+        ("layer_index", ctypes.c_longlong),
+        ("gate", ctypes.c_void_p),
+    ]
+
+
 def _candidates() -> list[Path]:
     """DIFFATTN_LIBRARY (a build tree's library, for tests), then the one installed with the package."""
     found = []
@@ -144,6 +163,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "diffattn_layer_forward": (ctypes.c_int, [_p, _p, _p, _p, _p, _p, _p, _p]),
     "diffattn_session_set_schedule": (ctypes.c_int, [_p, ctypes.c_char_p]),
     "diffattn_layer_forward_step": (ctypes.c_int, [_p, _p, _p, _p, _p, _p, _p, ctypes.POINTER(DenoisingStep), _p]),
+    "diffattn_call_extras_init": (None, [ctypes.POINTER(CallExtras)]),
+    "diffattn_layer_forward_ex": (ctypes.c_int, [_p, _p, _p, _p, _p, _p, _p, ctypes.POINTER(CallExtras), _p]),
 }
 for _name, (_restype, _argtypes) in _SIGNATURES.items():
     _fn = getattr(lib, _name)

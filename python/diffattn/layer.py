@@ -119,17 +119,34 @@ class Attention:
         step: int | None = None,
         sigma: float | None = None,
         num_steps: int = 0,
+        video: VideoLike = None,
+        layer_index: int | None = None,
+        gate: Any = None,
     ) -> None:
         """Writes attention into `out` (and `lse`), on `stream` or, for PyTorch CUDA tensors, the
         caller's current stream. On an error nothing has been written. `step` (and `sigma`) place the
-        call in the denoising loop, which a session with an attention schedule needs."""
+        call in the denoising loop, which a session with an attention schedule needs. `video`: the
+        latent's (frames, height, width) whose tokens the sequence is, or (frames, height, width,
+        text_before, text_after) for a joint sequence, which the sparse video backends need;
+        `layer_index`: the model's layer of the call (RAINFUSION_ATTN's skip_layers); `gate`:
+        FASTVIDEO_VSA's gate, [B, Sq, Hq, Dv]."""
         keep: list[Any] = []
         if stream is None:
             stream = _tensors.current_cuda_stream(q)
         denoising = None
         if step is not None:
             denoising = _native.DenoisingStep(int(step), int(num_steps), int(sigma is not None), float(sigma or 0.0))
-        code = _native.lib.diffattn_layer_forward_step(
+        extras = _native.CallExtras()
+        _native.lib.diffattn_call_extras_init(ctypes.byref(extras))
+        if denoising is not None:
+            extras.step = ctypes.pointer(denoising)
+        geometry = _video_geometry(video)
+        if geometry is not None:
+            extras.video = ctypes.pointer(geometry)
+        if layer_index is not None:
+            extras.layer_index = int(layer_index)
+        extras.gate = _address(_tensors.borrow(gate, "gate", keep))
+        code = _native.lib.diffattn_layer_forward_ex(
             self._handle,
             _tensors.borrow(q, "q", keep),
             _tensors.borrow(k, "k", keep),
@@ -137,7 +154,7 @@ class Attention:
             _tensors.borrow(out, "out", keep),
             _tensors.borrow(mask, "mask", keep),
             _tensors.borrow(lse, "lse", keep),
-            ctypes.byref(denoising) if denoising is not None else None,
+            ctypes.byref(extras),
             stream,
         )
         if code:
@@ -156,14 +173,21 @@ class Attention:
         stream: int | None = None,
         step: int | None = None,
         sigma: float | None = None,
+        video: VideoLike = None,
+        layer_index: int | None = None,
+        gate: Any = None,
     ) -> Any:
         """Attention of q over k/v: returns out, or (out, lse) with return_lse (or lse= given).
-        `step` and `sigma`: the denoising step, for a session with an attention schedule."""
-        if step is not None and _tensors.torch_compiling(q):
-            from .errors import UsageError
+        `step` and `sigma`: the denoising step, for a session with an attention schedule; `video`,
+        `layer_index` and `gate`: what the sparse video backends read (forward_into says how)."""
+        if _tensors.torch_compiling(q):
+            given = [name for name, value in (("step=", step), ("video=", video), ("layer_index=", layer_index),
+                                              ("gate=", gate)) if value is not None]
+            if given:
+                from .errors import UsageError
 
-            raise UsageError("a scheduled call (step=) does not run under torch.compile yet; call it eagerly",
-                             "invalid_input")
+                raise UsageError(f"a call with {', '.join(given)} does not run under torch.compile yet; call it "
+                                 "eagerly", "invalid_input")
         if stream is None and _tensors.torch_compiling(q):
             from . import torch_ops
 
@@ -173,8 +197,35 @@ class Attention:
             out = _tensors.empty_like_out(q, _out_shape(q, v))
         if want_lse and lse is None:
             lse = _tensors.empty_like_out(q, _lse_shape(q), float32=True)
-        self.forward_into(q, k, v, out, mask, lse if want_lse else None, stream, step, sigma)
+        self.forward_into(q, k, v, out, mask, lse if want_lse else None, stream, step, sigma,
+                          video=video, layer_index=layer_index, gate=gate)
         return (out, lse) if want_lse else out
+
+
+VideoLike = Any  # (frames, height, width) or (frames, height, width, text_before, text_after), or None
+
+
+def _address(pointer: Any) -> int | None:
+    """The address behind what _tensors.borrow returns (a c_void_p, or a byref to a DLTensor)."""
+    if pointer is None:
+        return None
+    if isinstance(pointer, ctypes.c_void_p):
+        return pointer.value
+    return ctypes.addressof(pointer._obj)
+
+
+def _video_geometry(video: VideoLike) -> Any:
+    """The C geometry of `video`, None for none; a wrong shape is a UsageError saying what to pass."""
+    if video is None:
+        return None
+    values = tuple(video)
+    if len(values) not in (3, 5) or not all(isinstance(x, int) or hasattr(x, "__index__") for x in values):
+        from .errors import UsageError
+
+        raise UsageError(f"video= takes (frames, height, width) or (frames, height, width, text_before, text_after) "
+                         f"as integers, got {video!r}", "invalid_input")
+    values = tuple(int(x) for x in values) + (0, 0)[: 5 - len(values)]
+    return _native.VideoGeometry(*values)
 
 
 def _out_shape(q: Any, v: Any) -> tuple[int, ...]:

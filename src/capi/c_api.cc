@@ -224,8 +224,27 @@ diffattn_code diffattn_layer_forward(const diffattn_layer* layer, const DLTensor
 diffattn_code diffattn_layer_forward_step(const diffattn_layer* layer, const DLTensor* q, const DLTensor* k,
                                           const DLTensor* v, DLTensor* out, const DLTensor* mask, DLTensor* lse,
                                           const diffattn_denoising_step* step, void* stream) {
+  diffattn_call_extras extras;
+  diffattn_call_extras_init(&extras);
+  extras.step = step;
+  return diffattn_layer_forward_ex(layer, q, k, v, out, mask, lse, &extras, stream);
+}
+
+void diffattn_call_extras_init(diffattn_call_extras* extras) {
+  if (extras == nullptr) return;
+  *extras = diffattn_call_extras{};
+  extras->layer_index = -1;
+}
+
+diffattn_code diffattn_layer_forward_ex(const diffattn_layer* layer, const DLTensor* q, const DLTensor* k,
+                                        const DLTensor* v, DLTensor* out, const DLTensor* mask, DLTensor* lse,
+                                        const diffattn_call_extras* extras, void* stream) {
   return guarded("diffattn_layer_forward", [&]() -> diffattn_code {
     constexpr const char* kFn = "diffattn_layer_forward";
+    diffattn_call_extras none;
+    diffattn_call_extras_init(&none);
+    if (extras == nullptr) extras = &none;
+    const diffattn_denoising_step* step = extras->step;
     if (layer == nullptr) return null_argument(kFn, "layer");
     if (q == nullptr) return null_argument(kFn, "q");
     if (k == nullptr) return null_argument(kFn, "k");
@@ -248,12 +267,29 @@ diffattn_code diffattn_layer_forward_step(const diffattn_layer* layer, const DLT
       if (!converted.ok()) return fail(converted.status());
       problem.lse = *converted;
     }
-    if (step != nullptr) {
+    if (step != nullptr || extras->layer_index >= 0) {
       diffattn::DenoisingStep s;
-      s.index = step->index;
-      s.num_steps = step->num_steps;
-      if (step->has_sigma != 0) s.sigma = step->sigma;
+      if (step != nullptr) {
+        s.index = step->index;
+        s.num_steps = step->num_steps;
+        if (step->has_sigma != 0) s.sigma = step->sigma;
+      }
+      if (extras->layer_index >= 0) s.layer = extras->layer_index;
       problem.denoising = s;
+    }
+    if (extras->video != nullptr) {
+      const diffattn_video_geometry& g = *extras->video;
+      if (g.frames <= 0 || g.height <= 0 || g.width <= 0 || g.text_before < 0 || g.text_after < 0)
+        return fail(ErrorCode::kInvalidInput,
+                    "the video geometry needs positive frames, height and width and non-negative text counts, got " +
+            std::to_string(g.frames) + " x " + std::to_string(g.height) + " x " + std::to_string(g.width) + " (text " +
+            std::to_string(g.text_before) + " before, " + std::to_string(g.text_after) + " after)");
+      problem.video = diffattn::VideoGeometry{g.frames, g.height, g.width, g.text_before, g.text_after};
+    }
+    if (extras->gate != nullptr) {
+      auto converted = view_of(extras->gate, "gate");
+      if (!converted.ok()) return fail(converted.status());
+      problem.gate = *converted;
     }
     const Status status = layer->attention.forward(problem, stream);
     if (!status.ok()) return fail(status);

@@ -82,8 +82,9 @@ Reason check_varlen(const Capabilities& caps, const ProblemShape& problem) {
 
 Reason check_video_geometry(const Capabilities& caps, const ProblemShape& problem) {
   if (!caps.needs_video_geometry || problem.video_geometry) return std::nullopt;
-  return "the call carries no video geometry; pass AttentionProblem::video (the latent's frames x height x width, "
-         "whose tokens are the sequence)";
+  return "the call carries no video geometry; pass the latent's frames x height x width, whose tokens are the "
+         "sequence (AttentionProblem::video in C++, diffattn_call_extras.video in C, video=(frames, height, width) in "
+         "Python)";
 }
 
 Reason check_gate(const Capabilities& caps, const ProblemShape& problem) {
