@@ -13,6 +13,13 @@ the processor's module so that a Route runs `torch.ops.diffattn.attention`; any 
 to diffusers unchanged. Roles: a module diffusers marks as cross-attention is "cross"; one with added
 key/value projections (text and image tokens attended together, as in Flux's double-stream blocks) is
 "joint" (category "self"); any other is "self". Each role's resolution is logged once, at `apply`.
+
+The sparse video backends (FASTVIDEO_VSA, RAINFUSION_ATTN) need each call's latent video geometry. For
+a video transformer whose `hidden_states` is [B, C, F, H, W] and whose config gives its patch size
+(`patch_size` (t, h, w), or `patch_size` with `patch_size_t`, as Wan and HunyuanVideo do), `apply`
+records (F / t, H / h, W / w) at every forward and passes it with each eager call whose query length
+is that many tokens; other calls carry none. Under torch.compile no geometry is passed, so a sparse
+video backend refuses those calls with the reason.
 """
 
 from __future__ import annotations
@@ -29,6 +36,50 @@ from .session import PlatformLike, Resolution, Session
 
 _ORIGINAL_PROCESSOR = "_diffattn_original_processor"
 _WRAPPED_MARK = "_diffattn_wraps"
+_GEOMETRY_HOOK = "_diffattn_geometry_hook"
+
+
+class _Geometry:
+    """The latent video of the forward in progress (frames, height, width), or None."""
+
+    def __init__(self) -> None:
+        self.video: tuple[int, int, int] | None = None
+
+    def for_tokens(self, tokens: int) -> tuple[int, int, int] | None:
+        video = self.video
+        if video is None or video[0] * video[1] * video[2] != tokens:
+            return None
+        return video
+
+
+def _patch_size(model: Any) -> tuple[int, int, int] | None:
+    config = getattr(model, "config", None)
+    patch = getattr(config, "patch_size", None)
+    if patch is None:
+        return None
+    if isinstance(patch, int):
+        return (int(getattr(config, "patch_size_t", None) or 1), patch, patch)
+    patch = tuple(int(p) for p in patch)
+    return patch if len(patch) == 3 else None
+
+
+def _record_geometry(model: Any, geometry: _Geometry) -> Any:
+    """A forward pre-hook that records the latent geometry of each forward of a video transformer."""
+    patch = _patch_size(model)
+
+    def hook(_module, args, kwargs):
+        geometry.video = None
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        shape = tuple(getattr(hidden, "shape", ()))
+        if patch is None or len(shape) != 5:
+            return None
+        frames, height, width = shape[2], shape[3], shape[4]
+        if frames % patch[0] or height % patch[1] or width % patch[2]:
+            return None
+        geometry.video = (frames // patch[0], height // patch[1], width // patch[2])
+        return None
+
+    return model.register_forward_pre_hook(hook, with_kwargs=True)
 
 
 def role_of(module: Any) -> tuple[str, str | None]:
@@ -67,6 +118,7 @@ def _mask_for_diffattn(mask: Any) -> Any:
 
 
 def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal, scale, parallel_config):
+    """One attention call of a routed processor (q, k, v in [B, S, H, D])."""
     if dropout_p:
         raise errors.InvalidInputError(
             f"diffattn runs inference attention; dropout_p={dropout_p} asks for training dropout (call model.eval())",
@@ -81,8 +133,10 @@ def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal
     mask = _mask_for_diffattn(attn_mask)
     if torch.compiler.is_compiling():
         return torch.ops.diffattn.attention(query, key, value, mask, route.key, scale, bool(is_causal))
-    # Eagerly, the same call without the dispatcher's per-call cost.
-    return route.layer_for(query, key, scale, bool(is_causal))(query, key, value, mask)
+    # Eagerly, the same call without the dispatcher's per-call cost, with the forward's video geometry.
+    geometry = getattr(route, "geometry", None)
+    video = geometry.for_tokens(query.shape[1]) if geometry is not None and query.shape[1] == key.shape[1] else None
+    return route.layer_for(query, key, scale, bool(is_causal))(query, key, value, mask, video=video)
 
 
 def _wrap_dispatch(namespace: dict[str, Any]) -> None:
@@ -129,6 +183,7 @@ def apply(
         raise errors.InvalidInputError(
             f"{type(model).__name__} has no diffusers attention modules (with a processor) to route", "invalid_input"
         )
+    geometry = getattr(model, "_diffattn_geometry", None) or _Geometry()
     for _name, module in modules:
         role, category = role_of(module)
         if roles is not None and role not in roles:
@@ -137,11 +192,17 @@ def apply(
             resolutions[role] = session.resolve(role, _head_size(module), category)  # logs once per role
         processor = getattr(module, _ORIGINAL_PROCESSOR, None) or module.processor
         routed = copy.copy(processor)
-        routed._attention_backend = session.route(role, category)
+        route = session.route(role, category)
+        route.geometry = geometry
+        routed._attention_backend = route
         _wrap_dispatch(type(processor).__call__.__globals__)
         setattr(module, _ORIGINAL_PROCESSOR, processor)
         module.processor = routed
     model._diffattn_session = session  # the routes live as long as the model uses them
+    model._diffattn_geometry = geometry
+    if getattr(model, _GEOMETRY_HOOK, None) is None and _patch_size(model) is not None and hasattr(
+            model, "register_forward_pre_hook"):
+        setattr(model, _GEOMETRY_HOOK, _record_geometry(model, geometry))
     return resolutions
 
 
@@ -154,3 +215,9 @@ def remove(model: Any) -> None:
             delattr(module, _ORIGINAL_PROCESSOR)
     if hasattr(model, "_diffattn_session"):
         del model._diffattn_session
+    hook = getattr(model, _GEOMETRY_HOOK, None)
+    if hook is not None:
+        hook.remove()
+        delattr(model, _GEOMETRY_HOOK)
+    if hasattr(model, "_diffattn_geometry"):
+        del model._diffattn_geometry

@@ -136,17 +136,7 @@ class Attention:
         denoising = None
         if step is not None:
             denoising = _native.DenoisingStep(int(step), int(num_steps), int(sigma is not None), float(sigma or 0.0))
-        extras = _native.CallExtras()
-        _native.lib.diffattn_call_extras_init(ctypes.byref(extras))
-        if denoising is not None:
-            extras.step = ctypes.pointer(denoising)
-        geometry = _video_geometry(video)
-        if geometry is not None:
-            extras.video = ctypes.pointer(geometry)
-        if layer_index is not None:
-            extras.layer_index = int(layer_index)
-        extras.gate = _address(_tensors.borrow(gate, "gate", keep))
-        code = _native.lib.diffattn_layer_forward_ex(
+        tensors = (
             self._handle,
             _tensors.borrow(q, "q", keep),
             _tensors.borrow(k, "k", keep),
@@ -154,9 +144,22 @@ class Attention:
             _tensors.borrow(out, "out", keep),
             _tensors.borrow(mask, "mask", keep),
             _tensors.borrow(lse, "lse", keep),
-            ctypes.byref(extras),
-            stream,
         )
+        if video is None and layer_index is None and gate is None:  # the common call, with the least work
+            step_ref = ctypes.byref(denoising) if denoising is not None else None
+            code = _native.lib.diffattn_layer_forward_step(*tensors, step_ref, stream)
+        else:
+            extras = _native.CallExtras()
+            _native.lib.diffattn_call_extras_init(ctypes.byref(extras))
+            if denoising is not None:
+                extras.step = ctypes.pointer(denoising)
+            geometry = _video_geometry(video)
+            if geometry is not None:
+                extras.video = ctypes.pointer(geometry)
+            if layer_index is not None:
+                extras.layer_index = int(layer_index)
+            extras.gate = _address(_tensors.borrow(gate, "gate", keep))
+            code = _native.lib.diffattn_layer_forward_ex(*tensors, ctypes.byref(extras), stream)
         if code:
             _native.raise_for(code)
 

@@ -99,6 +99,22 @@ def test_routed_transformer_matches_diffusers_attention(make, calls_per_forward,
     assert routed_calls == []
 
 
+def test_sparse_video_backends_get_the_latent_geometry(routed_calls):
+    """FASTVIDEO_VSA keeping every cube is dense attention, so the routed Wan matches diffusers' own;
+    it runs only because apply passes each self-attention call its latent (3 x 8 x 8 tokens here)."""
+    model, inputs = small_wan()
+    model = model.to(DEVICE, DTYPE).eval()
+    inputs = {k: v.to(DEVICE, DTYPE) if v.is_floating_point() else v.to(DEVICE) for k, v in inputs.items()}
+    want = run(model, inputs)
+    diffattn.diffusers.apply(model, config={"per_role": {"self": {"backend": "FASTVIDEO_VSA", "fastvideo_vsa_topk": 4}}})
+    got = run(model, inputs)
+    assert routed_calls.count("self") == 2
+    err = float((got.float() - want.float()).norm() / want.float().norm())
+    assert err <= max(REL_L2, 1e-4), f"relative L2 error {err:.2e}"
+    diffattn.diffusers.remove(model)
+    assert not hasattr(model, "_diffattn_geometry_hook")
+
+
 def test_per_role_configuration_reaches_each_role():
     model, inputs = small_wan()
     model = model.to(DEVICE, DTYPE).eval()
