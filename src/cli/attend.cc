@@ -2,6 +2,7 @@
 // Attention::Create for --role (default "self"), so per-role configuration applies. Bad input exits
 // non-zero with a message and writes no file.
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -37,13 +38,14 @@ namespace diffattn::cli {
 namespace {
 
 constexpr std::string_view kAttendFlags =
-    "--q, --k, --v, --out (required), --backend, --role, --mask, --scale, --causal, --dtype, --lse, --bf16-bits and "
-    "the common flags";
+    "--q, --k, --v, --out (required), --backend, --role, --mask, --scale, --causal, --dtype, --lse, --bf16-bits, "
+    "--video, --layer-index and the common flags";
 
 constexpr std::string_view kAttendHelp =
     "usage: diffattn attend [--backend NAME] [--role ROLE[:CATEGORY]] --q Q.npy --k K.npy --v V.npy\n"
     "                       [--mask M.npy] [--scale S] [--causal] [--dtype float32|float16|bfloat16]\n"
-    "                       --out OUT.npy [--lse LSE.npy] [--bf16-bits]\n"
+    "                       --out OUT.npy [--lse LSE.npy] [--bf16-bits] [--video F,H,W[,BEFORE,AFTER]]\n"
+    "                       [--layer-index N]\n"
     "\n"
     "Runs one attention call on arrays from .npy files and writes the result. q is [B, Sq, Hq, D], k is\n"
     "[B, Skv, Hkv, D], v is [B, Skv, Hkv, Dv] (Hq a multiple of Hkv); out is written as [B, Sq, Hq, Dv] in\n"
@@ -68,6 +70,10 @@ constexpr std::string_view kAttendHelp =
     "  --backend NAME           run this backend (an explicit choice for --role)\n"
     "  --role ROLE[:CATEGORY]   the attention role of the layer, with its category (default: self); per_role\n"
     "                           configuration for it applies\n"
+    "  --video F,H,W[,BEFORE,AFTER]  the latent video whose tokens the sequence is (frames, height, width, and\n"
+    "                           text tokens before and after it in a joint sequence): FASTVIDEO_VSA and\n"
+    "                           RAINFUSION_ATTN need it\n"
+    "  --layer-index N          the model's layer of this call (RAINFUSION_ATTN's skip_layers)\n"
     "\n"
     "Inputs with NaN or Inf, mismatched shapes or dtypes, or unreadable files are refused and nothing is\n"
     "written.\n"
@@ -81,7 +87,35 @@ struct AttendFlags {
   bool causal = false;
   bool bf16_bits = false;
   RoleFlag role{"self", std::nullopt};
+  std::optional<VideoGeometry> video;
+  std::optional<std::int64_t> layer_index;
 };
+
+// "F,H,W" or "F,H,W,BEFORE,AFTER": positive extents, non-negative text counts.
+Result<VideoGeometry> parse_video(const std::string& text) {
+  std::vector<std::int64_t> values;
+  std::size_t at = 0;
+  bool parsed = !text.empty();
+  while (parsed && at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, comma - at);
+    std::size_t used = 0;
+    try {
+      values.push_back(std::stoll(part, &used));
+    } catch (...) {
+      parsed = false;
+    }
+    parsed = parsed && used == part.size() && !part.empty();
+    at = comma + 1;
+  }
+  if (!parsed || (values.size() != 3 && values.size() != 5) || values[0] <= 0 || values[1] <= 0 || values[2] <= 0 ||
+      (values.size() == 5 && (values[3] < 0 || values[4] < 0)))
+    return UsageError("--video '" + text + "' is not FRAMES,HEIGHT,WIDTH[,TEXT_BEFORE,TEXT_AFTER] with positive "
+                      "extents; pass e.g. --video 21,30,52 (the latent after patchifying)");
+  VideoGeometry g{values[0], values[1], values[2]};
+  if (values.size() == 5) g.text_before = values[3], g.text_after = values[4];
+  return g;
+}
 
 Result<std::string> take_required(ArgReader& reader, std::string_view flag) {
   DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> value, reader.take_value(flag));
@@ -124,6 +158,23 @@ Result<AttendFlags> take_attend_flags(std::vector<std::string>& args) {
   DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> role, reader.take_value("--role"));
   if (role) {
     DIFFATTN_ASSIGN_OR_RETURN(flags.role, parse_role_flag(*role));
+  }
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> video, reader.take_value("--video"));
+  if (video) {
+    DIFFATTN_ASSIGN_OR_RETURN(flags.video, parse_video(*video));
+  }
+  DIFFATTN_ASSIGN_OR_RETURN(std::optional<std::string> layer_index, reader.take_value("--layer-index"));
+  if (layer_index) {
+    std::size_t used = 0;
+    long long value = -1;
+    try {
+      value = std::stoll(*layer_index, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != layer_index->size() || layer_index->empty() || value < 0)
+      return UsageError("--layer-index '" + *layer_index + "' is not a non-negative integer; pass e.g. --layer-index 3");
+    flags.layer_index = value;
   }
   DIFFATTN_RETURN_IF_ERROR(reader.expect_empty("attend", kAttendFlags));
   if (flags.bf16_bits && (!flags.dtype || parse_dtype(*flags.dtype) != DType::kBFloat16))
@@ -293,6 +344,12 @@ Result<std::unique_ptr<Inputs>> load_inputs(const AttendFlags& flags) {
   }
   p.scale = flags.scale;
   p.causal = flags.causal;
+  p.video = flags.video;
+  if (flags.layer_index) {
+    DenoisingStep step;
+    step.layer = *flags.layer_index;
+    p.denoising = step;
+  }
 
   // Output buffers, shaped from the inputs so that validation reports input mistakes by name.
   const bool ranks_ok = p.q.ndim == 4 && p.v.ndim == 4;

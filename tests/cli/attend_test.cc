@@ -99,6 +99,42 @@ TEST_F(AttendTest, WritesOutAndLseMatchingTheOracle) {
   EXPECT_LT(err.lse, 1e-5);
 }
 
+// The sparse video backends take the call's latent video from --video: FASTVIDEO_VSA keeping every
+// cube is dense attention; without --video it is refused and nothing is written.
+TEST_F(AttendTest, VideoGeometryReachesTheSparseVideoBackends) {
+  const std::int64_t tokens = 3 * 5 * 6;  // 1 x 2 x 2 cubes, partial
+  auto q = write_random("q.npy", {1, tokens, 2, 64});
+  auto k = write_random("k.npy", {1, tokens, 2, 64});
+  auto v = write_random("v.npy", {1, tokens, 2, 64});
+  auto args = base_args();
+  args.insert(args.end(), {"--diffusion-attention-backend", "FASTVIDEO_VSA", "--fastvideo-vsa-topk", "4"});
+  expect_refused(args, "video geometry");
+  auto with_video = args;
+  with_video.insert(with_video.end(), {"--video", "3,5,6", "--layer-index", "2"});
+  ASSERT_EQ(attend(with_video), 0);
+  auto out = npy::read_file(path("out.npy"));
+  ASSERT_TRUE(out.ok());
+  AttentionProblem p;
+  p.q = TensorView::Contiguous(q.data(), DType::kFloat32, {1, tokens, 2, 64});
+  p.k = TensorView::Contiguous(k.data(), DType::kFloat32, {1, tokens, 2, 64});
+  p.v = TensorView::Contiguous(v.data(), DType::kFloat32, {1, tokens, 2, 64});
+  p.out = TensorView::Contiguous(out->data.data(), DType::kFloat32, {1, tokens, 2, 64});
+  auto truth = testing::reference_attention(p, testing::OraclePrecision::kFloat64);
+  EXPECT_LT(testing::max_errors(p, truth).out, 1e-5);
+  fs::remove(path("out.npy"));
+  for (const char* bad : {"3,5", "3,0,6", "3,5,6,-1,0", "3,5,x"}) {
+    auto bad_args = args;
+    bad_args.insert(bad_args.end(), {"--video", bad});
+    expect_refused(bad_args, "--video '");
+  }
+  auto larger = args;
+  larger.insert(larger.end(), {"--video", "4,5,6"});  // 120 tokens for a call of 90
+  ::testing::internal::CaptureStderr();
+  EXPECT_NE(attend(larger), 0);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(fs::exists(path("out.npy")));
+}
+
 TEST_F(AttendTest, Bfloat16ArraysStoredAsUint16) {
   std::vector<std::uint16_t> bits;
   npy::Array a;
