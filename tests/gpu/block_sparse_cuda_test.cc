@@ -28,20 +28,12 @@ namespace {
 
 #if DIFFATTN_HAVE_CUDA
 
-bool hopper_present() {
-  if (!testing::cuda_device_present()) return false;
-  int major = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  return major == 9;
-}
+using testing::fresh_seed;
+using testing::hopper_present;
 
 #define SKIP_WITHOUT_HOPPER() \
   if (!hopper_present()) GTEST_SKIP() << "no sm_90 device here: the block-sparse kernel is Hopper's"
 
-std::uint64_t fresh_seed() {
-  std::random_device source;
-  return (static_cast<std::uint64_t>(source()) << 32) | source();
-}
 
 // Each (batch, head, query tile) lists round(density x key tiles) random distinct key tiles;
 // `empty_every` > 0 leaves every such row's list empty.

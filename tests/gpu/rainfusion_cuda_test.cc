@@ -40,21 +40,12 @@ namespace {
 
 #if DIFFATTN_HAVE_CUDA
 
-bool hopper_present() {
-  if (!testing::cuda_device_present()) return false;
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  return major == 9 && minor == 0;
-}
+using testing::fresh_seed;
+using testing::hopper_present;
 
 #define SKIP_WITHOUT_HOPPER() \
   if (!hopper_present()) GTEST_SKIP() << "no sm_90 device here: RAINFUSION_ATTN's CUDA path is Hopper's"
 
-std::uint64_t fresh_seed() {
-  std::random_device source;
-  return (static_cast<std::uint64_t>(source()) << 32) | source();
-}
 
 VideoGeometry geometry(std::int64_t frames, std::int64_t height, std::int64_t width, std::int64_t text_before,
                        std::int64_t text_after) {
