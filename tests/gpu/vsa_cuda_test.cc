@@ -57,19 +57,7 @@ struct VsaCase {
   }
 };
 
-// A contiguous copy of `view` whose data starts one element into a fresh buffer.
-TensorView misaligned_copy(testing::CaseData& data, const TensorView& view) {
-  testing::HostBuffer& buf = data.add(view.dtype, view.numel() + 1);
-  TensorView copy = TensorView::Contiguous(static_cast<char*>(buf.data()) + dtype_size(view.dtype), view.dtype,
-                                           {view.size(0), view.size(1), view.size(2), view.size(3)});
-  for (std::int64_t b = 0; b < view.size(0); ++b)
-    for (std::int64_t s = 0; s < view.size(1); ++s)
-      for (std::int64_t h = 0; h < view.size(2); ++h)
-        for (std::int64_t e = 0; e < view.size(3); ++e)
-          testing::write_element(copy, testing::element_offset(copy, {b, s, h, e}),
-                                 testing::read_element(view, testing::element_offset(view, {b, s, h, e})));
-  return copy;
-}
+using testing::misaligned_copy;
 
 // A contiguous [B, S, Hq, Dv] buffer shaped like out, poisoned.
 TensorView fresh_out(testing::CaseData& data) {

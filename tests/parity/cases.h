@@ -259,6 +259,20 @@ inline std::vector<std::int32_t> split_offsets(std::int64_t total, bool with_emp
   return {0, first, with_empty ? first : first + (t - first) / 3, t};
 }
 
+// A contiguous [B, S, H, D] copy of `view`, held by `data`, whose data starts one element into its
+// buffer: for kernels' paths that cannot take 16-byte-aligned accesses.
+inline TensorView misaligned_copy(CaseData& data, const TensorView& view) {
+  HostBuffer& buf = data.add(view.dtype, view.numel() + 1);
+  TensorView copy = TensorView::Contiguous(static_cast<char*>(buf.data()) + dtype_size(view.dtype), view.dtype,
+                                           {view.size(0), view.size(1), view.size(2), view.size(3)});
+  for (std::int64_t b = 0; b < view.size(0); ++b)
+    for (std::int64_t s = 0; s < view.size(1); ++s)
+      for (std::int64_t h = 0; h < view.size(2); ++h)
+        for (std::int64_t e = 0; e < view.size(3); ++e)
+          write_element(copy, element_offset(copy, {b, s, h, e}), read_element(view, element_offset(view, {b, s, h, e})));
+  return copy;
+}
+
 inline std::unique_ptr<CaseData> make_case_data(const ParityCase& c, std::mt19937_64& rng) {
   auto data = std::make_unique<CaseData>();
   data->c = c;
