@@ -27,6 +27,7 @@ json run_to_json(const RunReport& report, const RoleReport& role, const BackendR
     j["speedup_vs_baseline"] = base > 0 && !run.same_as_baseline ? json(base / run.median_ms()) : json(nullptr);
   }
   if (run.configuration != "baseline") j["same_as_baseline"] = run.same_as_baseline;
+  if (run.density) j["sparse"] = {{"density", *run.density}, {"detail", run.density_detail}};
   if (!run.schedule.empty()) {
     json uses = json::array();
     for (const ScheduleUse& u : run.schedule)

@@ -47,6 +47,10 @@ struct BackendRun {
   // its times are the baseline's and no ratio is reported.
   bool same_as_baseline = false;
   std::vector<ScheduleUse> schedule;  // the base configuration, then each profile; empty without a schedule
+  // A sparse video backend's share of tile pairs computed and how it came about (kernels/sparse/
+  // sparse_density.h), from its options and the role's geometry; absent for other backends.
+  std::optional<double> density;
+  std::string density_detail;
 
   bool ok() const { return error.empty(); }
   double median_ms() const;

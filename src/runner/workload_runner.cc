@@ -9,6 +9,7 @@
 #include "diffattn/attention.h"
 #include "diffattn/builtin_backends.h"
 #include "diffattn/log.h"
+#include "kernels/sparse/sparse_density.h"
 #include "runner/activation_source.h"
 #include "runner/device_buffers.h"
 #include "runner/text_padding_mask.h"
@@ -278,7 +279,15 @@ RoleCandidates resolve_role(const WorkloadPlan& plan, const RolePlan& role, cons
   RoleCandidates r{resolve_baseline(desc, baseline_selector), {}};
   for (const Configuration& c : configurations) {
     r.configured.push_back(resolve_candidate(c.label, c.config, desc, selector, c.schedule ? &*c.schedule : nullptr));
-    r.configured.back().run.same_as_baseline = repeats_baseline(r.configured.back(), r.baseline);
+    Candidate& added = r.configured.back();
+    added.run.same_as_baseline = repeats_baseline(added, r.baseline);
+    if (added.layer && role.video) {
+      const Resolution& res = added.layer->resolution();
+      if (auto d = sparse_video_density(res.backend, res.spec.value_or(AttentionSpec{}), *role.video)) {
+        added.run.density = d->density;
+        added.run.density_detail = d->detail;
+      }
+    }
   }
   return r;
 }
