@@ -158,6 +158,20 @@ void write_schedule(std::ostringstream& o, const RunReport& report) {
     << rows.str() << "</table>\n";
 }
 
+// The share of tile pairs each sparse video backend computes, per role and configuration.
+void write_sparse(std::ostringstream& o, const RunReport& report) {
+  std::ostringstream rows;
+  for (const RoleReport& role : report.roles)
+    for (const BackendRun& run : role.runs)
+      if (run.density)
+        rows << "<tr>" << td(role.plan.role.role, true) << td(run.configuration, true) << td(run.backend, true)
+             << td(fmt("%.3f", *run.density)) << td(run.density_detail, true) << "</tr>\n";
+  if (rows.str().empty()) return;
+  o << "<h2>Sparse attention</h2>\n<table><tr><th class=\"l\">role</th><th class=\"l\">configuration</th>"
+       "<th class=\"l\">backend</th><th>tile pairs computed</th><th class=\"l\">how</th></tr>\n"
+    << rows.str() << "</table>\n";
+}
+
 void write_step_summary(std::ostringstream& o, const RunReport& report) {
   o << "<h2>Attention per denoising step</h2>\n<table><tr><th class=\"l\">configuration</th>"
        "<th>attention per step</th><th>attention per generation</th></tr>\n";
@@ -186,6 +200,7 @@ std::string report_to_html(const RunReport& report) {
   o << "</div>\n";
   write_results(o, report);
   write_schedule(o, report);
+  write_sparse(o, report);
   write_step_summary(o, report);
   o << "<p class=\"meta\">Every figure is also in report.json next to this file.</p>\n</body></html>\n";
   return o.str();
