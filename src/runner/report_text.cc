@@ -1,6 +1,5 @@
 #include "runner/report_text.h"
 
-#include <algorithm>
 #include <sstream>
 
 #include "common/strings.h"
@@ -79,15 +78,13 @@ std::string report_to_text(const RunReport& report) {
   }
   o << table.render() << "\n";
   o << schedule_text(report);
+  std::ostringstream sparse;
   for (const RoleReport& role : report.roles)
     for (const BackendRun& run : role.runs)
       if (run.density)
-        o << "sparse: " << role.plan.role.role << " (" << run.configuration << "): " << run.backend << " computes "
-          << fmt("%.3f", *run.density) << " of the tile pairs (" << run.density_detail << ")\n";
-  if (std::any_of(report.roles.begin(), report.roles.end(), [](const RoleReport& r) {
-        return std::any_of(r.runs.begin(), r.runs.end(), [](const BackendRun& run) { return run.density.has_value(); });
-      }))
-    o << "\n";
+        sparse << "sparse: " << role.plan.role.role << " (" << run.configuration << "): " << run.backend
+               << " computes " << fmt("%.3f", *run.density) << " of the tile pairs (" << run.density_detail << ")\n";
+  if (!sparse.str().empty()) o << sparse.str() << "\n";
   std::vector<std::string> same;
   for (const RoleReport& role : report.roles)
     for (const BackendRun& run : role.runs)

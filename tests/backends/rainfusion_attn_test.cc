@@ -49,17 +49,7 @@ ParityCase video_case(DType dtype, VideoGeometry g, std::int64_t heads_q = 2, st
 }
 
 Result<Attention> rainfusion_layer(const AttentionProblem& p, std::optional<BlockSparseSpec> block) {
-  AttentionLayerDesc desc;
-  desc.num_heads = static_cast<int>(p.q.size(2));
-  desc.num_kv_heads = static_cast<int>(p.k.size(2));
-  desc.head_size = static_cast<int>(p.q.size(3));
-  AttentionSpec spec;
-  spec.backend = "RAINFUSION_ATTN";
-  spec.block_sparse = std::move(block);
-  AttentionConfig config;
-  config.default_spec = spec;
-  Selector selector(make_platform(probe_cpu_platform(), global_registry()), &global_registry());
-  return Attention::Create(desc, config, selector);
+  return testing::rainfusion_layer(p, std::move(block), probe_cpu_platform());
 }
 
 BlockSparseSpec sparsity(double s) {

@@ -4,11 +4,34 @@
 // key's tile is listed for the query's tile (batch entry and query head alike).
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 
+#include "diffattn/attention.h"
+#include "diffattn/builtin_backends.h"
+#include "diffattn/platform.h"
+#include "diffattn/registry.h"
+#include "diffattn/selector.h"
 #include "kernels/cpu/rainfusion_cpu.h"
 #include "parity/cases.h"
 
 namespace diffattn::testing {
+
+// A layer of `p`'s heads and head size whose every role runs RAINFUSION_ATTN with `block` on `platform`.
+inline Result<Attention> rainfusion_layer(const AttentionProblem& p, std::optional<BlockSparseSpec> block,
+                                          const PlatformInfo& platform) {
+  AttentionLayerDesc desc;
+  desc.num_heads = static_cast<int>(p.q.size(2));
+  desc.num_kv_heads = static_cast<int>(p.k.size(2));
+  desc.head_size = static_cast<int>(p.q.size(3));
+  AttentionSpec spec;
+  spec.backend = "RAINFUSION_ATTN";
+  spec.block_sparse = std::move(block);
+  AttentionConfig config;
+  config.default_spec = spec;
+  Selector selector(make_platform(platform, global_registry()), &global_registry());
+  return Attention::Create(desc, config, selector);
+}
 
 // A [B, Hq, S, S] bool mask of `plan` for `data`'s problem, returned as a copy of the problem that
 // carries it (the buffer lives in `data`).

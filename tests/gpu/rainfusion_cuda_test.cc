@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/rainfusion_reference.h"
 #include "diffattn/attention.h"
 #include "diffattn/builtin_backends.h"
 #include "diffattn/platform.h"
@@ -235,17 +236,7 @@ TEST(GpuRainfusion, PlanIsTheCpuPlanAndOutputIsTheBlockSparseKernelsOverIt) {
 Result<Attention> rainfusion_layer(const AttentionProblem& p, std::optional<BlockSparseSpec> block) {
   auto info = probe_cuda_platform(0);
   if (!info.ok()) return info.status();
-  AttentionLayerDesc desc;
-  desc.num_heads = static_cast<int>(p.q.size(2));
-  desc.num_kv_heads = static_cast<int>(p.k.size(2));
-  desc.head_size = static_cast<int>(p.q.size(3));
-  AttentionSpec spec;
-  spec.backend = "RAINFUSION_ATTN";
-  spec.block_sparse = std::move(block);
-  AttentionConfig config;
-  config.default_spec = spec;
-  Selector selector(make_platform(*info, global_registry()), &global_registry());
-  return Attention::Create(desc, config, selector);
+  return testing::rainfusion_layer(p, std::move(block), *info);
 }
 
 std::vector<double> out_values(const AttentionProblem& p) {

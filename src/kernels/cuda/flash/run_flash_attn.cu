@@ -176,6 +176,17 @@ Status block_sparse_reasons(const AttentionProblem& pr, const DeviceFacts& facts
   return Status::Ok();
 }
 
+// Launches the block-sparse kernel over lists on the device, once the caller has checked them.
+Status launch_lists(const AttentionProblem& problem, const DeviceFacts& facts, bool small,
+                    const DeviceBlockSparseLists& lists, void* stream) {
+  DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(problem, facts.sm_count));
+  args.tail_split = false;
+  args.params.bs_offsets = lists.offsets;
+  args.params.bs_indices = lists.indices;
+  args.params.bs_tile_rows = lists.tile_rows;
+  return status_from(launch_flash_hopper_block_sparse(args, small, stream));
+}
+
 }  // namespace
 
 Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockSparseLists& lists, void* stream) {
@@ -186,12 +197,7 @@ Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockS
       block_sparse_reasons(problem, facts, lists.q_tile, lists.k_tile, lists.tile_rows != nullptr, &small));
   if (lists.offsets == nullptr || lists.indices == nullptr)
     return InvalidInput("block-sparse attention on CUDA: the key lists' offsets and indices must be device pointers");
-  DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(problem, facts.sm_count));
-  args.tail_split = false;
-  args.params.bs_offsets = lists.offsets;
-  args.params.bs_indices = lists.indices;
-  args.params.bs_tile_rows = lists.tile_rows;
-  return status_from(launch_flash_hopper_block_sparse(args, small, stream));
+  return launch_lists(problem, facts, small, lists, stream);
 }
 
 Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseLayout& layout, void* stream) {
@@ -202,8 +208,6 @@ Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseL
       block_sparse_reasons(problem, facts, layout.q_tile, layout.k_tile, !layout.tile_rows.empty(), &small));
   DIFFATTN_RETURN_IF_ERROR(check_block_sparse_layout(layout, problem.q.size(0), problem.q.size(2), problem.q.size(1),
                                                      problem.k.size(1)));
-  DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(problem, facts.sm_count));
-  args.tail_split = false;
   // The lists travel on the caller's stream, in one allocation, and are freed behind the kernel.
   const auto s = static_cast<cudaStream_t>(stream);
   const std::vector<std::int32_t>* parts[3] = {&layout.offsets, &layout.indices, &layout.tile_rows};
@@ -222,10 +226,9 @@ Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseL
         return CudaError(std::string("block-sparse attention on CUDA: cannot copy the key lists to the device: ") +
                          cudaGetErrorString(cudaGetLastError()));
     }
-    args.params.bs_offsets = at[0];
-    args.params.bs_indices = at[1];
-    args.params.bs_tile_rows = layout.tile_rows.empty() ? nullptr : at[2];
-    return status_from(launch_flash_hopper_block_sparse(args, small, stream));
+    const DeviceBlockSparseLists lists{layout.q_tile, layout.k_tile, at[0], at[1],
+                                       layout.tile_rows.empty() ? nullptr : at[2]};
+    return launch_lists(problem, facts, small, lists, stream);
   };
   const Status status = upload_and_launch();
   (void)cudaFreeAsync(buffer, s);
