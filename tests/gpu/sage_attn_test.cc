@@ -46,10 +46,14 @@ struct Quality {
   std::string error;
 };
 
-// Runs `c` through SAGE_ATTN on the GPU and measures it against the float64 oracle.
-Quality run_sage(const ParityCase& c, sage::PvMode pv, std::mt19937_64& rng) {
+// Runs `c` through SAGE_ATTN on the GPU (with `groups` consumer warpgroups, 0: the rule's) and
+// measures it against the float64 oracle. `misaligned` moves q, k and v 2 bytes off 8-byte
+// alignment, so the quantization kernels take their 2-byte loads.
+Quality run_sage(const ParityCase& c, sage::PvMode pv, std::mt19937_64& rng, int groups = 0, bool misaligned = false) {
   Quality q;
   auto data = testing::make_case_data(c, rng);
+  if (misaligned)
+    for (TensorView* t : {&data->problem.q, &data->problem.k, &data->problem.v}) *t = testing::misaligned_copy(*data, *t);
   const AttentionProblem& host = data->problem;
   if (Status valid = validate_problem(host); !valid.ok()) {
     q.error = "invalid case: " + valid.message();
@@ -61,7 +65,7 @@ Quality run_sage(const ParityCase& c, sage::PvMode pv, std::mt19937_64& rng) {
     q.error = "could not copy the case to the GPU";
     return q;
   }
-  if (Status s = sage::run_sage_attn_cuda(device.problem(), pv, nullptr); !s.ok()) {
+  if (Status s = sage::run_sage_attn_cuda(device.problem(), pv, nullptr, sage::SageKernelChoice{groups}); !s.ok()) {
     q.error = "forward: " + s.ToString();
     return q;
   }
@@ -120,6 +124,7 @@ constexpr double kFp8RelL2 = 0.06, kFp8Cosine = 0.998;
 constexpr double kFp16RelL2 = 0.02, kFp16Cosine = 0.9998;
 constexpr double kLseTolerance = 0.05;
 
+// Both kernel shapes (two overlapping and three in-order consumer warpgroups) on every case.
 TEST(GpuSageAttn, ShapesMasksAndModesStayWithinTheBudget) {
   SKIP_WITHOUT_SAGE_GPU();
   const auto seed = fresh_seed();
@@ -127,18 +132,36 @@ TEST(GpuSageAttn, ShapesMasksAndModesStayWithinTheBudget) {
   int idx = 0;
   for (DType dtype : {DType::kBFloat16, DType::kFloat16})
     for (std::int64_t d : {64, 128})
-      for (sage::PvMode pv : {sage::PvMode::kFp8, sage::PvMode::kFp16}) {
-        const ParityCase c = sage_case(d, dtype, idx++);
-        const Quality q = run_sage(c, pv, rng);
-        const bool fp8 = pv == sage::PvMode::kFp8;
-        EXPECT_EQ(q.error, "") << c.name();
-        EXPECT_LE(q.rel_l2, fp8 ? kFp8RelL2 : kFp16RelL2) << c.name() << (fp8 ? " fp8" : " fp16") << " seed " << seed;
-        EXPECT_GE(q.cosine, fp8 ? kFp8Cosine : kFp16Cosine) << c.name() << " seed " << seed;
-        EXPECT_LE(q.lse_max_diff, kLseTolerance) << c.name() << " seed " << seed;
-        EXPECT_TRUE(q.masked_rows_ok) << c.name();
-        std::printf("[sage] %-60s %s relL2 %.4f cos %.6f lse %.4f\n", c.name().c_str(), fp8 ? "fp8 " : "fp16",
-                    q.rel_l2, q.cosine, q.lse_max_diff);
-      }
+      for (sage::PvMode pv : {sage::PvMode::kFp8, sage::PvMode::kFp16})
+        for (int groups : {2, 3}) {
+          const ParityCase c = sage_case(d, dtype, idx++);
+          const Quality q = run_sage(c, pv, rng, groups);
+          const bool fp8 = pv == sage::PvMode::kFp8;
+          const std::string what = c.name() + (fp8 ? " fp8" : " fp16") + " groups " + std::to_string(groups) +
+                                   " seed " + std::to_string(seed);
+          EXPECT_EQ(q.error, "") << what;
+          EXPECT_LE(q.rel_l2, fp8 ? kFp8RelL2 : kFp16RelL2) << what;
+          EXPECT_GE(q.cosine, fp8 ? kFp8Cosine : kFp16Cosine) << what;
+          EXPECT_LE(q.lse_max_diff, kLseTolerance) << what;
+          EXPECT_TRUE(q.masked_rows_ok) << what;
+          std::printf("[sage] %-60s %s/%d relL2 %.4f cos %.6f lse %.4f\n", c.name().c_str(), fp8 ? "fp8 " : "fp16",
+                      groups, q.rel_l2, q.cosine, q.lse_max_diff);
+        }
+}
+
+// Inputs off 8-byte alignment take the quantization kernels' 2-byte loads, with the same result quality.
+TEST(GpuSageAttn, MisalignedInputsStayWithinTheBudget) {
+  SKIP_WITHOUT_SAGE_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (std::int64_t d : {64, 128}) {
+    const ParityCase c = sage_case(d, DType::kBFloat16, 1);
+    const Quality q = run_sage(c, sage::PvMode::kFp8, rng, 0, /*misaligned=*/true);
+    EXPECT_EQ(q.error, "") << c.name();
+    EXPECT_LE(q.rel_l2, kFp8RelL2) << c.name() << " seed " << seed;
+    EXPECT_GE(q.cosine, kFp8Cosine) << c.name() << " seed " << seed;
+    EXPECT_TRUE(q.masked_rows_ok) << c.name();
+  }
 }
 
 TEST(GpuSageAttn, FullyMaskedRowsAreZeroWithLseMinusInfinity) {
@@ -149,10 +172,12 @@ TEST(GpuSageAttn, FullyMaskedRowsAreZeroWithLseMinusInfinity) {
   c.mask = testing::MaskShape::kKeyPadding;
   c.fully_masked_rows = true;
   c.batch = 2;
-  const Quality q = run_sage(c, sage::PvMode::kFp8, rng);
-  EXPECT_EQ(q.error, "");
-  EXPECT_TRUE(q.masked_rows_ok) << c.name() << " seed " << seed;
-  EXPECT_LE(q.rel_l2, kFp8RelL2) << c.name() << " seed " << seed;
+  for (int groups : {2, 3}) {
+    const Quality q = run_sage(c, sage::PvMode::kFp8, rng, groups);
+    EXPECT_EQ(q.error, "") << "groups " << groups;
+    EXPECT_TRUE(q.masked_rows_ok) << c.name() << " groups " << groups << " seed " << seed;
+    EXPECT_LE(q.rel_l2, kFp8RelL2) << c.name() << " groups " << groups << " seed " << seed;
+  }
 }
 
 TEST(GpuSageAttn, HeadSizesWithoutAKernelAreRefusedWithoutWriting) {

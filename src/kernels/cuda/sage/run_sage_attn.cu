@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_hopper_launch.cuh"
+#include "kernels/cuda/sage/sage_config.h"
 #include "kernels/cuda/sage/sage_hopper_launch.cuh"
 #include "kernels/cuda/sage/sage_params.h"
 #include "kernels/cuda/sage/sage_quant.cuh"
@@ -110,7 +111,7 @@ Status take_workspace(SageParams& p, bool v_fp8, cudaStream_t stream, Workspace&
 
 template <bool kBf16, int kD>
 Status quantize(const SageParams& p, bool v_fp8, cudaStream_t stream) {
-  sage_stats_kernel<kBf16><<<dim3(p.stat_chunks, p.batch * p.heads_kv), 256, 0, stream>>>(p, v_fp8);
+  sage_stats_kernel<kBf16, kD><<<dim3(p.stat_chunks, p.batch * p.heads_kv), 256, 0, stream>>>(p, v_fp8);
   sage_means_kernel<kD><<<p.batch * p.heads_kv, kD, 0, stream>>>(p, v_fp8);
   sage_quant_q_kernel<kBf16, kD>
       <<<dim3(static_cast<unsigned>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)), p.batch * p.heads_q), 128, 0, stream>>>(p);
@@ -139,6 +140,11 @@ SageParams make_params(const AttentionProblem& pr) {
     p.kv_mask = static_cast<const std::uint8_t*>(pr.mask->data);
     p.mask_stride_b = pr.mask->stride(0), p.mask_stride_s = pr.mask->stride(1);
   }
+  const auto vec = [](const TensorView& t) {
+    return reinterpret_cast<std::uintptr_t>(t.data) % 8 == 0 && t.stride(0) % 4 == 0 && t.stride(1) % 4 == 0 &&
+           t.stride(2) % 4 == 0;
+  };
+  p.vec_q = vec(pr.q), p.vec_k = vec(pr.k), p.vec_v = vec(pr.v);
   p.batch = static_cast<int>(pr.q.size(0));
   p.seqlen_q = static_cast<int>(pr.q.size(1));
   p.seqlen_k = static_cast<int>(pr.k.size(1));
@@ -152,7 +158,6 @@ SageParams make_params(const AttentionProblem& pr) {
   p.k_groups = static_cast<int>(flash::ceil_div(p.seqlen_k, kKGroup));
   p.kv_padded = static_cast<int>(flash::ceil_div(p.seqlen_k, kKvBlock) * kKvBlock);
   p.stat_chunks = static_cast<int>(flash::ceil_div(p.seqlen_k, kStatChunk));
-  p.num_m_blocks = static_cast<int>(flash::ceil_div(p.seqlen_q, 128));
   return p;
 }
 
@@ -160,7 +165,7 @@ SageParams make_params(const AttentionProblem& pr) {
 
 bool sage_cuda_kernel_for(int major, int minor) { return major == 9 && minor == 0; }
 
-Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream_ptr) {
+Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream_ptr, const SageKernelChoice& choice) {
   DIFFATTN_RETURN_IF_ERROR(check_problem(problem));
   cuda::ScopedDevice device;
   DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
@@ -171,7 +176,12 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
   if (!sage_cuda_kernel_for(major, minor))
     return Unsupported("SAGE_ATTN's CUDA kernel is built for sm_90 (Hopper), but this device is sm_" +
                        std::to_string(major * 10 + minor) + "; select FLASH_ATTN");
+  if (choice.consumer_groups != 0 && choice.consumer_groups != 2 && choice.consumer_groups != 3)
+    return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 or 3 consumer warpgroups, not " +
+                        std::to_string(choice.consumer_groups));
   SageParams p = make_params(problem);
+  const int groups = choice.consumer_groups != 0 ? choice.consumer_groups : sage_consumer_groups(p.seqlen_q, p.causal);
+  p.num_m_blocks = static_cast<int>(sage_m_blocks(p.seqlen_q, groups));
   const std::int64_t tiles = std::int64_t{p.num_m_blocks} * p.batch * p.heads_q;
   if (tiles >= (std::int64_t{1} << 31)) return InvalidInput("SAGE_ATTN: more than 2^31 query tiles; split the batch");
   p.num_tiles = static_cast<int>(tiles);
@@ -188,7 +198,8 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
   const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, stream) : quantize<true, 128>(p, fp8, stream))
                                   : (d == 64 ? quantize<false, 64>(p, fp8, stream) : quantize<false, 128>(p, fp8, stream));
   DIFFATTN_RETURN_IF_ERROR(quantized);
-  return fp8 ? launch_sage_hopper_fp8(p, sms, stream) : launch_sage_hopper_fp16(p, sms, stream);
+  if (groups == 3) return fp8 ? launch_sage_hopper_fp8_g3(p, sms, stream) : launch_sage_hopper_fp16_g3(p, sms, stream);
+  return fp8 ? launch_sage_hopper_fp8_g2(p, sms, stream) : launch_sage_hopper_fp16_g2(p, sms, stream);
 }
 
 }  // namespace diffattn::sage

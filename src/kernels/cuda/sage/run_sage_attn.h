@@ -10,7 +10,12 @@ namespace diffattn::sage {
 
 // `problem` has passed the layer's checks. Checks what the kernels need (head size, dtype, mask
 // kind, architecture) before anything is written; in a build without CUDA returns kUnavailable.
-Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream);
+// `choice` overrides the kernel's shape where it is set (benchmarks and tests that compare shapes);
+// the default takes sage_config.h's rule.
+struct SageKernelChoice {
+  int consumer_groups = 0;  // 0: sage_consumer_groups; else 2 or 3
+};
+Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream, const SageKernelChoice& choice = {});
 
 // True when this build holds a SAGE_ATTN kernel for compute capability major.minor.
 bool sage_cuda_kernel_for(int major, int minor);

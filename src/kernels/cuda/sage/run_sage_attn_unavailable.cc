@@ -3,7 +3,7 @@
 #if !DIFFATTN_HAVE_CUDA
 namespace diffattn::sage {
 
-Status run_sage_attn_cuda(const AttentionProblem&, PvMode, void*) {
+Status run_sage_attn_cuda(const AttentionProblem&, PvMode, void*, const SageKernelChoice&) {
   return Unavailable("SAGE_ATTN's CUDA kernels are not part of this build (nvcc was not found when it was built); "
                      "rebuild with the CUDA toolkit installed, or run SAGE_ATTN on CPU tensors");
 }

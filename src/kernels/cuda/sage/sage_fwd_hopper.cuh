@@ -1,13 +1,18 @@
 #pragma once
 // SAGE_ATTN's attention kernel for Hopper (sm_90a), after the quantization kernels have written
 // INT8 Q and K and (FP8 mode) transposed E4M3 V. One persistent CTA per SM: warpgroup 0 is the
-// producer (one thread issues TMA loads of the Q tile and a kStages-deep K/V ring); two consumer
-// warpgroups own 64 query rows each. A consumer computes S = Q K^T with s8 wgmma into int32,
-// scales it by its rows' and keys' INT8 scales, runs the exact online softmax of the block
-// (kernels/sage/sage_quant.h), quantizes P and multiplies it by V into a block accumulator of
-// its own (two-level accumulation: the FP8 tensor cores keep about 22 bits, so each block's sum
-// is added into the fp32 output by ordinary adds). The next block's Q K^T is issued together with
-// the previous block's P V, so the softmax overlaps the tensor cores.
+// producer (one thread issues TMA loads of the Q tile and a kStages-deep K/V ring); two or three
+// consumer warpgroups own 64 query rows each. A consumer computes S = Q K^T with s8 wgmma into
+// int32, scales it by its rows' and keys' INT8 scales, runs the exact online softmax of the block
+// (kernels/sage/sage_quant.h), quantizes P and multiplies it by V into a block accumulator of its
+// own (two-level accumulation: the FP8 tensor cores keep about 22 bits, so each block's sum is
+// added into the fp32 output by ordinary adds).
+//  - Two consumer groups (kConsumers 2) overlap their own work: the next block's Q K^T is issued
+//    together with the previous block's P V, so the softmax runs under the tensor cores; the two
+//    groups issue their products in turn.
+//  - Three consumer groups (kConsumers 3) run each block's Q K^T, softmax and P V in order, and the
+//    other two groups keep the tensor cores busy meanwhile. Holding no second score tile is what
+//    lets three groups share the register file.
 
 #include <cstdint>
 
@@ -30,16 +35,18 @@ struct SageTmaMaps {
   CUtensorMap q, k, v;  // q, k: INT8 [B, H, S, D]; v: E4M3 [B, Hkv, D, kv_padded], or the caller's V (FP16 mode)
 };
 
-template <int kD_, bool kBf16_, bool kPvFp8_, int kPolyEvery_ = 4>
+template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, int kPolyEvery_ = 4>
 struct SageTraits {
   static constexpr int kPolyEvery = kPolyEvery_;  // see SageConsumer::exp2_col
   static constexpr int kD = kD_;
   static constexpr bool kBf16 = kBf16_;    // the caller's dtype: the output, and P and V in the FP16 mode
   static constexpr bool kPvFp8 = kPvFp8_;
-  static constexpr int kBlockM = 128;      // two consumer warpgroups of 64 rows
+  static constexpr int kConsumers = kConsumers_;  // consumer warpgroups of 64 query rows
+  static constexpr bool kInOrder = kConsumers == 3;  // see the file comment
+  static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kBlockN = kKvBlock;
   static constexpr int kStages = 3;
-  static constexpr int kThreads = 384;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
   // Q and K rows are kD bytes: 128-byte swizzle at hd128, 64-byte swizzle at hd64.
   static constexpr int kRowBytes = kD;
   static constexpr int kAtomBytes = 8 * kRowBytes;
@@ -53,8 +60,11 @@ struct SageTraits {
   static constexpr int kBarrierOffset = kVOffset + kStages * kVBytes;
   static constexpr int kNumBarriers = 2 + 4 * kStages;
   static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  // The register file (64K) split between the producer and the consumers (setmaxnreg).
+  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register budget exceeded");
   static_assert(kD == 64 || kD == 128, "SAGE_ATTN's Hopper kernel has hd64 and hd128");
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
@@ -182,9 +192,13 @@ struct SageConsumer {
     }
   }
 
+  // P V into o: from zero (the block accumulator of the two-level sum), or, with kAccumulate (the
+  // in-order groups' FP16 mode, whose tensor cores keep fp32 sums), added to what o holds.
+  template <bool kAccumulate = false>
   __device__ void issue_pv(float (&o)[kOAcc], const uint32_t (&pr)[kPRegs], int stage) const {
     const uint64_t v0 = ptx::smem_desc_advance(v_desc0, stage * T::kVBytes);
     if constexpr (T::kPvFp8) {
+      static_assert(!kAccumulate, "FP8 P V sums each block on its own");
 #pragma unroll
       for (int kk = 0; kk < T::kBlockN / 32; ++kk) {
         const uint32_t a[4] = {pr[4 * kk], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
@@ -195,18 +209,33 @@ struct SageConsumer {
 #pragma unroll
       for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
         const uint32_t a[4] = {pr[4 * kk], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
-        flash::Wgmma<T::kD>::template rs<T::kBf16>(o, a, ptx::smem_desc_advance(v0, kk * 16 * 128), kk > 0 ? 1 : 0);
+        flash::Wgmma<T::kD>::template rs<T::kBf16>(o, a, ptx::smem_desc_advance(v0, kk * 16 * 128),
+                                                     kAccumulate || kk > 0 ? 1 : 0);
       }
     }
   }
 
-  // The two consumer warpgroups issue their products in turn (named barriers 4 and 5): a group
-  // takes its turn, issues, waits for its scores and hands the turn over, so one group's softmax
-  // runs while the other's products occupy the tensor cores instead of both at once. Group 0
-  // starts; group 1's last hand-over is taken by group 0 after its last tile.
+  // The two overlapping consumer warpgroups issue their products in turn (named barriers 4 and
+  // 5): a group takes its turn, issues, waits for its scores and hands the turn over, so one
+  // group's softmax runs while the other's products occupy the tensor cores instead of both at
+  // once. Group 0 starts; group 1's last hand-over is taken by group 0 after its last tile. The
+  // in-order groups issue freely.
   static constexpr int kTurnBarrier = 4;
-  __device__ void take_turn() const { ptx::named_barrier_sync(kTurnBarrier + wg, 256); }
-  __device__ void pass_turn() const { ptx::named_barrier_arrive(kTurnBarrier + (wg + 1) % 2, 256); }
+  static constexpr bool kTurns = !T::kInOrder;
+  __device__ void take_turn() const {
+    if constexpr (kTurns) ptx::named_barrier_sync(kTurnBarrier + wg, 256);
+  }
+  __device__ void pass_turn() const {
+    if constexpr (kTurns) ptx::named_barrier_arrive(kTurnBarrier + (wg + 1) % T::kConsumers, 256);
+  }
+  __device__ void start_turns() const {
+    if constexpr (kTurns)
+      if (wg == T::kConsumers - 1) ptx::named_barrier_arrive(kTurnBarrier, 256);
+  }
+  __device__ void finish_turns() const {
+    if constexpr (kTurns)
+      if (wg == 0) ptx::named_barrier_sync(kTurnBarrier, 256);
+  }
 
   __device__ void release(uint64_t* bar) const {
     __syncwarp();
@@ -238,70 +267,106 @@ struct SageConsumer {
     return fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
   }
 
-  // Scores of block n in log2 units (masked keys -inf), then the block's exact online softmax:
-  // s becomes exp2(s - m) against the new row maximum (times 448 in the FP8 mode, ready for E4M3;
-  // l then sums 448 p), alpha the factor for the earlier output. qs holds the INT8 scales of the
-  // thread's two rows. A score is one FFMA of the int32 sum's float image (int_to_float's trick
-  // without its subtraction: the constant is folded into the FFMA's addend, rounded once, which
-  // moves a score by at most half a unit of the INT8 product, far below the INT8 rounding).
+  // Index in the score accumulators of this thread's i-th value of row r (r = 0: row lane / 4 of
+  // the warp's 16, r = 1: lane / 4 + 8); that value is key 8 (i / 2) + 2 (lane % 4) + i % 2 of the
+  // block, in key group key / kKGroup.
+  static constexpr int kCols = T::kBlockN / 4;  // values per row held by this thread
+  static constexpr int kGroups = T::kBlockN / kKGroup;
+  static constexpr int kLanes = 4;  // independent partials of a row's maximum and sum
+  __device__ static constexpr int at(int i, int r) { return (i / 2) * 4 + 2 * r + (i % 2); }
+  __device__ static constexpr int group_of(int i) { return (i / 2) * 8 / kKGroup; }
+  static_assert(kCols % (kLanes * kGroups) == 0, "every reduction lane stays inside one key group");
+
+  // The block's exact online softmax in log2 units: s becomes exp2(score - m) against the new row
+  // maximum m (times 448 in the FP8 mode, ready for E4M3; l then sums 448 p), alpha the factor for
+  // the earlier output. qs holds the INT8 scales of the thread's two rows.
+  //
+  // A score is a[r][g] x + b[r][g] of the int32 sum's float image x (float_image; int_to_float's
+  // trick without its subtraction: the constant is folded into b, rounded once, which moves a score
+  // by at most one unit of the INT8 product, far below the INT8 rounding). Where every key of the
+  // block is live, the maximum is taken over each key group's images (a >= 0, so the largest image
+  // gives the largest score) and each exponent is one FFMA of the image. In blocks with masked keys
+  // (the sequence's end, causal, a key mask) those keys' images become -inf, which gives -inf
+  // scores (a > 0) and zero exponentials. Maxima and sums run on kLanes partials each, so the
+  // reductions are not one long dependent chain.
   __device__ void softmax(const int (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
                           const SageTile& c, int n, const float (&qs)[2]) const {
-    constexpr int kGroups = T::kBlockN / kKGroup;
     const std::int64_t kbase = (static_cast<std::int64_t>(c.b) * p.heads_kv + c.h / (p.heads_q / p.heads_kv)) * p.k_groups;
     const int g0 = n * kGroups;
-    float f[2][kGroups], f0[2][kGroups];
+    float a[2][kGroups], b[2][kGroups];
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
       const float ks = g0 + g < p.k_groups ? __ldg(p.k_scale + kbase + g0 + g) : 0.f;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        f[r][g] = __fmul_rn(qs[r], ks);
-        f0[r][g] = -kFloatImage * f[r][g];
+        // Kept positive, so a masked key's image (-inf) gives -inf, never NaN; where the product
+        // is 0 (an all-zero query row, a group of keys equal to their mean) every score of the
+        // group is then about 1e-30 x instead of 0, which no exponential can tell apart.
+        a[r][g] = fmaxf(__fmul_rn(qs[r], ks), 1e-30f);
+        b[r][g] = -kFloatImage * a[r][g];
       }
     }
-    // The thread's accumulator i holds row 8 ((i % 4) / 2) + lane / 4 of its warp's 16 and key
-    // 8 (i / 4) + 2 (lane % 4) + i % 2 of the block.
 #pragma unroll
-    for (int i = 0; i < kSAcc; ++i) {
-      const int r = (i % 4) / 2, g = (i / 4) * 8 / kKGroup;
-      s[i] = fmaf(float_image(si[i]), f[r][g], f0[r][g]);
-    }
-    const int row_base = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
+    for (int i = 0; i < kSAcc; ++i) s[i] = float_image(si[i]);
     const bool edge = (n + 1) * T::kBlockN > p.seqlen_k || (p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM);
     if (edge || p.kv_mask != nullptr) {
+      // Which of the thread's keys are live, as bits (a rolled loop: one register, not kCols).
+      static_assert(kCols <= 32, "one bit per key of a row");
+      const int key0 = n * T::kBlockN + (lane % 4) * 2;
       const uint8_t* mask = p.kv_mask != nullptr ? p.kv_mask + c.b * p.mask_stride_b : nullptr;
+      uint32_t live = 0;
+#pragma unroll 1
+      for (int i = 0; i < kCols; ++i) {
+        const int col = key0 + (i / 2) * 8 + i % 2;
+        bool keep = col < p.seqlen_k;
+        if (keep && mask != nullptr) keep = mask[col * p.mask_stride_s] != 0;
+        live |= static_cast<uint32_t>(keep) << i;
+      }
+      // Causal: the thread's i-th key is visible to row r while its offset (i / 2) 8 + i % 2 is at most last[r].
+      const int row0 = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
+      const int last[2] = {p.causal ? row0 - key0 : T::kBlockN, p.causal ? row0 + 8 - key0 : T::kBlockN};
 #pragma unroll
-      for (int j = 0; j < T::kBlockN / 8; ++j)
+      for (int i = 0; i < kCols; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = n * T::kBlockN + j * 8 + (lane % 4) * 2 + (e & 1);
-          const int row = row_base + (e >= 2 ? 8 : 0);
-          bool keep = col < p.seqlen_k;
-          if (p.causal) keep = keep && col <= row;
-          if (keep && mask != nullptr) keep = mask[col * p.mask_stride_s] != 0;
-          if (!keep) s[j * 4 + e] = -INFINITY;
-        }
+        for (int r = 0; r < 2; ++r)
+          if (!((live >> i) & 1u) || (i / 2) * 8 + i % 2 > last[r]) s[at(i, r)] = -INFINITY;
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = m[r];
 #pragma unroll
-      for (int j = 0; j < T::kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(s[j * 4 + 2 * r], s[j * 4 + 2 * r + 1]));
+      for (int g = 0; g < kGroups; ++g) {
+        constexpr int kPerGroup = kCols / kGroups;
+        float part[kLanes];
+#pragma unroll
+        for (int i = 0; i < kPerGroup; ++i) {
+          const float x = s[at(g * kPerGroup + i, r)];
+          part[i % kLanes] = i < kLanes ? x : fmaxf(part[i % kLanes], x);
+        }
+#pragma unroll
+        for (int w = kLanes / 2; w > 0; w /= 2)
+#pragma unroll
+          for (int i = 0; i < w; ++i) part[i] = fmaxf(part[i], part[i + w]);
+        mx = fmaxf(mx, fmaf(part[0], a[r][g], b[r][g]));
+      }
       mx = quad_max(mx);
       const float use = mx == -INFINITY ? 0.f : mx;
       alpha[r] = ptx::exp2_approx(m[r] - use);
       m[r] = mx;
-      const float shift = T::kPvFp8 ? use - kLog2E4m3Max : use;  // exp2(s - shift) = 448 p
-      float sum = 0.f;
+      const float shift = T::kPvFp8 ? use - kLog2E4m3Max : use;  // exp2(score - shift) = 448 p
+      float sum[kLanes];
 #pragma unroll
-      for (int j = 0; j < T::kBlockN / 8; ++j)
+      for (int i = 0; i < kCols; ++i) {
+        const int g = group_of(i);
+        const float v = exp2_col(i, fmaf(s[at(i, r)], a[r][g], b[r][g] - shift));
+        s[at(i, r)] = v;
+        sum[i % kLanes] = i < kLanes ? v : sum[i % kLanes] + v;
+      }
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float v = exp2_col(j * 2 + e, s[j * 4 + 2 * r + e] - shift);
-          s[j * 4 + 2 * r + e] = v;
-          sum += v;
-        }
-      l[r] = fmaf(l[r], alpha[r], sum);
+      for (int w = kLanes / 2; w > 0; w /= 2)
+#pragma unroll
+        for (int i = 0; i < w; ++i) sum[i] += sum[i + w];
+      l[r] = fmaf(l[r], alpha[r], sum[0]);
     }
   }
 
@@ -328,6 +393,11 @@ struct SageConsumer {
   __device__ static void accumulate(float (&o)[kOAcc], const float (&blk)[kOAcc], const float (&alpha)[2]) {
 #pragma unroll
     for (int i = 0; i < kOAcc; ++i) o[i] = fmaf(o[i], alpha[(i % 4) / 2], blk[i]);
+  }
+
+  __device__ static void rescale(float (&o)[kOAcc], const float (&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < kOAcc; ++i) o[i] *= alpha[(i % 4) / 2];
   }
 
   __device__ void finish(const float (&o)[kOAcc], const float (&m)[2], const float (&l_part)[2], const SageTile& c) const {
@@ -374,21 +444,90 @@ struct SageConsumer {
     }
   }
 
+  // The INT8 scales of the thread's two rows (kQGroup is 1: one per row); 0 past the sequence.
+  __device__ void row_scales(const SageTile& c, float (&qs)[2]) const {
+    static_assert(kQGroup == 1, "the consumer reads one Q scale per row");
+    const int row0 = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      qs[r] = row0 + 8 * r < p.seqlen_q
+                  ? __ldg(p.q_scale + (static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.q_groups + row0 + 8 * r)
+                  : 0.f;
+  }
+
   __device__ void run() const {
+    if constexpr (T::kInOrder) run_in_order();
+    else run_overlapped();
+  }
+
+  // Three groups: each block's Q K^T, softmax and P V in order.
+  __device__ void run_in_order() const {
     int stage = 0;
     uint32_t phase = 0, q_phase = 0;
-    if (wg == 1) ptx::named_barrier_arrive(kTurnBarrier, 256);  // group 0 takes the first turn
     for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
       const SageTile c = decode_tile<T>(p, tile);
-      // The INT8 scales of the thread's two rows (kQGroup is 1: one per row).
-      static_assert(kQGroup == 1, "the consumer reads one Q scale per row");
       float qs[2];
-      const int row0 = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
+      row_scales(c, qs);
+      float o[kOAcc];
 #pragma unroll
-      for (int r = 0; r < 2; ++r)
-        qs[r] = row0 + 8 * r < p.seqlen_q
-                    ? __ldg(p.q_scale + (static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.q_groups + row0 + 8 * r)
-                    : 0.f;
+      for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
+      float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
+      ptx::mbar_wait(sm.q_full(), q_phase);
+      q_phase ^= 1;
+      if (c.n_blocks == 0) release(sm.q_empty());
+      for (int n = 0; n < c.n_blocks; ++n) {
+        int si[kSAcc];
+        float s[kSAcc];
+        uint32_t pr[kPRegs];
+        ptx::mbar_wait(sm.k_full(stage), phase);
+        ptx::fence_operands(o);
+        ptx::wgmma_fence();
+        issue_qk(si, stage);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        fence_scores(si);
+        release(sm.k_empty(stage));
+        if (n == c.n_blocks - 1) release(sm.q_empty());  // the last read of Q: the next tile's may load
+        softmax(si, s, m, l, alpha, c, n, qs);
+        convert_p(s, pr);
+        ptx::mbar_wait(sm.v_full(stage), phase);
+        if constexpr (T::kPvFp8) {
+          float blk[kOAcc];
+          ptx::fence_operands(pr);
+          ptx::wgmma_fence();
+          issue_pv(blk, pr, stage);
+          ptx::wgmma_commit();
+          ptx::wgmma_wait<0>();
+          ptx::fence_operands(blk);
+          release(sm.v_empty(stage));
+          accumulate(o, blk, alpha);
+        } else {
+          rescale(o, alpha);
+          ptx::fence_operands(o);
+          ptx::fence_operands(pr);
+          ptx::wgmma_fence();
+          issue_pv<true>(o, pr, stage);
+          ptx::wgmma_commit();
+          ptx::wgmma_wait<0>();
+          ptx::fence_operands(o);
+          release(sm.v_empty(stage));
+        }
+        advance(stage, phase);
+      }
+      finish(o, m, l, c);
+    }
+  }
+
+  // Two groups: block n's Q K^T and block n - 1's P V in flight together, block n's softmax under
+  // the P V; the groups issue in turn.
+  __device__ void run_overlapped() const {
+    int stage = 0;
+    uint32_t phase = 0, q_phase = 0;
+    start_turns();
+    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+      const SageTile c = decode_tile<T>(p, tile);
+      float qs[2];
+      row_scales(c, qs);
       float o[kOAcc], blk[kOAcc];
 #pragma unroll
       for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
@@ -462,7 +601,7 @@ struct SageConsumer {
       accumulate(o, blk, alpha_prev);
       finish(o, m, l, c);
     }
-    if (wg == 0) take_turn();  // group 1's last hand-over: every arrival on barrier 4 is matched
+    finish_turns();
   }
 };
 
@@ -475,12 +614,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     ptx::mbar_init(sm.q_full(), 1);
-    ptx::mbar_init(sm.q_empty(), 8);  // one arrival per consumer warp
+    ptx::mbar_init(sm.q_empty(), 4 * T::kConsumers);  // one arrival per consumer warp
     for (int s = 0; s < T::kStages; ++s) {
       ptx::mbar_init(sm.k_full(s), 1);
       ptx::mbar_init(sm.v_full(s), 1);
-      ptx::mbar_init(sm.k_empty(s), 8);
-      ptx::mbar_init(sm.v_empty(s), 8);
+      ptx::mbar_init(sm.k_empty(s), 4 * T::kConsumers);
+      ptx::mbar_init(sm.v_empty(s), 4 * T::kConsumers);
     }
     ptx::fence_barrier_init();
     ptx::prefetch_tensor_map(&maps.q);

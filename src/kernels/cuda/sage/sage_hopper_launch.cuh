@@ -72,18 +72,22 @@ Status launch_sage_hopper(SageParams p, int sm_count, cudaStream_t stream) {
   return Status::Ok();
 }
 
-// The instantiations of one P*V mode: hd64 / hd128 x bf16 / fp16 (sage_hopper_fp8.cu, sage_hopper_fp16.cu).
-Status launch_sage_hopper_fp8(const SageParams& p, int sm_count, cudaStream_t stream);
-Status launch_sage_hopper_fp16(const SageParams& p, int sm_count, cudaStream_t stream);
+// The instantiations of one P*V mode and number of consumer groups: hd64 / hd128 x bf16 / fp16
+// (sage_hopper_fp8_g2.cu, sage_hopper_fp8_g3.cu, sage_hopper_fp16_g2.cu, sage_hopper_fp16_g3.cu,
+// compiled in parallel). p.num_m_blocks and p.num_tiles count tiles of 64 * consumer_groups rows.
+Status launch_sage_hopper_fp8_g2(const SageParams& p, int sm_count, cudaStream_t stream);
+Status launch_sage_hopper_fp8_g3(const SageParams& p, int sm_count, cudaStream_t stream);
+Status launch_sage_hopper_fp16_g2(const SageParams& p, int sm_count, cudaStream_t stream);
+Status launch_sage_hopper_fp16_g3(const SageParams& p, int sm_count, cudaStream_t stream);
 
-template <bool kPvFp8>
+template <bool kPvFp8, int kConsumers>
 Status launch_sage_hopper_mode(const SageParams& p, int sm_count, cudaStream_t stream) {
   if (p.head_size == 64)
-    return p.bf16 ? launch_sage_hopper<SageTraits<64, true, kPvFp8>>(p, sm_count, stream)
-                  : launch_sage_hopper<SageTraits<64, false, kPvFp8>>(p, sm_count, stream);
+    return p.bf16 ? launch_sage_hopper<SageTraits<64, true, kPvFp8, kConsumers>>(p, sm_count, stream)
+                  : launch_sage_hopper<SageTraits<64, false, kPvFp8, kConsumers>>(p, sm_count, stream);
   if (p.head_size == 128)
-    return p.bf16 ? launch_sage_hopper<SageTraits<128, true, kPvFp8>>(p, sm_count, stream)
-                  : launch_sage_hopper<SageTraits<128, false, kPvFp8>>(p, sm_count, stream);
+    return p.bf16 ? launch_sage_hopper<SageTraits<128, true, kPvFp8, kConsumers>>(p, sm_count, stream)
+                  : launch_sage_hopper<SageTraits<128, false, kPvFp8, kConsumers>>(p, sm_count, stream);
   return Unsupported("SAGE_ATTN's Hopper kernel has head sizes 64 and 128, not " + std::to_string(p.head_size) +
                      "; select FLASH_ATTN for this layer");
 }

@@ -21,6 +21,9 @@ struct SageParams {
   const std::uint8_t* kv_mask = nullptr;  // optional bool keep-mask [B, Skv]
   std::int64_t mask_stride_b = 0, mask_stride_s = 0;
 
+  // Whether q, k, v allow 8-byte loads of four elements (base 8-byte aligned, strides multiples of 4).
+  bool vec_q = false, vec_k = false, vec_v = false;
+
   int batch = 0, heads_q = 0, heads_kv = 0;
   int seqlen_q = 0, seqlen_k = 0;
   int head_size = 0;

@@ -28,6 +28,29 @@ __device__ __forceinline__ float load_elem(const void* base, std::int64_t index)
   else return __half2float(static_cast<const __half*>(base)[index]);
 }
 
+// Four consecutive elements from `index` on: one 8-byte load where the tensor allows it (`vec`:
+// its base 8-byte aligned and its strides multiples of four elements, SageParams::vec_*), else
+// four 2-byte loads.
+template <bool kBf16>
+__device__ __forceinline__ float4 load4(const void* base, std::int64_t index, bool vec) {
+  if (vec) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const std::uint16_t*>(base) + index);
+    float2 lo, hi;
+    if constexpr (kBf16) {
+      lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+      hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+    } else {
+      lo = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+      hi = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+    }
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  }
+  return make_float4(load_elem<kBf16>(base, index), load_elem<kBf16>(base, index + 1), load_elem<kBf16>(base, index + 2),
+                     load_elem<kBf16>(base, index + 3));
+}
+
+__device__ __forceinline__ float at4(const float4& v, int e) { return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w; }
+
 __device__ __forceinline__ bool key_valid(const SageParams& p, int b, int key) {
   return key < p.seqlen_k && (p.kv_mask == nullptr || p.kv_mask[b * p.mask_stride_b + key * p.mask_stride_s] != 0);
 }
@@ -51,40 +74,47 @@ __device__ __forceinline__ float block_max(float x, float* scratch) {
   return m;
 }
 
-// grid (stat_chunks, B * Hkv), 256 threads: lanes of D channels walk the chunk's keys.
-template <bool kBf16>
+// grid (stat_chunks, B * Hkv), 256 threads: each thread holds four channels of every
+// (256 / (kD / 4))-th key of the chunk; the key lanes' partials are then added in a fixed order.
+template <bool kBf16, int kD>
 __global__ void __launch_bounds__(256) sage_stats_kernel(const SageParams p, bool v_stats) {
-  __shared__ float s_sum[256], s_max[256];
-  __shared__ int s_cnt[256];
-  const int D = p.head_size, lanes = 256 / D;
-  const int c = threadIdx.x % D, lane = threadIdx.x / D;
+  constexpr int kLanesPerKey = kD / 4, kKeyLanes = 256 / kLanesPerKey;
+  __shared__ float4 s_sum[256], s_max[256];
+  __shared__ int s_cnt[kKeyLanes];
+  const int c0 = (threadIdx.x % kLanesPerKey) * 4, lane = threadIdx.x / kLanesPerKey;
   const int bh = blockIdx.y, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
   const int key0 = blockIdx.x * kStatChunk, key1 = min(key0 + kStatChunk, p.seqlen_k);
-  float sum = 0.f, amax = 0.f;
+  float4 sum = make_float4(0.f, 0.f, 0.f, 0.f), amax = sum;
   int count = 0;
-  if (lane < lanes) {
 #pragma unroll 4
-    for (int key = key0 + lane; key < key1; key += lanes) {
-      if (!key_valid(p, b, key)) continue;
-      sum += load_elem<kBf16>(p.k, b * p.k_stride_b + key * p.k_stride_s + hkv * p.k_stride_h + c);
-      if (v_stats) amax = fmaxf(amax, fabsf(load_elem<kBf16>(p.v, b * p.v_stride_b + key * p.v_stride_s + hkv * p.v_stride_h + c)));
-      ++count;
+  for (int key = key0 + lane; key < key1; key += kKeyLanes) {
+    if (!key_valid(p, b, key)) continue;
+    const float4 k = load4<kBf16>(p.k, b * p.k_stride_b + key * p.k_stride_s + hkv * p.k_stride_h + c0, p.vec_k);
+    sum.x += k.x, sum.y += k.y, sum.z += k.z, sum.w += k.w;
+    if (v_stats) {
+      const float4 v = load4<kBf16>(p.v, b * p.v_stride_b + key * p.v_stride_s + hkv * p.v_stride_h + c0, p.vec_v);
+      amax.x = fmaxf(amax.x, fabsf(v.x)), amax.y = fmaxf(amax.y, fabsf(v.y));
+      amax.z = fmaxf(amax.z, fabsf(v.z)), amax.w = fmaxf(amax.w, fabsf(v.w));
     }
+    ++count;
   }
   s_sum[threadIdx.x] = sum;
   s_max[threadIdx.x] = amax;
-  s_cnt[threadIdx.x] = count;
+  if (c0 == 0) s_cnt[lane] = count;
   __syncthreads();
-  if (lane != 0) return;
-  for (int l = 1; l < lanes; ++l) {
-    sum += s_sum[l * D + c];
-    amax = fmaxf(amax, s_max[l * D + c]);
-    count += s_cnt[l * D + c];
+  if (threadIdx.x >= kD) return;
+  const int c = threadIdx.x, slot = c / 4, e = c % 4;
+  float total = 0.f, vmax = 0.f;
+  int n = 0;
+  for (int l = 0; l < kKeyLanes; ++l) {
+    total += at4(s_sum[l * kLanesPerKey + slot], e);
+    vmax = fmaxf(vmax, at4(s_max[l * kLanesPerKey + slot], e));
+    n += s_cnt[l];
   }
-  const std::int64_t part = (static_cast<std::int64_t>(bh) * p.stat_chunks + blockIdx.x) * D + c;
-  p.k_sum_parts[part] = sum;
-  if (v_stats) p.v_amax_parts[part] = amax;
-  if (hkv == 0 && c == 0) p.valid_parts[b * p.stat_chunks + blockIdx.x] = count;
+  const std::int64_t part = (static_cast<std::int64_t>(bh) * p.stat_chunks + blockIdx.x) * kD + c;
+  p.k_sum_parts[part] = total;
+  if (v_stats) p.v_amax_parts[part] = vmax;
+  if (hkv == 0 && c == 0) p.valid_parts[b * p.stat_chunks + blockIdx.x] = n;
 }
 
 // grid (B * Hkv), kD threads: K's channel means and V's channel maxima from the statistics
@@ -137,9 +167,16 @@ __global__ void __launch_bounds__(128) sage_quant_q_kernel(const SageParams p) {
     const std::int64_t at = b * p.q_stride_b + static_cast<std::int64_t>(row) * p.q_stride_s + h * p.q_stride_h + c0;
     float x[kPer];
     float amax = 0.f, shift = 0.f;
+    if constexpr (kPer == 4) {
+      const float4 v = load4<kBf16>(p.q, at, p.vec_q);
+      x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) x[e] = load_elem<kBf16>(p.q, at + e);
+    }
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
-      x[e] = __fmul_rn(load_elem<kBf16>(p.q, at + e), p.scale_log2);
+      x[e] = __fmul_rn(x[e], p.scale_log2);
       amax = fmaxf(amax, fabsf(x[e]));
       shift = fmaf(x[e], mean[c0 + e], shift);
     }
@@ -183,9 +220,10 @@ __global__ void __launch_bounds__(256) sage_quant_k_kernel(const SageParams p) {
     const int key = key0 + i * kKeysPerPass + threadIdx.x / kLanesPerKey;
     const bool valid = key_valid(p, b, key);
     const std::int64_t at = b * p.k_stride_b + static_cast<std::int64_t>(key) * p.k_stride_s + hkv * p.k_stride_h + c0;
+    const float4 k = valid ? load4<kBf16>(p.k, at, p.vec_k) : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      x[i][e] = valid ? __fsub_rn(load_elem<kBf16>(p.k, at + e), mean[c0 + e]) : 0.f;
+      x[i][e] = valid ? __fsub_rn(at4(k, e), mean[c0 + e]) : 0.f;
       amax = fmaxf(amax, fabsf(x[i][e]));
     }
   }
@@ -206,32 +244,44 @@ __global__ void __launch_bounds__(256) sage_quant_k_kernel(const SageParams p) {
   if (threadIdx.x == 0) p.k_scale[static_cast<std::int64_t>(bh) * p.k_groups + blockIdx.x] = __fdiv_rn(amax, kInt8Max);
 }
 
-// grid (kv_padded / kKvBlock, B * Hkv), 256 threads: one block of keys, every channel.
+// grid (kv_padded / kKvBlock, B * Hkv), 256 threads: one block of keys, every channel, with no
+// shared memory. A thread writes one 32-bit word (four positions of a 32-key chunk) of four
+// channels: positions 4j .. 4j + 3 hold keys kb, kb + 1, kb + 8, kb + 9 (v_position), so it loads
+// those four keys' four channels and packs them. A warp covers eight words of one chunk (32
+// contiguous bytes per channel row) for 16 channels: its loads and stores fill whole sectors.
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(256) sage_quant_v_kernel(const SageParams p) {
-  constexpr int kPer = kKvBlock * kD / 256;
-  __shared__ float inv[kD];
-  __shared__ __align__(16) std::uint8_t tile[kD][kKvBlock];
+  constexpr int kUnits = (kKvBlock / 32) * (kD / 16);  // (32-key chunk, 16-channel block) pairs
   const int bh = blockIdx.y, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
-  if (threadIdx.x < kD) {
-    const float amax = p.v_amax[static_cast<std::int64_t>(bh) * kD + threadIdx.x];
-    inv[threadIdx.x] = amax > 0.f ? __fdiv_rn(kE4m3Max, amax) : 0.f;
-  }
-  __syncthreads();
   const int key0 = blockIdx.x * kKvBlock;
-#pragma unroll 4
-  for (int i = 0; i < kPer; ++i) {
-    const int idx = threadIdx.x + i * 256, local = idx / kD, c = idx % kD, key = key0 + local;
-    const float x = key_valid(p, b, key)
-                        ? __fmul_rn(load_elem<kBf16>(p.v, b * p.v_stride_b + key * p.v_stride_s + hkv * p.v_stride_h + c), inv[c])
-                        : 0.f;
-    tile[c][(local / 32) * 32 + v_position(local % 32)] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
-  }
-  __syncthreads();
-  for (int w = threadIdx.x; w < kD * kKvBlock / 4; w += 256) {
-    const int c = w / (kKvBlock / 4), word = w % (kKvBlock / 4);
-    std::uint8_t* dst = p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c) * p.kv_padded + key0;
-    reinterpret_cast<std::uint32_t*>(dst)[word] = reinterpret_cast<const std::uint32_t*>(tile[c])[word];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, word = lane % 8;
+  const int kb = 16 * (word / 4) + 2 * (word % 4);  // the first of the word's keys within its chunk
+  const float* amax = p.v_amax + static_cast<std::int64_t>(bh) * kD;
+  for (int u = warp; u < kUnits; u += 8) {
+    const int chunk = u % (kKvBlock / 32), c0 = (u / (kKvBlock / 32)) * 16 + (lane / 8) * 4;
+    float inv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float m = __ldg(amax + c0 + e);
+      inv[e] = m > 0.f ? __fdiv_rn(kE4m3Max, m) : 0.f;
+    }
+    float x[4][4];  // [key kb, kb + 1, kb + 8, kb + 9][channel]
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int key = key0 + chunk * 32 + kb + (k / 2) * 8 + k % 2;
+      const float4 v = key_valid(p, b, key) ? load4<kBf16>(p.v, b * p.v_stride_b + static_cast<std::int64_t>(key) * p.v_stride_s +
+                                                                      hkv * p.v_stride_h + c0, p.vec_v)
+                                            : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[k][e] = __fmul_rn(at4(v, e), inv[e]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(x[0][e], x[1][e]), __NV_SATFINITE, __NV_E4M3);
+      const std::uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(x[2][e], x[3][e]), __NV_SATFINITE, __NV_E4M3);
+      std::uint8_t* dst = p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0 + e) * p.kv_padded + key0 + chunk * 32 + 4 * word;
+      *reinterpret_cast<std::uint32_t*>(dst) = (lo & 0xffffu) | (hi << 16);
+    }
   }
 }
 
