@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/flash/run_flash_attn.h"
 #include "kernels/cuda/sage/run_sage_attn.h"
+#include "kernels/cuda/sage/sage_hopper_launch.cuh"
 
 using namespace diffattn;
 
@@ -122,6 +123,21 @@ int main(int argc, char** argv) {
       }
       std::printf(" | %9.3f %8.3f %8.1f %8.2e %9.6f", t, t_flash / t, flops / t / 1e9, std::sqrt(dd / rr),
                   dot / std::sqrt(rr * gg));
+    }
+    // The FP8 three-group kernel with every kPolyEvery-th exponential on the FMA pipe (the product takes 0).
+    if (w.d == 128) {
+      const auto sweep = [&](auto traits, const char* name) {
+        using T = decltype(traits);
+        const float t = time([&] {
+          return sage::run_sage_attn_cuda_with(ps, sage::PvMode::kFp8, nullptr, 3, [](const sage::SageParams& sp, int sms, void* st) {
+            return sage::launch_sage_hopper<T>(sp, sms, static_cast<cudaStream_t>(st));
+          });
+        });
+        std::printf(" | %s %8.3f %6.3f", name, t, t_flash / t);
+      };
+      sweep(sage::SageTraits<128, true, true, 3, 4>{}, "poly4");
+      sweep(sage::SageTraits<128, true, true, 3, 2>{}, "poly2");
+      sweep(sage::SageTraits<128, true, true, 3, 8>{}, "poly8");
     }
     std::printf("\n");
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o_ref), cudaFree(o);

@@ -7,7 +7,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bd=build/default
 cmake --build --preset default -j "$(nproc)" --target diffattn_tests gpu_attention_bench gpu_sparse_bench diffattn diffattn_shared 2>/dev/null ||
   cmake --build --preset default -j "$(nproc)"
-nvcc -std=c++20 -O2 -Iinclude -Isrc -DDIFFATTN_HAVE_CUDA=1 -x cu -c dev/sage_time.cc -o "$bd/sage_time.o"
+nvcc -std=c++20 -O3 -Iinclude -Isrc -DDIFFATTN_HAVE_CUDA=1 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -x cu -c dev/sage_time.cc -o "$bd/sage_time.o"
 nvcc "$bd/sage_time.o" -o "$bd/sage_time" "$bd/src/libdiffattn_kernels.a" "$bd/src/libdiffattn_core.a" -lcuda
 mkdir -p .devcarry
 grep -qx "/.devcarry/" .git/info/exclude || echo "/.devcarry/" >> .git/info/exclude

@@ -16,12 +16,13 @@ TEST(SageConfig, QueryTilesCoverEveryRow) {
   EXPECT_EQ(sage_m_blocks(0, 3), 0);
 }
 
-TEST(SageConfig, TheRuleNamesAKernelThatExists) {
-  for (bool causal : {false, true})
-    for (std::int64_t rows : {1, 512, 4096, 4608, 8192, 16384, 32760}) {
-      const int g = sage_consumer_groups(rows, causal);
-      EXPECT_TRUE(g == 2 || g == 3) << rows << (causal ? " causal" : "");
-    }
+// The measured rule: three in-order groups, except at hd64 up to 4096 query rows.
+TEST(SageConfig, ThreeGroupsExceptShortHeadSize64Rows) {
+  for (std::int64_t rows : {1, 512, 4096, 4429, 32760}) EXPECT_EQ(sage_consumer_groups(128, rows), 3) << rows;
+  EXPECT_EQ(sage_consumer_groups(64, 1), 2);
+  EXPECT_EQ(sage_consumer_groups(64, kSageHd64TwoGroupMaxRows), 2);
+  EXPECT_EQ(sage_consumer_groups(64, kSageHd64TwoGroupMaxRows + 1), 3);
+  EXPECT_EQ(sage_consumer_groups(64, 16384), 3);
 }
 
 }  // namespace

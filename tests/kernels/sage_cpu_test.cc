@@ -112,8 +112,9 @@ void expect_accuracy(bool dit_like) {
     EXPECT_GE(fp8.cosine, bound.fp8_cosine);
     EXPECT_LE(fp16.rel_l2, bound.fp16_rel_l2);
     EXPECT_GE(fp16.cosine, bound.fp16_cosine);
+    // FP8: the LSE of the E4M3 P that multiplied V (its row sums); FP16: of unquantized P.
     EXPECT_LE(fp8.lse, bound.lse);
-    EXPECT_EQ(fp16.lse, fp8.lse);  // the LSE comes from unquantized P in both modes
+    EXPECT_LE(fp16.lse, bound.lse);
     EXPECT_TRUE(fp8.masked_rows_exact && fp16.masked_rows_exact);
     EXPECT_LT(fp16.rel_l2, bound.fp16_share * fp8.rel_l2) << "the accurate mode must be more accurate";
   }

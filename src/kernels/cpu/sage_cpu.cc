@@ -170,8 +170,10 @@ class ItemRunner {
       std::fill(acc, acc + dv_, 0.f);
       for (std::int64_t jj = 0; jj < keys; ++jj) {
         const float p = s[jj] == kNegInf ? 0.f : std::exp2(s[jj] - m_new);
-        row_sum += p;
         const float pq = pv_ == PvMode::kFp8 ? e4m3_round(p * kE4m3Max) : round_to_dtype(p, dtype);
+        // FP8: the sum of the E4M3 values that multiply V (the GPU's P V product sums them with a
+        // column of ones), so numerator and denominator share P's rounding; FP16: of p itself.
+        row_sum += pv_ == PvMode::kFp8 ? pq * (1.f / kE4m3Max) : p;
         if (pq == 0.f) continue;
         const float* vj = v + jj * dv_;
         for (std::int64_t c = 0; c < dv_; ++c) acc[c] += pq * vj[c];

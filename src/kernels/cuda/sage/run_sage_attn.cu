@@ -165,7 +165,8 @@ SageParams make_params(const AttentionProblem& pr) {
 
 bool sage_cuda_kernel_for(int major, int minor) { return major == 9 && minor == 0; }
 
-Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream_ptr, const SageKernelChoice& choice) {
+Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream_ptr, int consumer_groups,
+                               const SageKernelLaunch& launch) {
   DIFFATTN_RETURN_IF_ERROR(check_problem(problem));
   cuda::ScopedDevice device;
   DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
@@ -176,12 +177,10 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
   if (!sage_cuda_kernel_for(major, minor))
     return Unsupported("SAGE_ATTN's CUDA kernel is built for sm_90 (Hopper), but this device is sm_" +
                        std::to_string(major * 10 + minor) + "; select FLASH_ATTN");
-  if (choice.consumer_groups != 0 && choice.consumer_groups != 2 && choice.consumer_groups != 3)
-    return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 or 3 consumer warpgroups, not " +
-                        std::to_string(choice.consumer_groups));
+  if (consumer_groups != 2 && consumer_groups != 3)
+    return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 or 3 consumer warpgroups, not " + std::to_string(consumer_groups));
   SageParams p = make_params(problem);
-  const int groups = choice.consumer_groups != 0 ? choice.consumer_groups : sage_consumer_groups(p.seqlen_q, p.causal);
-  p.num_m_blocks = static_cast<int>(sage_m_blocks(p.seqlen_q, groups));
+  p.num_m_blocks = static_cast<int>(sage_m_blocks(p.seqlen_q, consumer_groups));
   const std::int64_t tiles = std::int64_t{p.num_m_blocks} * p.batch * p.heads_q;
   if (tiles >= (std::int64_t{1} << 31)) return InvalidInput("SAGE_ATTN: more than 2^31 query tiles; split the batch");
   p.num_tiles = static_cast<int>(tiles);
@@ -198,8 +197,19 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
   const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, stream) : quantize<true, 128>(p, fp8, stream))
                                   : (d == 64 ? quantize<false, 64>(p, fp8, stream) : quantize<false, 128>(p, fp8, stream));
   DIFFATTN_RETURN_IF_ERROR(quantized);
-  if (groups == 3) return fp8 ? launch_sage_hopper_fp8_g3(p, sms, stream) : launch_sage_hopper_fp16_g3(p, sms, stream);
-  return fp8 ? launch_sage_hopper_fp8_g2(p, sms, stream) : launch_sage_hopper_fp16_g2(p, sms, stream);
+  return launch(p, sms, stream);
+}
+
+Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream, const SageKernelChoice& choice) {
+  const bool fp8 = pv == PvMode::kFp8;
+  const int groups = choice.consumer_groups != 0
+                         ? choice.consumer_groups
+                         : sage_consumer_groups(static_cast<int>(problem.q.size(3)), problem.q.size(1));
+  return run_sage_attn_cuda_with(problem, pv, stream, groups, [&](const SageParams& p, int sms, void* s) {
+    const auto st = static_cast<cudaStream_t>(s);
+    if (groups == 3) return fp8 ? launch_sage_hopper_fp8_g3(p, sms, st) : launch_sage_hopper_fp16_g3(p, sms, st);
+    return fp8 ? launch_sage_hopper_fp8_g2(p, sms, st) : launch_sage_hopper_fp16_g2(p, sms, st);
+  });
 }
 
 }  // namespace diffattn::sage

@@ -2,6 +2,8 @@
 // SAGE_ATTN on CUDA views: fused quantization of Q, K (smoothed) and V, then the 8-bit attention
 // kernel, on the caller's stream. The arithmetic is kernels/sage/sage_quant.h's.
 
+#include <functional>
+
 #include "diffattn/problem.h"
 #include "diffattn/status.h"
 #include "kernels/sage/sage_quant.h"
@@ -16,6 +18,14 @@ struct SageKernelChoice {
   int consumer_groups = 0;  // 0: sage_consumer_groups; else 2 or 3
 };
 Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream, const SageKernelChoice& choice = {});
+
+// For probes that time attention-kernel instantiations of their own (dev/sage_time.cc): the
+// backend's checks, launch workspace and quantization kernels, then `launch` (on `stream`) in place
+// of the built-in attention kernels, with tiles of 64 * consumer_groups query rows.
+struct SageParams;
+using SageKernelLaunch = std::function<Status(const SageParams& params, int sm_count, void* stream)>;
+Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
+                               const SageKernelLaunch& launch);
 
 // True when this build holds a SAGE_ATTN kernel for compute capability major.minor.
 bool sage_cuda_kernel_for(int major, int minor);

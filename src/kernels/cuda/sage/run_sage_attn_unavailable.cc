@@ -8,6 +8,10 @@ Status run_sage_attn_cuda(const AttentionProblem&, PvMode, void*, const SageKern
                      "rebuild with the CUDA toolkit installed, or run SAGE_ATTN on CPU tensors");
 }
 
+Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int, const SageKernelLaunch&) {
+  return run_sage_attn_cuda(problem, pv, stream);
+}
+
 bool sage_cuda_kernel_for(int, int) { return false; }
 
 }  // namespace diffattn::sage

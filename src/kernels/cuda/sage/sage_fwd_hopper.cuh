@@ -35,7 +35,10 @@ struct SageTmaMaps {
   CUtensorMap q, k, v;  // q, k: INT8 [B, H, S, D]; v: E4M3 [B, Hkv, D, kv_padded], or the caller's V (FP16 mode)
 };
 
-template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, int kPolyEvery_ = 4>
+// kPolyEvery: measured on an H200 (dev/sage_time.cc) for the three in-order groups, every
+// exponential on the MUFU unit is fastest (long hd128 rows +4 % against every fourth on the FMA
+// pipe, +12 % against every second): those groups are bound by issue slots, not by the MUFU unit.
+template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, int kPolyEvery_ = kConsumers_ == 3 ? 0 : 4>
 struct SageTraits {
   static constexpr int kPolyEvery = kPolyEvery_;  // see SageConsumer::exp2_col
   static constexpr int kD = kD_;
@@ -52,12 +55,19 @@ struct SageTraits {
   static constexpr int kAtomBytes = 8 * kRowBytes;
   static constexpr int kQBytes = kBlockM * kRowBytes;
   static constexpr int kKBytes = kBlockN * kRowBytes;
-  // V: E4M3 [kD rows][128 keys] (128-byte rows), or the caller's [128 keys][kD] in 64-column chunks.
+  // FP8 mode: the P V product also sums each row of P. V gains eight rows of E4M3 ones (a constant
+  // atom written once behind each stage's V rows), so the row sums of the FP8 P that multiplied V
+  // come out of the tensor cores with the output, instead of one add per score.
+  static constexpr bool kRowSumByMma = kPvFp8;
+  static constexpr int kPvN = kD + (kRowSumByMma ? 8 : 0);  // columns of the P V product
+  // V: E4M3 [kD rows][128 keys] (128-byte rows) and its ones atom, or the caller's [128 keys][kD]
+  // in 64-column chunks.
   static constexpr int kVChunkBytes = kBlockN * 128;
-  static constexpr int kVBytes = kPvFp8 ? kD * kBlockN : (kD / 64) * kVChunkBytes;
+  static constexpr int kVBytes = kPvFp8 ? kD * kBlockN : (kD / 64) * kVChunkBytes;  // what TMA loads
+  static constexpr int kVStageBytes = kPvFp8 ? kPvN * kBlockN : kVBytes;
   static constexpr int kKOffset = kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
-  static constexpr int kBarrierOffset = kVOffset + kStages * kVBytes;
+  static constexpr int kBarrierOffset = kVOffset + kStages * kVStageBytes;
   static constexpr int kNumBarriers = 2 + 4 * kStages;
   static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
   // The register file (64K) split between the producer and the consumers (setmaxnreg).
@@ -102,7 +112,7 @@ struct SageSmem {
   uint8_t* base;
   __device__ uint8_t* q() const { return base; }
   __device__ uint8_t* k(int s) const { return base + T::kKOffset + s * T::kKBytes; }
-  __device__ uint8_t* v(int s) const { return base + T::kVOffset + s * T::kVBytes; }
+  __device__ uint8_t* v(int s) const { return base + T::kVOffset + s * T::kVStageBytes; }
   __device__ uint64_t* bar() const { return reinterpret_cast<uint64_t*>(base + T::kBarrierOffset); }
   __device__ uint64_t* q_full() const { return bar(); }
   __device__ uint64_t* q_empty() const { return bar() + 1; }
@@ -167,7 +177,7 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 template <class T>
 struct SageConsumer {
   static constexpr int kSAcc = T::kBlockN / 2;             // 64 int32 scores per thread
-  static constexpr int kOAcc = T::kD / 2;
+  static constexpr int kOAcc = T::kPvN / 2;  // output columns, then (FP8) the row sums
   static constexpr int kPRegs = T::kPvFp8 ? T::kBlockN / 8 : T::kBlockN / 4;
 
   const SageParams& p;
@@ -196,14 +206,14 @@ struct SageConsumer {
   // in-order groups' FP16 mode, whose tensor cores keep fp32 sums), added to what o holds.
   template <bool kAccumulate = false>
   __device__ void issue_pv(float (&o)[kOAcc], const uint32_t (&pr)[kPRegs], int stage) const {
-    const uint64_t v0 = ptx::smem_desc_advance(v_desc0, stage * T::kVBytes);
+    const uint64_t v0 = ptx::smem_desc_advance(v_desc0, stage * T::kVStageBytes);
     if constexpr (T::kPvFp8) {
       static_assert(!kAccumulate, "FP8 P V sums each block on its own");
 #pragma unroll
       for (int kk = 0; kk < T::kBlockN / 32; ++kk) {
         const uint32_t a[4] = {pr[4 * kk], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
-        if (kk == 0) WgmmaE4m3<T::kD>::rs_first(o, a, v0);
-        else WgmmaE4m3<T::kD>::rs(o, a, ptx::smem_desc_advance(v0, kk * 32), 1);
+        if (kk == 0) WgmmaE4m3<T::kPvN>::rs_first(o, a, v0);
+        else WgmmaE4m3<T::kPvN>::rs(o, a, ptx::smem_desc_advance(v0, kk * 32), 1);
       }
     } else {
 #pragma unroll
@@ -360,13 +370,15 @@ struct SageConsumer {
         const int g = group_of(i);
         const float v = exp2_col(i, fmaf(s[at(i, r)], a[r][g], b[r][g] - shift));
         s[at(i, r)] = v;
-        sum[i % kLanes] = i < kLanes ? v : sum[i % kLanes] + v;
+        if constexpr (!T::kRowSumByMma) sum[i % kLanes] = i < kLanes ? v : sum[i % kLanes] + v;
       }
+      if constexpr (!T::kRowSumByMma) {  // else the P V product sums the rows
 #pragma unroll
-      for (int w = kLanes / 2; w > 0; w /= 2)
+        for (int w = kLanes / 2; w > 0; w /= 2)
 #pragma unroll
-        for (int i = 0; i < w; ++i) sum[i] += sum[i + w];
-      l[r] = fmaf(l[r], alpha[r], sum[0]);
+          for (int i = 0; i < w; ++i) sum[i] += sum[i + w];
+        l[r] = fmaf(l[r], alpha[r], sum[0]);
+      }
     }
   }
 
@@ -406,9 +418,14 @@ struct SageConsumer {
     uint16_t* out = static_cast<uint16_t*>(p.out);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float l = l_part[r];
-      l += __shfl_xor_sync(0xffffffff, l, 1);
-      l += __shfl_xor_sync(0xffffffff, l, 2);
+      float l;
+      if constexpr (T::kRowSumByMma) {
+        l = o[T::kD / 2 + 2 * r];  // a column of ones: the row's whole sum in every thread of its quad
+      } else {
+        l = l_part[r];
+        l += __shfl_xor_sync(0xffffffff, l, 1);
+        l += __shfl_xor_sync(0xffffffff, l, 2);
+      }
       const int row = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4 + 8 * r;
       if (row >= p.seqlen_q) continue;
       if (p.lse != nullptr && lane % 4 == 0)
@@ -622,6 +639,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       ptx::mbar_init(sm.v_empty(s), 4 * T::kConsumers);
     }
     ptx::fence_barrier_init();
+  }
+  if constexpr (T::kRowSumByMma) {
+    // E4M3 1.0 (0x38) in the eight rows past each stage's V rows; a uniform atom needs no swizzle.
+    for (int s = 0; s < T::kStages; ++s)
+      for (int i = threadIdx.x; i < 8 * T::kBlockN / 16; i += T::kThreads)
+        reinterpret_cast<uint4*>(sm.v(s) + T::kVBytes)[i] = make_uint4(0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u);
+    ptx::fence_proxy_async_smem();  // the products read the atoms through the async proxy
+  }
+  if (threadIdx.x == 0) {
     ptx::prefetch_tensor_map(&maps.q);
     ptx::prefetch_tensor_map(&maps.k);
     ptx::prefetch_tensor_map(&maps.v);
