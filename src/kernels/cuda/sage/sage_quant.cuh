@@ -86,17 +86,27 @@ __global__ void __launch_bounds__(256) sage_stats_kernel(const SageParams p, boo
   const int key0 = blockIdx.x * kStatChunk, key1 = min(key0 + kStatChunk, p.seqlen_k);
   float4 sum = make_float4(0.f, 0.f, 0.f, 0.f), amax = sum;
   int count = 0;
-#pragma unroll 4
-  for (int key = key0 + lane; key < key1; key += kKeyLanes) {
-    if (!key_valid(p, b, key)) continue;
-    const float4 k = load4<kBf16>(p.k, b * p.k_stride_b + key * p.k_stride_s + hkv * p.k_stride_h + c0, p.vec_k);
-    sum.x += k.x, sum.y += k.y, sum.z += k.z, sum.w += k.w;
-    if (v_stats) {
-      const float4 v = load4<kBf16>(p.v, b * p.v_stride_b + key * p.v_stride_s + hkv * p.v_stride_h + c0, p.vec_v);
-      amax.x = fmaxf(amax.x, fabsf(v.x)), amax.y = fmaxf(amax.y, fabsf(v.y));
-      amax.z = fmaxf(amax.z, fabsf(v.z)), amax.w = fmaxf(amax.w, fabsf(v.w));
+  // Four keys per step, all their loads issued before any is added.
+  for (int base = key0 + lane; base < key1; base += 4 * kKeyLanes) {
+    float4 k[4], v[4];
+    bool live[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int key = base + u * kKeyLanes;
+      live[u] = key < key1 && key_valid(p, b, key);
+      const std::int64_t kat = b * p.k_stride_b + static_cast<std::int64_t>(key) * p.k_stride_s + hkv * p.k_stride_h + c0;
+      const std::int64_t vat = b * p.v_stride_b + static_cast<std::int64_t>(key) * p.v_stride_s + hkv * p.v_stride_h + c0;
+      k[u] = live[u] ? load4<kBf16>(p.k, kat, p.vec_k) : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[u] = live[u] && v_stats ? load4<kBf16>(p.v, vat, p.vec_v) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    ++count;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      if (!live[u]) continue;
+      sum.x += k[u].x, sum.y += k[u].y, sum.z += k[u].z, sum.w += k[u].w;
+      amax.x = fmaxf(amax.x, fabsf(v[u].x)), amax.y = fmaxf(amax.y, fabsf(v[u].y));
+      amax.z = fmaxf(amax.z, fabsf(v[u].z)), amax.w = fmaxf(amax.w, fabsf(v[u].w));
+      ++count;
+    }
   }
   s_sum[threadIdx.x] = sum;
   s_max[threadIdx.x] = amax;
@@ -144,41 +154,47 @@ __device__ __forceinline__ void k_means(const SageParams& p, int bh, int, float*
   for (int c = threadIdx.x; c < kD; c += blockDim.x) mean[c] = p.k_mean[static_cast<std::int64_t>(bh) * kD + c];
 }
 
-// Query rows per block of the Q kernel: four warps, four rows each.
-inline constexpr int kQRowsPerBlock = 16;
+// Query rows per block of the Q kernel: four warps, eight rows each.
+inline constexpr int kQRowsPerBlock = 32;
 
-// grid (ceil(Sq / kQRowsPerBlock), B * Hq), 128 threads: each warp quantizes four rows, each with
-// its own INT8 scale (kQGroup is 1), a lane holding kD / 32 consecutive channels. Also writes each
-// row's q' . mean(K), the amount by which smoothing K lowered the row's scores (in log2 units),
-// which the LSE adds back.
+// grid (ceil(Sq / kQRowsPerBlock), B * Hq), 128 threads: each warp quantizes eight rows, each with
+// its own INT8 scale (kQGroup is 1), a lane holding kD / 32 consecutive channels. Every row's loads
+// are issued before K's channel means are read and before any row is reduced, so a warp has all
+// of them in flight at once. Also writes each row's q' . mean(K), the amount by which smoothing K
+// lowered the row's scores (in log2 units), which the LSE adds back.
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(128) sage_quant_q_kernel(const SageParams p) {
   static_assert(kQGroup == 1, "the Q kernel gives every row its own scale");
-  constexpr int kPer = kD / 32;
+  constexpr int kPer = kD / 32, kRows = kQRowsPerBlock / 4;
   __shared__ float mean[kD];
   const int bh = blockIdx.y, b = bh / p.heads_q, h = bh % p.heads_q;
-  k_means<kD>(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv), b, mean);
-  __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = lane * kPer;
+  const int row0 = blockIdx.x * kQRowsPerBlock + warp * kRows;
+  float x[kRows][kPer];
 #pragma unroll
-  for (int i = 0; i < kQRowsPerBlock / 4; ++i) {
-    const int row = blockIdx.x * kQRowsPerBlock + warp * (kQRowsPerBlock / 4) + i;
-    if (row >= p.seqlen_q) break;  // the same for the whole warp
+  for (int i = 0; i < kRows; ++i) {
+    const int row = min(row0 + i, p.seqlen_q - 1);  // rows past the end reload the last one, unused
     const std::int64_t at = b * p.q_stride_b + static_cast<std::int64_t>(row) * p.q_stride_s + h * p.q_stride_h + c0;
-    float x[kPer];
-    float amax = 0.f, shift = 0.f;
     if constexpr (kPer == 4) {
       const float4 v = load4<kBf16>(p.q, at, p.vec_q);
-      x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+      x[i][0] = v.x, x[i][1] = v.y, x[i][2] = v.z, x[i][3] = v.w;
     } else {
 #pragma unroll
-      for (int e = 0; e < kPer; ++e) x[e] = load_elem<kBf16>(p.q, at + e);
+      for (int e = 0; e < kPer; ++e) x[i][e] = load_elem<kBf16>(p.q, at + e);
     }
+  }
+  k_means<kD>(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv), b, mean);
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const int row = row0 + i;
+    if (row >= p.seqlen_q) break;  // the same for the whole warp
+    float amax = 0.f, shift = 0.f;
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
-      x[e] = __fmul_rn(x[e], p.scale_log2);
-      amax = fmaxf(amax, fabsf(x[e]));
-      shift = fmaf(x[e], mean[c0 + e], shift);
+      x[i][e] = __fmul_rn(x[i][e], p.scale_log2);
+      amax = fmaxf(amax, fabsf(x[i][e]));
+      shift = fmaf(x[i][e], mean[c0 + e], shift);
     }
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) {
@@ -189,7 +205,7 @@ __global__ void __launch_bounds__(128) sage_quant_q_kernel(const SageParams p) {
     std::uint32_t packed = 0;
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
-      const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[e], r))));
+      const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[i][e], r))));
       packed |= (static_cast<std::uint32_t>(v) & 0xffu) << (8 * e);
     }
     std::int8_t* dst = p.q_int8 + (static_cast<std::int64_t>(bh) * p.seqlen_q + row) * kD + c0;
