@@ -11,7 +11,7 @@ namespace diffattn::sage {
 // softmax with their next products. The two-group kernel issues on only about half of its cycles,
 // waiting on its own products. Measured on an H200 (dev/sage_time.cc, both shapes in one run,
 // docs/backends/sage_attn.md): at hd128 three groups win on every workload, in both P V modes
-// (long video rows +18-20 %, 512-key cross-attention +14-24 %, Flux +8-10 %, the 4k square
+// (long video rows +17-20 %, 512-key cross-attention +14-24 %, Flux +8-10 %, the 4k square
 // +3-4 %); at hd64 they win from SD3's 4429 rows up (+1-2 %; the 16k square +9-16 %) and lose 4 %
 // on the 4k square, so hd64 runs two groups up to kSageHd64TwoGroupMaxRows query rows.
 inline constexpr std::int64_t kSageHd64TwoGroupMaxRows = 4096;

@@ -36,8 +36,8 @@ struct SageTmaMaps {
 };
 
 // kPolyEvery: measured on an H200 (dev/sage_time.cc) for the three in-order groups, every
-// exponential on the MUFU unit is fastest (long hd128 rows +4 % against every fourth on the FMA
-// pipe, +12 % against every second): those groups are bound by issue slots, not by the MUFU unit.
+// exponential on the MUFU unit is fastest (long hd128 rows +3-6 % against every fourth on the FMA
+// pipe, +9-14 % against every second): those groups are bound by issue slots, not by the MUFU unit.
 template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, int kPolyEvery_ = kConsumers_ == 3 ? 0 : 4>
 struct SageTraits {
   static constexpr int kPolyEvery = kPolyEvery_;  // see SageConsumer::exp2_col
