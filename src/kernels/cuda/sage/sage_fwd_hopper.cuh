@@ -288,8 +288,9 @@ struct SageConsumer {
   static_assert(kCols % (kLanes * kGroups) == 0, "every reduction lane stays inside one key group");
 
   // The block's exact online softmax in log2 units: s becomes exp2(score - m) against the new row
-  // maximum m (times 448 in the FP8 mode, ready for E4M3; l then sums 448 p), alpha the factor for
-  // the earlier output. qs holds the INT8 scales of the thread's two rows.
+  // maximum m (times 448 in the FP8 mode, ready for E4M3), alpha the factor for the earlier output.
+  // In the FP16 mode l sums this thread's p; in the FP8 mode the P V product sums the E4M3 values
+  // (kRowSumByMma) and l is left alone. qs holds the INT8 scales of the thread's two rows.
   //
   // A score is a[r][g] x + b[r][g] of the int32 sum's float image x (float_image; int_to_float's
   // trick without its subtraction: the constant is folded into b, rounded once, which moves a score
