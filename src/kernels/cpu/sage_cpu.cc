@@ -155,33 +155,75 @@ class ItemRunner {
     }
   }
 
+  // The block's softmax row by row (P in place of the scores), then P V over pairs of rows and
+  // 32-column chunks whose sums stay in registers across the block's keys: each sum still adds its
+  // keys in order, as the row-by-row loop did, at a fraction of its loads and stores.
   [[gnu::always_inline]] void softmax_and_pv(const WorkItem& w, std::int64_t kv_head, std::int64_t j0, std::int64_t keys, RowState& st) const {
     const float* v = ops_.v.data() + ((w.batch * ops_.k.heads + kv_head) * skv_ + j0) * dv_;
     const DType dtype = p_.q.dtype;
+    float alpha[kBlockQ];
     for (std::int64_t r = 0; r < w.q_rows; ++r) {
       float* s = st.s.data() + r * kKvBlock;
       float block_max = kNegInf;
       for (std::int64_t jj = 0; jj < keys; ++jj) block_max = std::max(block_max, s[jj]);
       const float m_new = std::max(st.m[r], block_max);
-      if (m_new == kNegInf) continue;  // every key so far is masked: nothing to add
-      const float alpha = st.m[r] == kNegInf ? 1.f : std::exp2(st.m[r] - m_new);
+      if (m_new == kNegInf) {  // every key so far is masked: nothing to add
+        std::fill(s, s + keys, 0.f);
+        alpha[r] = 1.f;
+        continue;
+      }
+      alpha[r] = st.m[r] == kNegInf ? 1.f : std::exp2(st.m[r] - m_new);
       float row_sum = 0.f;
-      float* acc = st.acc.data() + r * dv_;
-      std::fill(acc, acc + dv_, 0.f);
       for (std::int64_t jj = 0; jj < keys; ++jj) {
         const float p = s[jj] == kNegInf ? 0.f : std::exp2(s[jj] - m_new);
         const float pq = pv_ == PvMode::kFp8 ? e4m3_round(p * kE4m3Max) : round_to_dtype(p, dtype);
         // FP8: the sum of the E4M3 values that multiply V (the GPU's P V product sums them with a
         // column of ones), so numerator and denominator share P's rounding; FP16: of p itself.
         row_sum += pv_ == PvMode::kFp8 ? pq * (1.f / kE4m3Max) : p;
-        if (pq == 0.f) continue;
-        const float* vj = v + jj * dv_;
-        for (std::int64_t c = 0; c < dv_; ++c) acc[c] += pq * vj[c];
+        s[jj] = pq;
       }
-      st.l[r] = st.l[r] * alpha + row_sum;
+      st.l[r] = st.l[r] * alpha[r] + row_sum;
       st.m[r] = m_new;
-      float* o = st.o.data() + r * dv_;
-      for (std::int64_t c = 0; c < dv_; ++c) o[c] = o[c] * alpha + acc[c];
+    }
+    static_assert(kBlockQ % 2 == 0, "rows go in pairs");
+    constexpr int kChunk = 32;
+    for (std::int64_t r = 0; r < w.q_rows; r += 2) {
+      const bool pair = r + 1 < w.q_rows;
+      const float* p0 = st.s.data() + r * kKvBlock;
+      const float* p1 = pair ? p0 + kKvBlock : p0;
+      for (std::int64_t c0 = 0; c0 < dv_; c0 += kChunk) {
+        // Whole chunks with a constant width (the loop the compiler keeps in registers); a head
+        // size that is not a multiple of kChunk ends with a narrower one.
+        const int width = static_cast<int>(std::min<std::int64_t>(kChunk, dv_ - c0));
+        float a0[kChunk] = {}, a1[kChunk] = {};
+        if (width == kChunk) {
+          for (std::int64_t jj = 0; jj < keys; ++jj) {
+            const float x0 = p0[jj], x1 = pair ? p1[jj] : 0.f;
+            if (x0 == 0.f && x1 == 0.f) continue;
+            const float* vj = v + jj * dv_ + c0;
+            for (int c = 0; c < kChunk; ++c) {
+              a0[c] += x0 * vj[c];
+              a1[c] += x1 * vj[c];
+            }
+          }
+        } else {
+          for (std::int64_t jj = 0; jj < keys; ++jj) {
+            const float x0 = p0[jj], x1 = pair ? p1[jj] : 0.f;
+            if (x0 == 0.f && x1 == 0.f) continue;
+            const float* vj = v + jj * dv_ + c0;
+            for (int c = 0; c < width; ++c) {
+              a0[c] += x0 * vj[c];
+              a1[c] += x1 * vj[c];
+            }
+          }
+        }
+        float* o0 = st.o.data() + r * dv_ + c0;
+        for (int c = 0; c < width; ++c) o0[c] = o0[c] * alpha[r] + a0[c];
+        if (pair) {
+          float* o1 = o0 + dv_;
+          for (int c = 0; c < width; ++c) o1[c] = o1[c] * alpha[r + 1] + a1[c];
+        }
+      }
     }
   }
 
