@@ -27,6 +27,11 @@ using SageKernelLaunch = std::function<Status(const SageParams& params, int sm_c
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
                                const SageKernelLaunch& launch);
 
+// SAGE_ATTN's Ampere/Ada kernel (mma.sync; INT8 Q K^T, P V in the input dtype: the accurate mode's
+// arithmetic), built as compute_80 PTX so that any GPU from sm_80 runs it; calling it directly
+// lets it be checked on a newer GPU. Not yet selected by run_sage_attn_cuda.
+Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream);
+
 // True when this build holds a SAGE_ATTN kernel for compute capability major.minor.
 bool sage_cuda_kernel_for(int major, int minor);
 
