@@ -286,7 +286,9 @@ TEST(GpuSageAttn, HeadSizesWithoutAKernelAreRefusedWithoutWriting) {
 TEST(GpuSageAttn, KernelArchitecturesAreStated) {
 #if DIFFATTN_HAVE_CUDA
   EXPECT_TRUE(sage::sage_cuda_kernel_for(9, 0));
-  EXPECT_FALSE(sage::sage_cuda_kernel_for(8, 0));
+  EXPECT_TRUE(sage::sage_cuda_kernel_for(8, 0));
+  EXPECT_TRUE(sage::sage_cuda_kernel_for(8, 9));
+  EXPECT_FALSE(sage::sage_cuda_kernel_for(7, 5));
   EXPECT_FALSE(sage::sage_cuda_kernel_for(10, 0));
 #else
   EXPECT_FALSE(sage::sage_cuda_kernel_for(9, 0));

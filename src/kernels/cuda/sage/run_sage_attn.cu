@@ -164,7 +164,7 @@ SageParams make_params(const AttentionProblem& pr) {
 
 }  // namespace
 
-bool sage_cuda_kernel_for(int major, int minor) { return major == 9 && minor == 0; }
+bool sage_cuda_kernel_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }
 
 namespace {
 
@@ -229,6 +229,14 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) 
 }
 
 Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream, const SageKernelChoice& choice) {
+  int major = 0;
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
+  if (major == 8) {
+    if (pv == PvMode::kFp8)
+      return Unsupported("SAGE_ATTN's FP8 P*V runs on Hopper (sm_90) only; on this GPU set extra {\"pv\": \"fp16\"} "
+                         "or leave pv unset (the 16-bit P*V is then the default here)");
+    return run_sage_attn_ampere_cuda(problem, stream);
+  }
   const bool fp8 = pv == PvMode::kFp8;
   const int groups = choice.consumer_groups != 0
                          ? choice.consumer_groups
