@@ -10,8 +10,10 @@
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
 #include "diffattn/selector.h"
+#include "backends/sage_attn/sage_options.h"
 #include "kernels/cpu/sage_cpu.h"
 #include "parity/cases.h"
+#include "platform/described_platforms.h"
 #include "platform/routes.h"
 
 namespace diffattn {
@@ -44,6 +46,30 @@ TEST(SageAttnBackend, ThePvOptionTakesFp8OrFp16AndNothingElse) {
   auto created = global_registry().create("SAGE_ATTN", init);
   ASSERT_FALSE(created.ok());
   EXPECT_EQ(created.status().code(), ErrorCode::kInvalidConfig);
+}
+
+// An unset pv follows the hardware: FP8 P*V on the CPU and Hopper, 16-bit on Ampere/Ada, where an
+// explicit "fp8" is refused at creation with what to set instead.
+TEST(SageAttnBackend, AnUnsetPvFollowsTheGpuAndAnExplicitFp8NeedsHopper) {
+  const PlatformInfo cpu = testing::described_cpu(), hopper = testing::probed_like(9, 0), ada = testing::probed_like(8, 9);
+  const std::optional<AttentionSpec> none, fp8 = spec_with({{"pv", "fp8"}}), fp16 = spec_with({{"pv", "fp16"}});
+  EXPECT_EQ(*sage_pv_mode(none, cpu), sage::PvMode::kFp8);
+  EXPECT_EQ(*sage_pv_mode(none, hopper), sage::PvMode::kFp8);
+  EXPECT_EQ(*sage_pv_mode(none, ada), sage::PvMode::kFp16);
+  EXPECT_EQ(*sage_pv_mode(spec_with(nlohmann::json::object()), testing::probed_like(8, 0)), sage::PvMode::kFp16);
+  EXPECT_EQ(*sage_pv_mode(fp16, ada), sage::PvMode::kFp16);
+  EXPECT_EQ(*sage_pv_mode(fp8, hopper), sage::PvMode::kFp8);
+  const auto refused = sage_pv_mode(fp8, ada);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(refused.status().message(), HasSubstr("\"pv\": \"fp16\""));
+  EXPECT_THAT(refused.status().message(), HasSubstr("sm_89"));
+  BackendInit init;
+  init.spec = fp8;
+  init.platform = ada;
+  auto created = global_registry().create("SAGE_ATTN", init);
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), ErrorCode::kUnsupported);
 }
 
 // A layer configured with `extra` gives exactly what the CPU implementation gives in `pv` mode.

@@ -52,7 +52,9 @@ struct Quality {
 // Runs `c` through SAGE_ATTN on the GPU (with `groups` consumer warpgroups, 0: the rule's) and
 // measures it against the float64 oracle. `misaligned` moves q, k and v 2 bytes off 8-byte
 // alignment, so the quantization kernels take their 2-byte loads.
-Quality run_sage(const ParityCase& c, sage::PvMode pv, std::mt19937_64& rng, int groups = 0, bool misaligned = false) {
+// `ampere` runs the Ampere/Ada kernel instead (the FP16 P*V mode's arithmetic).
+Quality run_sage(const ParityCase& c, sage::PvMode pv, std::mt19937_64& rng, int groups = 0, bool misaligned = false,
+                 bool ampere = false) {
   Quality q;
   auto data = testing::make_case_data(c, rng);
   if (misaligned)
@@ -68,7 +70,9 @@ Quality run_sage(const ParityCase& c, sage::PvMode pv, std::mt19937_64& rng, int
     q.error = "could not copy the case to the GPU";
     return q;
   }
-  if (Status s = sage::run_sage_attn_cuda(device.problem(), pv, nullptr, sage::SageKernelChoice{groups}); !s.ok()) {
+  const Status run = ampere ? sage::run_sage_attn_ampere_cuda(device.problem(), nullptr)
+                            : sage::run_sage_attn_cuda(device.problem(), pv, nullptr, sage::SageKernelChoice{groups});
+  if (Status s = run; !s.ok()) {
     q.error = "forward: " + s.ToString();
     return q;
   }
@@ -150,6 +154,30 @@ TEST(GpuSageAttn, ShapesMasksAndModesStayWithinTheBudget) {
           std::printf("[sage] %-60s %s/%d relL2 %.4f cos %.6f lse %.4f\n", c.name().c_str(), fp8 ? "fp8 " : "fp16",
                       groups, q.rel_l2, q.cosine, q.lse_max_diff);
         }
+}
+
+// The Ampere/Ada kernel (compute_80 PTX, so a Hopper GPU runs it too) on the same cases: the
+// accurate mode's budget, LSE and fully masked rows.
+TEST(GpuSageAttn, TheAmpereKernelStaysWithinTheAccurateModesBudget) {
+  SKIP_WITHOUT_SAGE_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int idx = 0;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (std::int64_t d : {64, 128})
+      for (int rep = 0; rep < 2; ++rep) {
+        ParityCase c = sage_case(d, dtype, idx++);
+        if (rep == 1) c.mask = testing::MaskShape::kKeyPadding, c.fully_masked_rows = true;
+        const Quality q = run_sage(c, sage::PvMode::kFp16, rng, 0, false, /*ampere=*/true);
+        const std::string what = c.name() + " ampere seed " + std::to_string(seed);
+        EXPECT_EQ(q.error, "") << what;
+        EXPECT_LE(q.rel_l2, kFp16RelL2) << what;
+        EXPECT_GE(q.cosine, kFp16Cosine) << what;
+        EXPECT_LE(q.lse_max_diff, kLseTolerance) << what;
+        EXPECT_TRUE(q.masked_rows_ok) << what;
+        std::printf("[sage] %-60s ampere relL2 %.4f cos %.6f lse %.4f\n", c.name().c_str(), q.rel_l2, q.cosine,
+                    q.lse_max_diff);
+      }
 }
 
 // Inputs off 8-byte alignment take the quantization kernels' 2-byte loads, with the same result quality.
@@ -258,7 +286,9 @@ TEST(GpuSageAttn, HeadSizesWithoutAKernelAreRefusedWithoutWriting) {
 TEST(GpuSageAttn, KernelArchitecturesAreStated) {
 #if DIFFATTN_HAVE_CUDA
   EXPECT_TRUE(sage::sage_cuda_kernel_for(9, 0));
-  EXPECT_FALSE(sage::sage_cuda_kernel_for(8, 0));
+  EXPECT_TRUE(sage::sage_cuda_kernel_for(8, 0));
+  EXPECT_TRUE(sage::sage_cuda_kernel_for(8, 9));
+  EXPECT_FALSE(sage::sage_cuda_kernel_for(7, 5));
   EXPECT_FALSE(sage::sage_cuda_kernel_for(10, 0));
 #else
   EXPECT_FALSE(sage::sage_cuda_kernel_for(9, 0));

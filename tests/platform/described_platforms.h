@@ -45,7 +45,7 @@ inline PlatformInfo probed_like(int major, int minor, int cudnn_version = 91900)
   d.minor = minor;
   d.cudnn_version = cudnn_version;
   d.flash_attn = major == 8 || (major == 9 && minor == 0);
-  d.sage_attn = major == 9 && minor == 0;
+  d.sage_attn = major == 8 || (major == 9 && minor == 0);
   return described_cuda(d);
 }
 

@@ -40,11 +40,11 @@ void register_sage_attn(Registry& registry) {
       "head_size={head} is unsupported. Supported head sizes: {rule}. Select {suggest} instead.";
   d.head_size_reasons.default_reason = "head_size {head} is not supported (SAGE_ATTN supports {rule})";
   d.cuda.needs = {need(PlatformFact::kArchitecture, "no SAGE_ATTN kernel for {sm}")
-                      .on({{90, 90}})
+                      .on({{80, 90}})
                       .when_explicit("does not provide a kernel for {sm} (SAGE_ATTN's CUDA kernels are built for "
-                                     "sm_90 only). Select {suggest} instead.")};
+                                     "sm_80 to sm_90). Select {suggest} instead.")};
   d.kernels = {{DeviceKind::kCpu, "INT8 Q*K^T, FP8 or 16-bit P*V; the GPU kernels' arithmetic"},
-               {DeviceKind::kCuda, "sm_90a"}};
+               {DeviceKind::kCuda, "sm_90a (FP8 or 16-bit P*V); sm_80 PTX for sm_80-sm_89 (16-bit P*V)"}};
   // The CPU implementation is always built; the CUDA kernels exist where the platform says so.
   d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
     if (platform.kind == PlatformKind::kCpu || platform.features.sage_attn) return std::nullopt;

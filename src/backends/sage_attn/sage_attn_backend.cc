@@ -22,7 +22,8 @@ Result<std::unique_ptr<Backend>> create_sage_attn_backend(const BackendInit& ini
                         std::to_string(init.num_heads) + ", num_kv_heads=" + std::to_string(init.num_kv_heads) +
                         ", head_size=" + std::to_string(init.head_size));
   if (init.spec) DIFFATTN_RETURN_IF_ERROR(validate_sage_options(*init.spec));
-  return std::unique_ptr<Backend>(std::make_unique<SageAttnBackend>(sage_pv_mode(init.spec)));
+  DIFFATTN_ASSIGN_OR_RETURN(const sage::PvMode pv, sage_pv_mode(init.spec, init.platform));
+  return std::unique_ptr<Backend>(std::make_unique<SageAttnBackend>(pv));
 }
 
 }  // namespace diffattn

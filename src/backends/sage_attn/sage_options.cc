@@ -16,10 +16,19 @@ Status validate_sage_options(const AttentionSpec& spec) {
   return check_value_in("SAGE_ATTN", "extra.pv", pv.get<std::string>(), {"fp8", "fp16"});
 }
 
-sage::PvMode sage_pv_mode(const std::optional<AttentionSpec>& spec) {
-  if (spec && spec->extra.is_object() && spec->extra.contains("pv") && spec->extra.at("pv") == "fp16")
-    return sage::PvMode::kFp16;
-  return sage::PvMode::kFp8;
+std::optional<sage::PvMode> sage_pv_choice(const std::optional<AttentionSpec>& spec) {
+  if (!spec || !spec->extra.is_object() || !spec->extra.contains("pv")) return std::nullopt;
+  return spec->extra.at("pv") == "fp16" ? sage::PvMode::kFp16 : sage::PvMode::kFp8;
+}
+
+Result<sage::PvMode> sage_pv_mode(const std::optional<AttentionSpec>& spec, const PlatformInfo& platform) {
+  const bool fp8_kernel = platform.kind != PlatformKind::kCuda || platform.cc_major >= 9;
+  const std::optional<sage::PvMode> named = sage_pv_choice(spec);
+  if (!named) return fp8_kernel ? sage::PvMode::kFp8 : sage::PvMode::kFp16;
+  if (*named == sage::PvMode::kFp8 && !fp8_kernel)
+    return Unsupported("SAGE_ATTN extra.pv \"fp8\" asks for FP8 P*V, which its kernel for " + platform.sm_string() +
+                       " does not have (Hopper, sm_90, does); set \"pv\": \"fp16\" or leave pv unset");
+  return *named;
 }
 
 }  // namespace diffattn

@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_hopper_launch.cuh"
+#include "kernels/cuda/sage/sage_ampere.h"
 #include "kernels/cuda/sage/sage_config.h"
 #include "kernels/cuda/sage/sage_hopper_launch.cuh"
 #include "kernels/cuda/sage/sage_params.h"
@@ -163,10 +164,14 @@ SageParams make_params(const AttentionProblem& pr) {
 
 }  // namespace
 
-bool sage_cuda_kernel_for(int major, int minor) { return major == 9 && minor == 0; }
+bool sage_cuda_kernel_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }
 
-Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream_ptr, int consumer_groups,
-                               const SageKernelLaunch& launch) {
+namespace {
+
+// The checks, launch workspace and quantization kernels of every SAGE_ATTN CUDA kernel, then
+// `launch` with tiles of `tile_rows` query rows. `hopper` adds the sm_90 check.
+Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, void* stream_ptr, int tile_rows, bool hopper,
+                           const SageKernelLaunch& launch) {
   DIFFATTN_RETURN_IF_ERROR(check_problem(problem));
   cuda::ScopedDevice device;
   DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
@@ -174,13 +179,14 @@ Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void*
   DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
   DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, problem.q.device.index));
   DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, problem.q.device.index));
-  if (!sage_cuda_kernel_for(major, minor))
+  if (hopper && !sage_cuda_kernel_for(major, minor))
     return Unsupported("SAGE_ATTN's CUDA kernel is built for sm_90 (Hopper), but this device is sm_" +
                        std::to_string(major * 10 + minor) + "; select FLASH_ATTN");
-  if (consumer_groups != 2 && consumer_groups != 3)
-    return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 or 3 consumer warpgroups, not " + std::to_string(consumer_groups));
+  if (!hopper && major < 8)
+    return Unsupported("SAGE_ATTN's Ampere kernel needs sm_80 or newer, but this device is sm_" +
+                       std::to_string(major * 10 + minor) + "; select TORCH_SDPA");
   SageParams p = make_params(problem);
-  p.num_m_blocks = static_cast<int>(sage_m_blocks(p.seqlen_q, consumer_groups));
+  p.num_m_blocks = static_cast<int>(flash::ceil_div(p.seqlen_q, tile_rows));
   const std::int64_t tiles = std::int64_t{p.num_m_blocks} * p.batch * p.heads_q;
   if (tiles >= (std::int64_t{1} << 31)) return InvalidInput("SAGE_ATTN: more than 2^31 query tiles; split the batch");
   p.num_tiles = static_cast<int>(tiles);
@@ -200,7 +206,37 @@ Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void*
   return launch(p, sms, stream);
 }
 
+
+}  // namespace
+
+Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
+                               const SageKernelLaunch& launch) {
+  if (consumer_groups != 2 && consumer_groups != 3)
+    return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 or 3 consumer warpgroups, not " + std::to_string(consumer_groups));
+  return quantize_and_launch(problem, pv, stream, 64 * consumer_groups, /*hopper=*/true, launch);
+}
+
+Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) {
+  const TensorView& v = problem.v;
+  if (reinterpret_cast<std::uintptr_t>(v.data) % 16 != 0 || v.stride(0) % 8 != 0 || v.stride(1) % 8 != 0 ||
+      v.stride(2) % 8 != 0)
+    return InvalidInput("SAGE_ATTN's Ampere kernel copies V in 16-byte pieces: v must be 16-byte aligned with strides "
+                        "that are multiples of 8 elements; pass a contiguous v");
+  return quantize_and_launch(problem, PvMode::kFp16, stream, kSageAmpereTileRows, /*hopper=*/false,
+                             [](const SageParams& p, int, void* s) {
+                               return launch_sage_ampere(p, static_cast<cudaStream_t>(s));
+                             });
+}
+
 Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream, const SageKernelChoice& choice) {
+  int major = 0;
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
+  if (major == 8) {
+    if (pv == PvMode::kFp8)
+      return Unsupported("SAGE_ATTN's FP8 P*V runs on Hopper (sm_90) only; on this GPU set extra {\"pv\": \"fp16\"} "
+                         "or leave pv unset (the 16-bit P*V is then the default here)");
+    return run_sage_attn_ampere_cuda(problem, stream);
+  }
   const bool fp8 = pv == PvMode::kFp8;
   const int groups = choice.consumer_groups != 0
                          ? choice.consumer_groups

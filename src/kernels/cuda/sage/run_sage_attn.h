@@ -12,6 +12,8 @@ namespace diffattn::sage {
 
 // `problem` has passed the layer's checks. Checks what the kernels need (head size, dtype, mask
 // kind, architecture) before anything is written; in a build without CUDA returns kUnavailable.
+// sm_90 runs the Hopper kernel in either P*V mode; sm_80-sm_89 run the Ampere/Ada kernel, which has
+// the 16-bit P*V mode only (kFp8 is refused there with what to set instead).
 // `choice` overrides the kernel's shape where it is set (benchmarks and tests that compare shapes);
 // the default takes sage_config.h's rule.
 struct SageKernelChoice {
@@ -26,6 +28,11 @@ struct SageParams;
 using SageKernelLaunch = std::function<Status(const SageParams& params, int sm_count, void* stream)>;
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
                                const SageKernelLaunch& launch);
+
+// SAGE_ATTN's Ampere/Ada kernel (mma.sync; INT8 Q K^T, P V in the input dtype: the accurate mode's
+// arithmetic), built as compute_80 PTX so that any GPU from sm_80 runs it; calling it directly
+// lets it be checked on a newer GPU. run_sage_attn_cuda selects it on sm_80-sm_89.
+Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream);
 
 // True when this build holds a SAGE_ATTN kernel for compute capability major.minor.
 bool sage_cuda_kernel_for(int major, int minor);

@@ -12,6 +12,10 @@ Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void*
   return run_sage_attn_cuda(problem, pv, stream);
 }
 
+Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) {
+  return run_sage_attn_cuda(problem, PvMode::kFp16, stream);
+}
+
 bool sage_cuda_kernel_for(int, int) { return false; }
 
 }  // namespace diffattn::sage
