@@ -112,12 +112,15 @@ Status take_workspace(SageParams& p, bool v_fp8, cudaStream_t stream, Workspace&
 
 template <bool kBf16, int kD>
 Status quantize(const SageParams& p, bool v_fp8, cudaStream_t stream) {
-  sage_stats_kernel<kBf16, kD><<<dim3(p.stat_chunks, p.batch * p.heads_kv), 256, 0, stream>>>(p, v_fp8);
-  sage_means_kernel<kD><<<p.batch * p.heads_kv, kD, 0, stream>>>(p, v_fp8);
-  sage_quant_q_kernel<kBf16, kD>
-      <<<dim3(static_cast<unsigned>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)), p.batch * p.heads_q), 128, 0, stream>>>(p);
-  sage_quant_k_kernel<kBf16, kD><<<dim3(p.k_groups, p.batch * p.heads_kv), 256, 0, stream>>>(p);
-  if (v_fp8) sage_quant_v_kernel<kBf16, kD><<<dim3(p.kv_padded / kKvBlock, p.batch * p.heads_kv), 256, 0, stream>>>(p);
+  const int bhq = p.batch * p.heads_q, bhkv = p.batch * p.heads_kv;
+  const int q_blocks = static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq;
+  sage_prepass_kernel<kBf16, kD><<<q_blocks + p.stat_chunks * bhkv, 256, 0, stream>>>(p, v_fp8, q_blocks);
+  sage_means_kernel<kD><<<bhkv, kD, 0, stream>>>(p, v_fp8);
+  const int k_blocks = p.k_groups * bhkv, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
+  sage_quant_kv_kernel<kBf16, kD><<<k_blocks + v_blocks, 256, 0, stream>>>(p, k_blocks);
+  if (p.lse != nullptr)
+    sage_q_shift_kernel<kBf16, kD>
+        <<<dim3(static_cast<unsigned>(flash::ceil_div(p.seqlen_q, 8)), bhq), 256, 0, stream>>>(p);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return CudaError(std::string("SAGE_ATTN: quantization launch failed: ") + cudaGetErrorString(e));
   return Status::Ok();

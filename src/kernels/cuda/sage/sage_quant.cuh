@@ -1,5 +1,7 @@
 #pragma once
-// SAGE_ATTN's quantization kernels (kernels/sage/sage_quant.h gives the arithmetic):
+// SAGE_ATTN's quantization passes (kernels/sage/sage_quant.h gives the arithmetic), in three
+// launches: the Q pass with the statistics pass (sage_prepass_kernel), the means, then the K pass
+// with the V pass (sage_quant_kv_kernel); with the LSE also each row's shift (sage_q_shift_kernel).
 //  1. statistics: per chunk of keys, the sum of each K channel and the maximum |V| of each channel
 //     over the valid keys, and the number of valid keys (fixed-order partials, so every run gives
 //     the same bits);
@@ -74,16 +76,16 @@ __device__ __forceinline__ float block_max(float x, float* scratch) {
   return m;
 }
 
-// grid (stat_chunks, B * Hkv), 256 threads: each thread holds four channels of every
+// One (chunk, batch * kv head) of the statistics, 256 threads: each thread holds four channels of every
 // (256 / (kD / 4))-th key of the chunk; the key lanes' partials are then added in a fixed order.
 template <bool kBf16, int kD>
-__global__ void __launch_bounds__(256) sage_stats_kernel(const SageParams p, bool v_stats) {
+__device__ __forceinline__ void sage_stats_block(const SageParams& p, bool v_stats, int chunk, int bh) {
   constexpr int kLanesPerKey = kD / 4, kKeyLanes = 256 / kLanesPerKey;
   __shared__ float4 s_sum[256], s_max[256];
   __shared__ int s_cnt[kKeyLanes];
   const int c0 = (threadIdx.x % kLanesPerKey) * 4, lane = threadIdx.x / kLanesPerKey;
-  const int bh = blockIdx.y, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
-  const int key0 = blockIdx.x * kStatChunk, key1 = min(key0 + kStatChunk, p.seqlen_k);
+  const int b = bh / p.heads_kv, hkv = bh % p.heads_kv;
+  const int key0 = chunk * kStatChunk, key1 = min(key0 + kStatChunk, p.seqlen_k);
   float4 sum = make_float4(0.f, 0.f, 0.f, 0.f), amax = sum;
   int count = 0;
   // Four keys per step, all their loads issued before any is added.
@@ -121,10 +123,10 @@ __global__ void __launch_bounds__(256) sage_stats_kernel(const SageParams p, boo
     vmax = fmaxf(vmax, at4(s_max[l * kLanesPerKey + slot], e));
     n += s_cnt[l];
   }
-  const std::int64_t part = (static_cast<std::int64_t>(bh) * p.stat_chunks + blockIdx.x) * kD + c;
+  const std::int64_t part = (static_cast<std::int64_t>(bh) * p.stat_chunks + chunk) * kD + c;
   p.k_sum_parts[part] = total;
   if (v_stats) p.v_amax_parts[part] = vmax;
-  if (hkv == 0 && c == 0) p.valid_parts[b * p.stat_chunks + blockIdx.x] = n;
+  if (hkv == 0 && c == 0) p.valid_parts[b * p.stat_chunks + chunk] = n;
 }
 
 // grid (B * Hkv), kD threads: K's channel means and V's channel maxima from the statistics
@@ -154,22 +156,20 @@ __device__ __forceinline__ void k_means(const SageParams& p, int bh, int, float*
   for (int c = threadIdx.x; c < kD; c += blockDim.x) mean[c] = p.k_mean[static_cast<std::int64_t>(bh) * kD + c];
 }
 
-// Query rows per block of the Q kernel: four warps, eight rows each.
-inline constexpr int kQRowsPerBlock = 32;
+// Query rows per block of the Q pass: eight warps, eight rows each.
+inline constexpr int kQRowsPerBlock = 64;
 
-// grid (ceil(Sq / kQRowsPerBlock), B * Hq), 128 threads: each warp quantizes eight rows, each with
-// its own INT8 scale (kQGroup is 1), a lane holding kD / 32 consecutive channels. Every row's loads
-// are issued before K's channel means are read and before any row is reduced, so a warp has all
-// of them in flight at once. Also writes each row's q' . mean(K), the amount by which smoothing K
-// lowered the row's scores (in log2 units), which the LSE adds back.
+// One (row block, batch * head) of the Q pass, 256 threads: each warp quantizes eight rows, each
+// with its own INT8 scale (kQGroup is 1), a lane holding kD / 32 consecutive channels; every row's
+// loads are issued before any row is reduced. Q needs none of K's statistics, so this runs in the
+// same launch as the statistics pass (sage_prepass_kernel).
 template <bool kBf16, int kD>
-__global__ void __launch_bounds__(128) sage_quant_q_kernel(const SageParams p) {
-  static_assert(kQGroup == 1, "the Q kernel gives every row its own scale");
-  constexpr int kPer = kD / 32, kRows = kQRowsPerBlock / 4;
-  __shared__ float mean[kD];
-  const int bh = blockIdx.y, b = bh / p.heads_q, h = bh % p.heads_q;
+__device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblock, int bh) {
+  static_assert(kQGroup == 1, "the Q pass gives every row its own scale");
+  constexpr int kPer = kD / 32, kRows = kQRowsPerBlock / 8;
+  const int b = bh / p.heads_q, h = bh % p.heads_q;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = lane * kPer;
-  const int row0 = blockIdx.x * kQRowsPerBlock + warp * kRows;
+  const int row0 = qblock * kQRowsPerBlock + warp * kRows;
   float x[kRows][kPer];
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
@@ -183,24 +183,18 @@ __global__ void __launch_bounds__(128) sage_quant_q_kernel(const SageParams p) {
       for (int e = 0; e < kPer; ++e) x[i][e] = load_elem<kBf16>(p.q, at + e);
     }
   }
-  k_means<kD>(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv), b, mean);
-  __syncthreads();
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     const int row = row0 + i;
     if (row >= p.seqlen_q) break;  // the same for the whole warp
-    float amax = 0.f, shift = 0.f;
+    float amax = 0.f;
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
       x[i][e] = __fmul_rn(x[i][e], p.scale_log2);
       amax = fmaxf(amax, fabsf(x[i][e]));
-      shift = fmaf(x[i][e], mean[c0 + e], shift);
     }
 #pragma unroll
-    for (int o = 16; o > 0; o /= 2) {
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      shift += __shfl_xor_sync(0xffffffffu, shift, o);
-    }
+    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     const float r = amax > 0.f ? __fdiv_rn(kInt8Max, amax) : 0.f;
     std::uint32_t packed = 0;
 #pragma unroll
@@ -211,24 +205,57 @@ __global__ void __launch_bounds__(128) sage_quant_q_kernel(const SageParams p) {
     std::int8_t* dst = p.q_int8 + (static_cast<std::int64_t>(bh) * p.seqlen_q + row) * kD + c0;
     if constexpr (kPer == 4) *reinterpret_cast<std::uint32_t*>(dst) = packed;
     else *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(packed);
-    if (lane == 0) {
-      p.q_scale[static_cast<std::int64_t>(bh) * p.q_groups + row] = __fdiv_rn(amax, kInt8Max);
-      p.q_shift[static_cast<std::int64_t>(bh) * p.seqlen_q + row] = shift;
-    }
+    if (lane == 0) p.q_scale[static_cast<std::int64_t>(bh) * p.q_groups + row] = __fdiv_rn(amax, kInt8Max);
   }
 }
 
-// grid (k_groups, B * Hkv), 256 threads, each holding four consecutive channels of some of the
+// grid (ceil(Sq / kQRowsPerBlock) * B * Hq + stat_chunks * B * Hkv), 256 threads: the Q pass's
+// blocks, then the statistics pass's. One launch reads Q, K and V once.
+template <bool kBf16, int kD>
+__global__ void __launch_bounds__(256) sage_prepass_kernel(const SageParams p, bool v_stats, int q_blocks) {
+  const int qb = (p.seqlen_q + kQRowsPerBlock - 1) / kQRowsPerBlock;
+  const int block = blockIdx.x;
+  if (block < q_blocks) {
+    sage_quant_q_block<kBf16, kD>(p, block % qb, block / qb);
+  } else {
+    const int s = block - q_blocks;
+    sage_stats_block<kBf16, kD>(p, v_stats, s % p.stat_chunks, s / p.stat_chunks);
+  }
+}
+
+// Only for calls that ask for the LSE: each row's q' . mean(K), the amount by which smoothing K
+// lowered the row's scores (in log2 units), which the LSE adds back. grid (ceil(Sq / 8), B * Hq),
+// 256 threads, a warp per row, a lane holding kD / 32 consecutive channels.
+template <bool kBf16, int kD>
+__global__ void __launch_bounds__(256) sage_q_shift_kernel(const SageParams p) {
+  constexpr int kPer = kD / 32;
+  __shared__ float mean[kD];
+  const int bh = blockIdx.y, b = bh / p.heads_q, h = bh % p.heads_q;
+  k_means<kD>(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv), b, mean);
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = lane * kPer;
+  const int row = blockIdx.x * 8 + warp;
+  if (row >= p.seqlen_q) return;
+  const std::int64_t at = b * p.q_stride_b + static_cast<std::int64_t>(row) * p.q_stride_s + h * p.q_stride_h + c0;
+  float shift = 0.f;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) shift = fmaf(__fmul_rn(load_elem<kBf16>(p.q, at + e), p.scale_log2), mean[c0 + e], shift);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) shift += __shfl_xor_sync(0xffffffffu, shift, o);
+  if (lane == 0) p.q_shift[static_cast<std::int64_t>(bh) * p.seqlen_q + row] = shift;
+}
+
+// One (key group, batch * kv head) of the K pass, 256 threads, each holding four consecutive channels of some of the
 // group's keys (one 32-bit store of INT8 codes per key).
 template <bool kBf16, int kD>
-__global__ void __launch_bounds__(256) sage_quant_k_kernel(const SageParams p) {
+__device__ __forceinline__ void sage_quant_k_block(const SageParams& p, int group, int bh) {
   constexpr int kLanesPerKey = kD / 4, kKeysPerPass = 256 / kLanesPerKey, kPasses = kKGroup / kKeysPerPass;
   __shared__ float mean[kD];
   __shared__ float scratch[8];
-  const int bh = blockIdx.y, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
+  const int b = bh / p.heads_kv, hkv = bh % p.heads_kv;
   k_means<kD>(p, bh, b, mean);
   __syncthreads();
-  const int key0 = blockIdx.x * kKGroup, c0 = (threadIdx.x % kLanesPerKey) * 4;
+  const int key0 = group * kKGroup, c0 = (threadIdx.x % kLanesPerKey) * 4;
   float x[kPasses][4];
   float amax = 0.f;
 #pragma unroll
@@ -257,19 +284,19 @@ __global__ void __launch_bounds__(256) sage_quant_k_kernel(const SageParams p) {
     }
     *reinterpret_cast<std::uint32_t*>(p.k_int8 + (static_cast<std::int64_t>(bh) * p.seqlen_k + key) * kD + c0) = packed;
   }
-  if (threadIdx.x == 0) p.k_scale[static_cast<std::int64_t>(bh) * p.k_groups + blockIdx.x] = __fdiv_rn(amax, kInt8Max);
+  if (threadIdx.x == 0) p.k_scale[static_cast<std::int64_t>(bh) * p.k_groups + group] = __fdiv_rn(amax, kInt8Max);
 }
 
-// grid (kv_padded / kKvBlock, B * Hkv), 256 threads: one block of keys, every channel, with no
+// One (key block, batch * kv head) of the V pass, 256 threads: one block of keys, every channel, with no
 // shared memory. A thread writes one 32-bit word (four positions of a 32-key chunk) of four
 // channels: positions 4j .. 4j + 3 hold keys kb, kb + 1, kb + 8, kb + 9 (v_position), so it loads
 // those four keys' four channels and packs them. A warp covers eight words of one chunk (32
 // contiguous bytes per channel row) for 16 channels: its loads and stores fill whole sectors.
 template <bool kBf16, int kD>
-__global__ void __launch_bounds__(256) sage_quant_v_kernel(const SageParams p) {
+__device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvblock, int bh) {
   constexpr int kUnits = (kKvBlock / 32) * (kD / 16);  // (32-key chunk, 16-channel block) pairs
-  const int bh = blockIdx.y, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
-  const int key0 = blockIdx.x * kKvBlock;
+  const int b = bh / p.heads_kv, hkv = bh % p.heads_kv;
+  const int key0 = kvblock * kKvBlock;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, word = lane % 8;
   const int kb = 16 * (word / 4) + 2 * (word % 4);  // the first of the word's keys within its chunk
   const float* amax = p.v_amax + static_cast<std::int64_t>(bh) * kD;
@@ -298,6 +325,19 @@ __global__ void __launch_bounds__(256) sage_quant_v_kernel(const SageParams p) {
       std::uint8_t* dst = p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0 + e) * p.kv_padded + key0 + chunk * 32 + 4 * word;
       *reinterpret_cast<std::uint32_t*>(dst) = (lo & 0xffffu) | (hi << 16);
     }
+  }
+}
+
+// grid (k_groups * B * Hkv + (FP8: kv_padded / kKvBlock * B * Hkv)), 256 threads: the K pass's
+// blocks, then the V pass's. One launch reads K and V once more, after the means.
+template <bool kBf16, int kD>
+__global__ void __launch_bounds__(256) sage_quant_kv_kernel(const SageParams p, int k_blocks) {
+  const int block = blockIdx.x;
+  if (block < k_blocks) {
+    sage_quant_k_block<kBf16, kD>(p, block % p.k_groups, block / p.k_groups);
+  } else {
+    const int vb = p.kv_padded / kKvBlock, s = block - k_blocks;
+    sage_quant_v_block<kBf16, kD>(p, s % vb, s / vb);
   }
 }
 
