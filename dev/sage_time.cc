@@ -1,4 +1,4 @@
-// SAGE_ATTN's Hopper kernels beside FLASH_ATTN on the workloads of bench/workloads.csv: best-of-N
+// SAGE_ATTN's Hopper and Ampere kernels beside FLASH_ATTN's on the workloads of bench/workloads.csv: best-of-N
 // times (quantization included), TFLOP/s, and the difference from FLASH_ATTN's output (relative L2,
 // cosine). A development probe; the product's benchmark is bench/gpu_attention_bench.cu.
 // Build on the GPU machine after the default preset (see dev/README.md).
@@ -16,7 +16,6 @@
 
 #include "kernels/cuda/flash/run_flash_attn.h"
 #include "kernels/cuda/sage/run_sage_attn.h"
-#include "kernels/cuda/sage/sage_hopper_launch.cuh"
 
 using namespace diffattn;
 
@@ -124,20 +123,21 @@ int main(int argc, char** argv) {
       std::printf(" | %9.3f %8.3f %8.1f %8.2e %9.6f", t, t_flash / t, flops / t / 1e9, std::sqrt(dd / rr),
                   dot / std::sqrt(rr * gg));
     }
-    // The FP8 three-group kernel with every kPolyEvery-th exponential on the FMA pipe (the product takes 0).
-    if (w.d == 128) {
-      const auto sweep = [&](auto traits, const char* name) {
-        using T = decltype(traits);
-        const float t = time([&] {
-          return sage::run_sage_attn_cuda_with(ps, sage::PvMode::kFp8, nullptr, 3, [](const sage::SageParams& sp, int sms, void* st) {
-            return sage::launch_sage_hopper<T>(sp, sms, static_cast<cudaStream_t>(st));
-          });
-        });
-        std::printf(" | %s %8.3f %6.3f", name, t, t_flash / t);
-      };
-      sweep(sage::SageTraits<128, true, true, 3, 4>{}, "poly4");
-      sweep(sage::SageTraits<128, true, true, 3, 2>{}, "poly2");
-      sweep(sage::SageTraits<128, true, true, 3, 8>{}, "poly8");
+    // The Ampere/Ada kernels (run here as compute_80 code on the Hopper GPU): SAGE_ATTN's against
+    // FLASH_ATTN's, both against the Hopper FLASH_ATTN output.
+    {
+      AttentionProblem pa = p;
+      pa.out = view(o, w.b, w.sq, w.h, w.d);
+      const float t_fa = time([&] { return flash::run_flash_attn_ampere_cuda(pa, nullptr); });
+      cudaMemset(o, 0xff, nq * 2);
+      const float t_sa = time([&] { return sage::run_sage_attn_ampere_cuda(pa, nullptr); });
+      cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost);
+      double dd = 0, rr = 0;
+      for (size_t i = 0; i < nq; i += 7) {
+        const double a = __bfloat162float(got[i]), b = __bfloat162float(ref[i]);
+        dd += (a - b) * (a - b), rr += b * b;
+      }
+      std::printf(" | sm80 flash %8.3f sage %8.3f x %6.3f relL2 %8.2e", t_fa, t_sa, t_fa / t_sa, std::sqrt(dd / rr));
     }
     std::printf("\n");
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o_ref), cudaFree(o);
