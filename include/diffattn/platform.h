@@ -20,10 +20,14 @@ class Registry;
 
 enum class PlatformKind { kCpu, kCuda };
 
+// features.flashinfer of a probed GPU where this build's FLASH_ATTN kernels run: FLASHINFER_ATTN's
+// ragged prefill and mask kernels are those.
+inline constexpr char kDiffattnPrefillKernels[] = "diffattn";
+
 struct PlatformFeatures {
   bool flash_attn = false;          // diffattn FLASH_ATTN kernels exist for this device (FA2/FA3-class)
   bool flash_attn_4 = false;        // an FA4-class kernel exists (the only FLASH_ATTN accepted on Blackwell)
-  std::string flashinfer;           // FlashInfer version found, empty when absent
+  std::string flashinfer;           // FlashInfer version found, kDiffattnPrefillKernels, or empty
   bool flashinfer_prefill = false;  // FlashInfer's ragged prefill kernels are usable
   bool trtllm_gen = false;          // trtllm-gen FMHA kernels are usable
   bool sage_attn = false;

@@ -55,6 +55,11 @@ Result<PlatformInfo> probe_cuda_platform(int device) {
   info.compiled_archs = kCompiledArchs;
   info.features.flash_attn = flash_attn_built_for(prop.major, prop.minor);
   info.features.sage_attn = sage_attn_built_for(prop.major, prop.minor);
+  // FLASHINFER_ATTN's ragged prefill and mask kernels are FLASH_ATTN's: they exist where those do.
+  if (info.features.flash_attn) {
+    info.features.flashinfer = kDiffattnPrefillKernels;
+    info.features.flashinfer_prefill = true;
+  }
   info.origin = "probe";
   return info;
 }

@@ -290,20 +290,22 @@ TEST(ResolveCli, HumanOutputIsOneTableWithEveryRole) {
   EXPECT_NE(run.err.find("Resolved diffusion attention backend"), std::string::npos) << run.err;
 }
 
-// A backend's kernels are per device: FLASHINFER_ATTN's CPU kernel runs a CPU plan, while a plan for
-// a described B200 says this build has no CUDA kernel for it.
+// A backend's kernels are per device: FLASHINFER_ATTN's CPU kernel runs a CPU plan, while a plan
+// for TRTLLM_ATTN on a described B200 says this build has no CUDA kernel for it.
 TEST(ResolveCli, KernelsInThisBuildArePerDevice) {
-  const std::vector<std::string> base = {"resolve", "--role", "self", "--head-size", "128",
-                                         "--diffusion-attention-backend", "FLASHINFER_ATTN", "--json"};
-  const CliResult cpu = run_cli(with(base, {"--platform", "cpu"}));
+  const auto base = [](const char* backend) {
+    return std::vector<std::string>{"resolve", "--role", "self", "--head-size", "128",
+                                    "--diffusion-attention-backend", backend, "--json"};
+  };
+  const CliResult cpu = run_cli(with(base("FLASHINFER_ATTN"), {"--platform", "cpu"}));
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
   EXPECT_EQ(cpu.json().at("resolutions")[0].at("kernel_in_this_build"), true) << cpu.out;
-  const CliResult b200 = run_cli(with(base, {"--platform", platform_file("b200.json")}));
+  const CliResult b200 = run_cli(with(base("TRTLLM_ATTN"), {"--platform", platform_file("b200.json")}));
   ASSERT_EQ(b200.exit_code, 0) << b200.err;
   const nlohmann::json r = b200.json().at("resolutions")[0];
   EXPECT_EQ(r.at("kernel_in_this_build"), false) << b200.out;
-  EXPECT_EQ(r.at("no_kernel_reason"), "FLASHINFER_ATTN is registered for planning, but this build of diffattn has no "
-                                      "CUDA kernel for it");
+  EXPECT_EQ(r.at("no_kernel_reason"), "TRTLLM_ATTN is registered for planning, but this build of diffattn has no "
+                                      "kernel for it");
 }
 
 }  // namespace

@@ -104,7 +104,7 @@ TEST_F(CudaExplicitSelectionTest, SageAttn3NeedsBlackwellThenItsHeadSizes) {
 TEST_F(CudaExplicitSelectionTest, FlashinferAvailabilityPrefillAndHeadSizes) {
   CudaDescription sm120{.major = 12, .minor = 0, .cudnn_version = 90500};
   expect_error(described_cuda(sm120), "FLASHINFER_ATTN", 128, ErrorCode::kUnavailable,
-               "FLASHINFER_ATTN's CUDA kernels are not part of this diffattn build yet");
+               "FLASHINFER_ATTN's CUDA kernels are not part of this diffattn build for this GPU");
   sm120.flashinfer = "0.6.16";
   expect_error(described_cuda(sm120), "FLASHINFER_ATTN", 128, ErrorCode::kUnavailable,
                "BatchPrefillWithRaggedKVCacheWrapper");

@@ -46,6 +46,11 @@ inline PlatformInfo probed_like(int major, int minor, int cudnn_version = 91900)
   d.cudnn_version = cudnn_version;
   d.flash_attn = major == 8 || (major == 9 && minor == 0);
   d.sage_attn = major == 8 || (major == 9 && minor == 0);
+  // FLASHINFER_ATTN runs on FLASH_ATTN's kernels: the probe reports them as the prefill kernels.
+  if (d.flash_attn) {
+    d.flashinfer = kDiffattnPrefillKernels;
+    d.flashinfer_prefill = true;
+  }
   return described_cuda(d);
 }
 

@@ -49,9 +49,12 @@ void register_flashinfer_attn(Registry& registry) {
                          "(BatchPrefillWithRaggedKVCacheWrapper). Use a FlashInfer build that has them, or select "
                          "{suggest}.")};
   d.head_size_reasons.default_needs_known = true;
-  d.kernels = {{DeviceKind::kCpu, "tiled, vectorised; QK16/V8: FP8 E4M3 V, per-channel scales"}};
-  // The CPU kernel is part of every build. On CUDA a described platform whose features list
-  // FlashInfer declares a build that holds the kernels; a probed GPU has none yet.
+  d.kernels = {{DeviceKind::kCpu, "tiled, vectorised; QK16/V8: FP8 E4M3 V, per-channel scales"},
+               {DeviceKind::kCuda, "FLASH_ATTN's kernels; dense masks on the Hopper kernel's listed walk (masked-out "
+                                   "key blocks skipped), on the mma.sync kernel elsewhere; no QK16/V8"}};
+  // The CPU kernel is part of every build. On CUDA the kernels are FLASH_ATTN's: the probe reports
+  // them as features.flashinfer (kDiffattnPrefillKernels) where those run; a described platform's
+  // features declare them.
   d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
     if (platform.kind == PlatformKind::kCpu || !platform.features.flashinfer.empty()) return std::nullopt;
     return kFlashInferNoCudaKernels;

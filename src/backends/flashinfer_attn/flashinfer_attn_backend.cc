@@ -6,12 +6,13 @@
 #include "backends/factories.h"
 #include "kernels/cpu/fp8_v_cpu.h"
 #include "kernels/cpu/sdpa_cpu.h"
+#include "kernels/cuda/flash/run_flash_attn.h"
 
 namespace diffattn {
 
 const char kFlashInferNoCudaKernels[] =
-    "FLASHINFER_ATTN's CUDA kernels are not part of this diffattn build yet (it runs on CPU tensors); select "
-    "CUDNN_ATTN or FLASH_ATTN instead.";
+    "FLASHINFER_ATTN's CUDA kernels are not part of this diffattn build for this GPU (they are FLASH_ATTN's, built "
+    "for sm_80-sm_90); run it on CPU tensors, or select CUDNN_ATTN or TORCH_SDPA instead.";
 
 namespace {
 
@@ -28,13 +29,19 @@ Status check_operand_dtype(const std::optional<DType>& wanted, DType got, const 
 
 // The layer checked and completed the call (Attention::forward), against the capabilities and
 // flashinfer_problem_reasons too; what is left depends on the quant block's mode.
-Status FlashInferAttnBackend::forward(const AttentionProblem& problem, void*) {
+Status FlashInferAttnBackend::forward(const AttentionProblem& problem, void* stream) {
   if (mode_.variant == FlashInferVariant::kCuteDsl && problem.mask)
     return Unsupported("FLASHINFER_ATTN cute-dsl backend does not support custom masks. Select TORCH_SDPA or a "
                        "FlashInfer backend that accepts custom_mask.");
-  if (problem.q.device.kind == DeviceKind::kCuda) return Unavailable(kFlashInferNoCudaKernels);
   DIFFATTN_RETURN_IF_ERROR(check_operand_dtype(mode_.dtype_qk, problem.q.dtype, "dtype_qk", "q and k"));
   DIFFATTN_RETURN_IF_ERROR(check_operand_dtype(mode_.dtype_vo, problem.v.dtype, "dtype_vo", "v and out"));
+  if (problem.q.device.kind == DeviceKind::kCuda) {
+    if (mode_.fp8_v)
+      return Unsupported("FLASHINFER_ATTN's QK16/V8 mode (quant.dtype_vo=fp8_e4m3) runs on CPU tensors only in this "
+                         "build; on the GPU leave dtype_vo unset for 16-bit V, or select SAGE_ATTN for 8-bit attention");
+    // 'fa2' asks for the Ampere-class kernel on any GPU; 'fa3' and 'auto' take the device's own.
+    return flash::run_masked_cuda(problem, stream, mode_.variant == FlashInferVariant::kFa2);
+  }
   if (mode_.fp8_v) return run_attention_fp8_v_cpu(problem);
   return run_sdpa_cpu(problem);
 }

@@ -1,8 +1,9 @@
 #pragma once
 // FLASHINFER_ATTN: FlashInfer's batch-prefill semantics (packed ragged batches, boolean masks per
 // batch or per head, key padding, causal, GQA, LSE) on diffattn's own kernels, with the QK16/V8
-// mode of its quant block (docs/backends/flashinfer.md). The CPU kernel runs CPU views; the CUDA
-// kernels are not in this build yet, so CUDA views are refused with what to select instead.
+// mode of its quant block (docs/backends/flashinfer.md). CPU views run the CPU kernels; CUDA views
+// run FLASH_ATTN's kernels (kernels/cuda/flash/run_flash_attn.h, run_masked_cuda), dense masks on
+// the Hopper kernel's listed walk. The QK16/V8 mode has no CUDA kernel yet and is refused there.
 
 #include <string>
 #include <string_view>

@@ -26,7 +26,7 @@ Reason check_half_precision(const ProblemShape& shape) {
 Reason check_no_dense_mask(const ProblemShape& shape) {
   if (shape.mask != MaskKind::kDense) return std::nullopt;
   return "FLASH_ATTN takes key-padding masks [B, Skv] and packed batches, not dense [B|1, H|1, Sq, Skv] masks; "
-         "select TORCH_SDPA or CUDNN_ATTN for dense masks";
+         "select FLASHINFER_ATTN or TORCH_SDPA for dense masks";
 }
 
 Reason check_has_keys(const ProblemShape& shape) {

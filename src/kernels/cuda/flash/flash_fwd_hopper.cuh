@@ -177,7 +177,7 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
         c.group_list[g] = p.bs_indices;
         c.group_len[g] = 0;
         if (t < p.bs_q_tiles) {
-          const int r = bh * p.bs_q_tiles + t;
+          const int r = c.b * p.bs_stride_b + c.h * p.bs_stride_h + t;
           const int first = __ldg(p.bs_offsets + r);
           c.group_list[g] = p.bs_indices + first;
           c.group_len[g] = __ldg(p.bs_offsets + r + 1) - first;
@@ -185,9 +185,10 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
         c.n_blocks = max(c.n_blocks, c.group_len[g]);
       }
     } else {
-      const int r = bh * p.bs_q_tiles + m;
+      const int r = c.b * p.bs_stride_b + c.h * p.bs_stride_h + m;
       const int first = __ldg(p.bs_offsets + r);
       c.list = p.bs_indices + first;
+
       c.n_blocks = __ldg(p.bs_offsets + r + 1) - first;
     }
   }
@@ -476,8 +477,37 @@ struct Consumer {
   }
 
   // Sets out-of-range, causal and key-padding positions to -inf.
+  // kWalk: only the listed walk reads a dense mask's bits (the branch costs the other walks registers).
+  template <KeyWalk kWalk>
   __device__ void apply_mask(float (&s)[kSAcc], const TileCoord& c, int n) const {
     const int row_base = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
+    if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys) {
+      if (p.row_bits != nullptr) {
+        // A dense mask: this thread's two rows read their own words (a row past Sq reads row 0's;
+        // it is never stored). Bits are zero past Skv, so the key end needs no compare.
+        const uint32_t* bits = p.row_bits + c.b * p.row_bits_stride_b + c.h * p.row_bits_stride_h;
+        const uint32_t* rows[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = row_base + 8 * r;
+          rows[r] = bits + static_cast<int64_t>(row < c.seqlen_q ? row : 0) * p.row_bits_words;
+        }
+        uint32_t word[2] = {0u, 0u};
+#pragma unroll
+        for (int j = 0; j < T::kBlockN / 8; ++j) {
+          const int col0 = n * T::kBlockN + j * 8;
+          if (T::kBlockN % 32 != 0 || j % 4 == 0) {
+            word[0] = __ldg(rows[0] + (col0 >> 5));
+            word[1] = __ldg(rows[1] + (col0 >> 5));
+          }
+          const int shift = (col0 & 31) + (lane % 4) * 2;
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (((word[e >> 1] >> (shift + (e & 1))) & 1u) == 0) s[j * 4 + e] = -INFINITY;
+        }
+        return;
+      }
+    }
     if (p.kv_bits != nullptr) {
       // Eight neighbouring keys never straddle a 32-bit word, and with tiles of whole words each
       // word covers four groups of eight: one warp-uniform load per 8 or 32 columns.
@@ -651,6 +681,7 @@ struct Consumer {
   // the new maxima and multiplies its exponentials down, unless a jump reached kMaxEarlyJump
   // (exponentials may have overflowed): then this thread recomputes its scores and takes them again.
   static constexpr float kMaxEarlyJump = 120.f;
+  template <KeyWalk kWalk>
   __device__ bool softmax_early(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c, int n,
                                 bool full, int stage) const {
     constexpr int kCols = T::kBlockN / 4;
@@ -699,7 +730,7 @@ struct Consumer {
       return true;
     }
     recompute_scores(s, stage);
-    if (needs_mask(c, n, full)) apply_mask(s, c, n);
+    if (needs_mask(c, n, full)) apply_mask<kWalk>(s, c, n);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float ms = mx[r] * scale;
@@ -719,11 +750,12 @@ struct Consumer {
 
   // The softmax of one block: early exponentials where the traits ask for them and every row of the
   // warp already has a maximum, otherwise max first. Returns whether the output must be rescaled.
+  template <KeyWalk kWalk>
   __device__ bool block_softmax(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c, int n,
                                 bool full, int stage) const {
     if constexpr (T::kEarlyExp)
       if (__all_sync(0xffffffff, st.m[0] != -INFINITY && st.m[1] != -INFINITY))
-        return softmax_early(s, st, alpha, c, n, full, stage);
+        return softmax_early<kWalk>(s, st, alpha, c, n, full, stage);
     return softmax(s, st, alpha);
   }
 
@@ -956,6 +988,8 @@ struct Consumer {
       if constexpr (!T::kOverlap) {
         while (n < c.n_end) {
           const int kb = block_at<kWalk>(c, n);
+          if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys)
+            if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + (c.list - p.bs_indices) + n) == 0;
           ptx::mbar_wait(sm.k_full(stage), phase);
           take_turn();
           ptx::fence_operands(o);
@@ -972,8 +1006,8 @@ struct Consumer {
           bool next_full = full;
           if constexpr (kSkip) next = next_live_block<T>(p, c, n + 1, next_full);
           if (!T::kEarlyExp && next >= c.n_end) release_q();  // last read of Q: the next tile's may load
-          if (needs_mask(c, kb, full)) apply_mask(s, c, kb);
-          const bool rescale = block_softmax(s, st, alpha, c, kb, full, stage);
+          if (needs_mask(c, kb, full)) apply_mask<kWalk>(s, c, kb);
+          const bool rescale = block_softmax<kWalk>(s, st, alpha, c, kb, full, stage);
           if constexpr (T::kEarlyExp) {  // the softmax may have read K and Q again
             release(sm.k_empty(stage));
             if (next >= c.n_end) release_q();
@@ -1002,6 +1036,8 @@ struct Consumer {
       } else {
         while (n < c.n_end) {
           const int kb = block_at<kWalk>(c, n);
+          if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys)
+            if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + (c.list - p.bs_indices) + n) == 0;
           const bool first = n == n_first;
           if (!first) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
           ptx::mbar_wait(sm.k_full(stage), phase);
@@ -1024,8 +1060,8 @@ struct Consumer {
           ptx::fence_operands(s);
           if constexpr (!T::kEarlyExp) release(sm.k_empty(stage));
           if (!T::kEarlyExp && !kSkip && n == c.n_end - 1) release_q();  // last read of Q: the next tile's may load
-          if (needs_mask(c, kb, full)) apply_mask(s, c, kb);
-          const bool rescale = block_softmax(s, st, alpha, c, kb, full, stage);
+          if (needs_mask(c, kb, full)) apply_mask<kWalk>(s, c, kb);
+          const bool rescale = block_softmax<kWalk>(s, st, alpha, c, kb, full, stage);
           if constexpr (T::kEarlyExp) {  // the softmax may have read K and Q again
             release(sm.k_empty(stage));
             if (!kSkip && n == c.n_end - 1) release_q();

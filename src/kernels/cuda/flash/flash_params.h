@@ -35,6 +35,20 @@ struct FlashParams {
   const int* bs_indices = nullptr;
   const int* bs_tile_rows = nullptr;
   int bs_q_tiles = 0;  // query tiles per (b, h) of the lists; set by the launcher
+  // Lists shared across batches or heads (a broadcast dense mask): the list of tile m of (b, h) is
+  // r = b * bs_stride_b + h * bs_stride_h + m. Negative: the launcher sets heads_q * bs_q_tiles and
+  // bs_q_tiles (one list per (b, h)).
+  int bs_stride_b = -1, bs_stride_h = -1;
+  // Dense keep-masks on the listed walk (one list per tile over its blocks that keep a key):
+  // bs_partial[e] is nonzero when list entry e's block also drops a key, so the kernel reads
+  // row_bits there; blocks that keep every key are not masked. Bit j of word w of query row i of
+  // (b, h) keeps key 32 w + j: row_bits[b * row_bits_stride_b + h * row_bits_stride_h + i *
+  // row_bits_words + w], strides in words (0 for a broadcast dimension), zero past Skv up to whole
+  // key blocks. Not with per-group lists.
+  const std::uint8_t* bs_partial = nullptr;
+  const std::uint32_t* row_bits = nullptr;
+  std::int64_t row_bits_stride_b = 0, row_bits_stride_h = 0;
+  int row_bits_words = 0;
 
   const int* cu_seqlens_q = nullptr;  // optional packed batches: [B + 1] offsets
   const int* cu_seqlens_k = nullptr;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/flash/dense_mask.h"
 #include "kernels/cuda/flash/flash_checks.h"
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_hopper.h"
@@ -132,12 +133,15 @@ Status run_ampere(const AttentionProblem& pr, void* stream) {
   return cuda::launch_sdpa_mma(params, stream);
 }
 
-// The checks both entry points make before anything runs; `device` stays entered for the launch.
-Result<DeviceFacts> enter_device(const AttentionProblem& problem, cuda::ScopedDevice& device) {
+// The checks every entry point makes before anything runs; `device` stays entered for the launch.
+// `dense_mask`: the entry takes dense masks (the masked entries), which FLASH_ATTN's own refuse.
+Result<DeviceFacts> enter_device(const AttentionProblem& problem, cuda::ScopedDevice& device, bool dense_mask = false) {
   if (problem.q.device.kind != DeviceKind::kCuda)
     return InvalidInput("FLASH_ATTN runs on CUDA tensors, but q lives on the CPU; move q/k/v/out to a GPU or "
                         "select TORCH_SDPA");
-  if (auto reasons = flash_shape_reasons(problem.shape()); !reasons.empty()) return Unsupported(reasons_text(reasons));
+  ProblemShape shape = problem.shape();
+  if (dense_mask && shape.mask == MaskKind::kDense) shape.mask = MaskKind::kNone;
+  if (auto reasons = flash_shape_reasons(shape); !reasons.empty()) return Unsupported(reasons_text(reasons));
   DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
   return device_facts(problem.q.device.index);
 }
@@ -233,6 +237,75 @@ Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseL
   const Status status = upload_and_launch();
   (void)cudaFreeAsync(buffer, s);
   return status;
+}
+
+Status run_dense_mask_cuda(const AttentionProblem& problem, void* stream) {
+  cuda::ScopedDevice device;
+  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device, /*dense_mask=*/true));
+  const char* what = "dense-mask attention on CUDA";
+  if (!problem.mask || problem.mask->ndim != 4)
+    return InvalidInput(std::string(what) + " needs a dense keep-mask [B|1, H|1, Sq, Skv]; run key-padding masks "
+                        "through run_flash_attn_cuda");
+  if (facts.cc_major != 9)
+    return Unsupported(std::string(what) + " has a kernel for sm_90 (Hopper) only, but this device is " +
+                       sm_name(facts) + "; select TORCH_SDPA, whose CUDA kernel reads the mask itself");
+  const int d = static_cast<int>(problem.q.size(3));
+  if (!is_block_sparse_head_size(d) || problem.v.size(3) != d)
+    return Unsupported(std::string(what) + ": head size " + std::to_string(d) + " (values " +
+                       std::to_string(problem.v.size(3)) + ") is not compiled; compiled: " +
+                       block_sparse_head_sizes_text() + " with equal query and value head sizes; select TORCH_SDPA");
+  if (problem.causal || problem.is_varlen())
+    return Unsupported(std::string(what) + " takes no causal or packed problem; fold the causal cut into the mask");
+  if (problem.mask->device.kind != DeviceKind::kCuda)
+    return InvalidInput(std::string(what) + " reads the mask on the GPU, but it lives on the CPU; copy the mask to "
+                        "the device of q");
+  if (problem.q.size(1) == 0 || problem.q.size(0) == 0) return Status::Ok();
+  AttentionProblem unmasked = problem;
+  unmasked.mask.reset();
+  DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(unmasked, facts.sm_count));
+  const TensorView& m = *problem.mask;
+  DenseMaskView view;
+  view.data = static_cast<const std::uint8_t*>(m.data);
+  view.batch = m.size(0);
+  view.heads = m.size(1);
+  view.stride_b = m.size(0) == 1 ? 0 : m.stride(0);
+  view.stride_h = m.size(1) == 1 ? 0 : m.stride(1);
+  view.stride_i = m.stride(2);
+  view.stride_j = m.stride(3);
+  view.seqlen_q = static_cast<int>(problem.q.size(1));
+  view.seqlen_k = static_cast<int>(problem.k.size(1));
+  const HopperTile tile = block_sparse_tile(d);
+  DenseMaskLists lists;
+  const DenseMaskStatus built = build_dense_mask_lists(view, tile.block_m, tile.block_n, stream, &lists);
+  if (!built.ok) return CudaError("FLASH_ATTN " + built.message);
+  FlashParams& p = args.params;
+  args.tail_split = false;
+  p.bs_offsets = lists.offsets;
+  p.bs_indices = lists.indices;
+  p.bs_partial = lists.partial;
+  p.bs_stride_b = lists.list_stride_b;
+  p.bs_stride_h = lists.list_stride_h;
+  p.row_bits = lists.row_bits;
+  p.row_bits_words = lists.words;
+  p.row_bits_stride_b = lists.row_bits_stride_b;
+  p.row_bits_stride_h = lists.row_bits_stride_h;
+  const Status status = status_from(launch_flash_hopper_block_sparse(args, /*small_tiles=*/false, stream));
+  (void)cudaFreeAsync(lists.workspace, static_cast<cudaStream_t>(stream));
+  return status;
+}
+
+Status run_masked_cuda(const AttentionProblem& problem, void* stream, bool ampere_kernel) {
+  if (problem.mask_kind() != MaskKind::kDense && !ampere_kernel) return run_flash_attn_cuda(problem, stream);
+  cuda::ScopedDevice device;
+  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device, /*dense_mask=*/true));
+  const int d = static_cast<int>(problem.q.size(3));
+  if (!ampere_kernel && facts.cc_major == 9 && facts.cc_minor == 0 && is_block_sparse_head_size(d) && problem.v.size(3) == d &&
+      !problem.causal)
+    return run_dense_mask_cuda(problem, stream);
+  if (facts.cc_major < 8)
+    return Unsupported("masked attention on CUDA needs sm_80 or newer, but this device is " + sm_name(facts) +
+                       "; select TORCH_SDPA");
+  return run_ampere(problem, stream);
 }
 
 Status run_flash_attn_cuda(const AttentionProblem& problem, void* stream) {

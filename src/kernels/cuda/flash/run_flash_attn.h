@@ -46,4 +46,18 @@ struct DeviceBlockSparseLists {
 };
 Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockSparseLists& lists, void* stream);
 
+// Attention under a dense keep-mask [B|1, H|1, Sq, Skv] on the Hopper kernel (sm_90; head sizes
+// kBlockSparseHeadSizes, Dv = D; not causal, not packed): the mask is packed to bits per query row
+// and each query tile walks only the key blocks that keep a key for one of its rows
+// (kernels/cuda/flash/dense_mask.h), reading the bits only in blocks that also drop one. Rows
+// whose every key is masked give zeros and LSE -inf. The lists are built on `stream` for this call.
+Status run_dense_mask_cuda(const AttentionProblem& problem, void* stream);
+
+// Every problem validate_problem accepts with masks of either kind, on diffattn's kernels: dense
+// masks through run_dense_mask_cuda on Hopper at its head sizes and through the mma.sync kernel
+// (which reads the mask's bytes) elsewhere from sm_80; the rest (no mask, key padding, packed
+// batches, causal) as run_flash_attn_cuda. `ampere_kernel`: the mma.sync kernel on any device from
+// sm_80 (FLASHINFER_ATTN's 'fa2'). FLASHINFER_ATTN's CUDA path.
+Status run_masked_cuda(const AttentionProblem& problem, void* stream, bool ampere_kernel = false);
+
 }  // namespace diffattn::flash

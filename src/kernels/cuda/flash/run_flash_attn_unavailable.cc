@@ -28,5 +28,11 @@ Status run_block_sparse_cuda(const AttentionProblem&, const DeviceBlockSparseLis
   return no_block_sparse_kernels();
 }
 
+Status run_dense_mask_cuda(const AttentionProblem& problem, void* stream) {
+  return run_flash_attn_cuda(problem, stream);
+}
+
+Status run_masked_cuda(const AttentionProblem& problem, void* stream, bool) { return run_flash_attn_cuda(problem, stream); }
+
 }  // namespace diffattn::flash
 #endif

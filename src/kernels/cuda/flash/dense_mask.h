@@ -1,0 +1,43 @@
+#pragma once
+// Dense keep-masks [B|1, H|1, Sq, Skv] for the listed walk of the Hopper flash kernel: the mask as
+// bits per query row, and per query tile the ascending key blocks that keep at least one key, each
+// flagged when it also drops one (FlashParams::row_bits, bs_offsets / bs_indices / bs_partial).
+// Blocks a mask empties are never loaded or computed; blocks it keeps whole are not masked.
+// Built on the device on the call's stream; kernels/sparse/dense_mask_lists.h is the CPU oracle.
+
+#include <cstdint>
+#include <string>
+
+namespace diffattn::flash {
+
+struct DenseMaskView {
+  const std::uint8_t* data = nullptr;  // bool keep-mask on the device
+  std::int64_t batch = 1, heads = 1;   // 1 for a broadcast dimension
+  std::int64_t stride_b = 0, stride_h = 0, stride_i = 0, stride_j = 0;  // elements
+  int seqlen_q = 0, seqlen_k = 0;
+};
+
+struct DenseMaskLists {
+  void* workspace = nullptr;  // one allocation holding everything below; free with cudaFreeAsync
+  const std::uint32_t* row_bits = nullptr;
+  int words = 0;  // per query row: whole key blocks
+  std::int64_t row_bits_stride_b = 0, row_bits_stride_h = 0;  // words; 0 for a broadcast dimension
+  const std::int32_t* offsets = nullptr;
+  const std::int32_t* indices = nullptr;
+  const std::uint8_t* partial = nullptr;
+  int q_tiles = 0, k_blocks = 0;
+  int list_stride_b = 0, list_stride_h = 0;  // in lists; 0 for a broadcast dimension
+};
+
+struct DenseMaskStatus {
+  bool ok = true;
+  std::string message;
+};
+
+// Queues the mask's packing and list building on `stream` (a cudaStream_t) for tiles of q_tile
+// query rows and k_tile keys (k_tile a multiple of 32). On success *out holds device pointers valid
+// in stream order until out->workspace is freed.
+DenseMaskStatus build_dense_mask_lists(const DenseMaskView& mask, int q_tile, int k_tile, void* stream,
+                                       DenseMaskLists* out);
+
+}  // namespace diffattn::flash

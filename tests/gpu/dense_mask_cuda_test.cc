@@ -1,0 +1,146 @@
+// Dense keep-masks on the Hopper kernel (kernels/cuda/flash/dense_mask.h, run_dense_mask_cuda):
+// the lists the device builds equal the CPU oracle's (kernels/sparse/dense_mask_lists.h), and the
+// attention under every broadcast form of the mask, with blocks the mask empties, keeps whole and
+// cuts, and fully masked rows, matches the float64 oracle within FLASH_ATTN's tolerance.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/flash/flash_config.h"
+#include "kernels/cuda/flash/run_flash_attn.h"
+#include "kernels/sparse/dense_mask_lists.h"
+#include "parity/parity_check.h"
+#include "parity/properties.h"
+
+#if DIFFATTN_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "gpu/device_case.h"
+#include "kernels/cuda/flash/dense_mask.h"
+#endif
+
+namespace diffattn {
+namespace {
+
+#if DIFFATTN_HAVE_CUDA
+
+using testing::fresh_seed;
+using testing::hopper_present;
+using testing::MaskShape;
+using testing::ParityCase;
+
+#define SKIP_WITHOUT_HOPPER() \
+  if (!hopper_present()) GTEST_SKIP() << "no sm_90 device here: the dense-mask walk is the Hopper kernel's"
+
+ParityCase masked_case(DType dtype, std::int64_t d, MaskShape mask, std::int64_t sq, std::int64_t skv) {
+  ParityCase c;
+  c.dtype = dtype;
+  c.head_size = c.head_size_v = d;
+  c.batch = 2;
+  c.seq_q = sq;
+  c.seq_kv = skv;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.mask = mask;
+  c.block_mask = true;
+  c.lse = true;
+  return c;
+}
+
+TEST(GpuDenseMask, TheDeviceListsEqualTheCpuOracle) {
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (MaskShape shape : {MaskShape::kDense, MaskShape::kDenseBroadcast, MaskShape::kDensePerHead}) {
+    const ParityCase c = masked_case(DType::kBFloat16, 64, shape, 333 + 64 * static_cast<int>(shape), 517);
+    auto data = testing::make_case_data(c, rng);
+    const TensorView& m = *data->problem.mask;
+    const DenseMaskBlockLists want = dense_mask_block_lists(m, 128, 128);
+    testing::DeviceCase device(*data);
+    ASSERT_TRUE(device.ok());
+    const TensorView& dm = *device.problem().mask;
+    flash::DenseMaskView view;
+    view.data = static_cast<const std::uint8_t*>(dm.data);
+    view.batch = dm.size(0), view.heads = dm.size(1);
+    view.stride_b = dm.size(0) == 1 ? 0 : dm.stride(0), view.stride_h = dm.size(1) == 1 ? 0 : dm.stride(1);
+    view.stride_i = dm.stride(2), view.stride_j = dm.stride(3);
+    view.seqlen_q = static_cast<int>(c.seq_q), view.seqlen_k = static_cast<int>(c.seq_kv);
+    flash::DenseMaskLists got;
+    const flash::DenseMaskStatus built = flash::build_dense_mask_lists(view, 128, 128, nullptr, &got);
+    ASSERT_TRUE(built.ok) << built.message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::size_t rows = want.offsets.size() - 1;
+    std::vector<std::int32_t> offsets(rows + 1), indices(want.indices.size());
+    std::vector<std::uint8_t> partial(want.partial.size());
+    ASSERT_EQ(cudaMemcpy(offsets.data(), got.offsets, offsets.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(offsets, want.offsets) << c.name() << " (seed " << seed << ")";
+    if (offsets == want.offsets && !indices.empty()) {
+      ASSERT_EQ(cudaMemcpy(indices.data(), got.indices, indices.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(partial.data(), got.partial, partial.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(indices, want.indices) << c.name();
+      EXPECT_EQ(partial, want.partial) << c.name();
+    }
+    // Some blocks of every kind, so that the comparison means something.
+    std::size_t partial_blocks = 0;
+    for (auto p : want.partial) partial_blocks += p;
+    EXPECT_LT(want.indices.size(), rows * want.k_blocks) << c.name() << ": no block was emptied";
+    EXPECT_GT(partial_blocks, 0u) << c.name();
+    cudaFree(got.workspace);
+  }
+}
+
+TEST(GpuDenseMask, EveryBroadcastFormMatchesTheOracle) {
+  SKIP_WITHOUT_HOPPER();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int idx = 0;
+  for (MaskShape shape : {MaskShape::kDense, MaskShape::kDenseBroadcast, MaskShape::kDensePerBatch,
+                          MaskShape::kDensePerHead})
+    for (std::int64_t d : {64, 128}) {
+      const DType dtype = idx % 2 ? DType::kFloat16 : DType::kBFloat16;
+      ParityCase c = masked_case(dtype, d, shape, 300 + 97 * idx, idx % 3 ? 700 : 300 + 97 * idx);
+      c.fully_masked_rows = idx % 3 == 1;
+      ++idx;
+      auto data = testing::make_case_data(c, rng);
+      testing::Expectation expected = testing::expect(data->problem);
+      testing::poison(data->problem.out);
+      testing::poison(*data->problem.lse);
+      testing::DeviceCase device(*data);
+      ASSERT_TRUE(device.ok());
+      const Status s = flash::run_dense_mask_cuda(device.problem(), nullptr);
+      ASSERT_TRUE(s.ok()) << c.name() << ": " << s.message();
+      ASSERT_TRUE(device.copy_back());
+      EXPECT_EQ(testing::compare(data->problem, expected), "") << c.name() << " (seed " << seed << ")";
+      if (c.fully_masked_rows)
+        EXPECT_EQ(testing::check_fully_masked_rows(c, data->problem), "") << c.name() << " (seed " << seed << ")";
+    }
+}
+
+TEST(GpuDenseMask, RefusalsNameTheFixAndWriteNothing) {
+  SKIP_WITHOUT_HOPPER();
+  std::mt19937_64 rng(fresh_seed());
+  ParityCase c = masked_case(DType::kBFloat16, 64, MaskShape::kDense, 200, 200);
+  c.causal = true;
+  auto data = testing::make_case_data(c, rng);
+  testing::poison(data->problem.out);
+  testing::poison(*data->problem.lse);
+  testing::DeviceCase device(*data);
+  ASSERT_TRUE(device.ok());
+  const Status s = flash::run_dense_mask_cuda(device.problem(), nullptr);
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(s.message().find("fold the causal cut into the mask"), std::string::npos) << s.message();
+  ASSERT_TRUE(device.copy_back());
+  EXPECT_EQ(testing::check_untouched(data->problem), "");
+}
+
+#else
+
+TEST(GpuDenseMask, TheDeviceListsEqualTheCpuOracle) { GTEST_SKIP() << "this build has no CUDA support"; }
+
+#endif
+
+}  // namespace
+}  // namespace diffattn
