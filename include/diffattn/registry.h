@@ -59,6 +59,8 @@ std::vector<std::string> capability_reasons(const Capabilities& caps, const Prob
 struct DeviceKernels {
   DeviceKind device = DeviceKind::kCpu;
   std::string description;  // "sm_80 (mma.sync) and sm_90a (wgmma + TMA)"
+  // CUDA: the compute capabilities (major * 10 + minor) the kernels run on; empty: every one.
+  std::vector<CapabilityRange> archs = {};
 };
 
 using BackendFactory = std::function<Result<std::unique_ptr<Backend>>(const BackendInit&)>;

@@ -106,10 +106,10 @@ Cell decide_cell(const BackendDescriptor& d, const Platform& platform, const std
   return {CellStatus::kExplicitOk, "", ""};
 }
 
-std::string cell_markdown(const BackendDescriptor& backend, const Cell& cell, PlatformKind kind) {
+std::string cell_markdown(const BackendDescriptor& backend, const Cell& cell, const PlatformInfo& info) {
   if (cell.status == CellStatus::kRejected) return "rejected: " + markdown_escape(cell.brief);
   const std::string status = cell.status == CellStatus::kDefault ? "**default**" : "explicit-ok";
-  return has_kernel_for(backend, kind) ? status : status + " (no kernel in this build)";
+  return has_kernel_for(backend, info) ? status : status + " (no kernel in this build)";
 }
 
 // The platform default at kMatrixHeadSize, for a mask-free model or not.
@@ -151,10 +151,10 @@ std::string column_cell_markdown(const std::vector<PlatformCells>& column, const
   const std::string& name = backend.name;
   bool same = true;
   for (const auto& pc : column) same = same && pc.cells.at(name) == column.front().cells.at(name);
-  if (same) return cell_markdown(backend, column.front().cells.at(name), column.front().info.kind);
+  if (same) return cell_markdown(backend, column.front().cells.at(name), column.front().info);
   std::vector<std::string> parts;
   for (const auto& pc : column) {
-    parts.push_back(pc.info.sm_string() + ": " + cell_markdown(backend, pc.cells.at(name), pc.info.kind));
+    parts.push_back(pc.info.sm_string() + ": " + cell_markdown(backend, pc.cells.at(name), pc.info));
   }
   return join(parts, "; ", "-");
 }
@@ -210,10 +210,15 @@ std::vector<MatrixColumn> matrix_columns() {
   };
 }
 
-bool has_kernel_for(const BackendDescriptor& backend, PlatformKind kind) {
-  const DeviceKind device = kind == PlatformKind::kCuda ? DeviceKind::kCuda : DeviceKind::kCpu;
-  for (const DeviceKernels& k : backend.kernels)
-    if (k.device == device) return true;
+bool has_kernel_for(const BackendDescriptor& backend, const PlatformInfo& info) {
+  const DeviceKind device = info.kind == PlatformKind::kCuda ? DeviceKind::kCuda : DeviceKind::kCpu;
+  const int cc = info.cc_major * 10 + info.cc_minor;
+  for (const DeviceKernels& k : backend.kernels) {
+    if (k.device != device) continue;
+    if (device == DeviceKind::kCpu || k.archs.empty()) return true;
+    for (const CapabilityRange& range : k.archs)
+      if (range.contains(cc)) return true;
+  }
   return false;
 }
 

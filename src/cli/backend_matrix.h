@@ -28,7 +28,7 @@ std::vector<MatrixColumn> matrix_columns();
 // Which diffattn kernels run a backend, from its declaration (empty: registered, but no kernel in diffattn).
 std::string kernels_in_this_build(const BackendDescriptor& backend);
 // Whether diffattn has a kernel for `backend` on the device of platforms of `kind`.
-bool has_kernel_for(const BackendDescriptor& backend, PlatformKind kind);
+bool has_kernel_for(const BackendDescriptor& backend, const PlatformInfo& info);
 
 // The matrix and the default route per column, as Markdown (what the document embeds) or JSON.
 Result<std::string> backend_matrix_markdown(const Registry& registry);

@@ -162,9 +162,9 @@ std::optional<std::string> missing_kernel(const std::string& backend, const Plat
   if (!descriptor.ok() || !(*descriptor)->origin.empty()) return std::nullopt;  // a plugin brings its own kernels
   if (kernels_in_this_build(**descriptor).empty())
     return backend + " is registered for planning, but this build of diffattn has no kernel for it";
-  if (!has_kernel_for(**descriptor, info.kind))
+  if (!has_kernel_for(**descriptor, info))
     return backend + " is registered for planning, but this build of diffattn has no " +
-           (info.kind == PlatformKind::kCuda ? "CUDA" : "CPU") + " kernel for it";
+           (info.kind == PlatformKind::kCuda ? "CUDA kernel for it on " + info.sm_string() : "CPU kernel for it");
   if (info.kind == PlatformKind::kCuda && !DIFFATTN_HAVE_CUDA)
     return "this build of diffattn has no CUDA kernels (nvcc was not found when it was built)";
   return std::nullopt;

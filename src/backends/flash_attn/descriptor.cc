@@ -42,7 +42,7 @@ void register_flash_attn(Registry& registry) {
   d.caps.varlen = true;
   d.cuda.needs = cuda_needs();
   d.head_size_reasons.default_reason = "head_size {head} is not compiled (compiled: {rule})";
-  d.kernels = {{DeviceKind::kCuda, flash::kernels_text() + "; no FA4-class kernel"}};
+  d.kernels = {{DeviceKind::kCuda, flash::kernels_text() + "; no FA4-class kernel", {{80, 90}}}};
   // Rules beyond the capability list: the kernels need Dv == D and at least one key.
   d.extra_problem_reasons = [](const ProblemShape& problem) {
     std::vector<std::string> reasons;

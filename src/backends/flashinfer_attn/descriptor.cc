@@ -50,8 +50,10 @@ void register_flashinfer_attn(Registry& registry) {
                          "{suggest}.")};
   d.head_size_reasons.default_needs_known = true;
   d.kernels = {{DeviceKind::kCpu, "tiled, vectorised; QK16/V8: FP8 E4M3 V, per-channel scales"},
-               {DeviceKind::kCuda, "FLASH_ATTN's kernels; dense masks on the Hopper kernel's listed walk (masked-out "
-                                   "key blocks skipped), on the mma.sync kernel elsewhere; no QK16/V8"}};
+               {DeviceKind::kCuda,
+                "FLASH_ATTN's: sm_90a with dense masks on its listed walk (empty key blocks skipped), sm_80 mma.sync; "
+                "no QK16/V8",
+                {{80, 90}}}};
   // The CPU kernel is part of every build. On CUDA the kernels are FLASH_ATTN's: the probe reports
   // them as features.flashinfer (kDiffattnPrefillKernels) where those run; a described platform's
   // features declare them.

@@ -19,7 +19,8 @@ void register_torch_sdpa(Registry& registry) {
   d.head_size_reasons.explicit_reason =
       "head_size={head} is unsupported. Supported head sizes: {rule}. No built-in backend runs this head size; "
       "register one that does.";
-  d.kernels = {{DeviceKind::kCpu, "tiled, vectorised"}, {DeviceKind::kCuda, "tiled"}};
+  // The CUDA kernels are built for sm_80 (and its PTX, which newer GPUs compile at load).
+  d.kernels = {{DeviceKind::kCpu, "tiled, vectorised"}, {DeviceKind::kCuda, "tiled", {{80, 1 << 10}}}};
   d.validate_options = [](const AttentionSpec& spec) { return check_extra_keys(spec, "TORCH_SDPA", {}); };
   d.create = create_torch_sdpa_backend;
   register_or_warn(registry, std::move(d));
