@@ -4,7 +4,8 @@
 # parity case, now FLASHINFER_ATTN's masks and ragged batches too), compute-sanitizer memcheck and
 # racecheck on the dense-mask tests, dev/mask_time.cc, and the PyTorch SDPA peer with the same
 # boolean masks (bench/mask_peer.py). Everything goes to $OUT.
-#   [TESTS=gtest-filter] [SANITIZE=0] [ROUNDS=N] scripts/device/mask_round.sh
+#   [TESTS=gtest-filter] [SANITIZE=0] [SANITIZE_TESTS=filter] [SANITIZE_TOOLS="memcheck"] [PEER=0] [ROUNDS=N]
+#   scripts/device/mask_round.sh
 set -uo pipefail
 out="${OUT:-build/round}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
 source scripts/device/env.sh
@@ -14,14 +15,16 @@ timeout -s KILL 300 $bd/tests/diffattn_tests \
   --gtest_filter="${TESTS:-GpuDenseMask*:GpuParity*:GpuFlashAttn*:GpuBlockSparse*}" >"$out/gpu-tests.log" 2>&1
 grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|Expected|Which is|PARITY|error" "$out/gpu-tests.log" | head -n 60
 if [ "${SANITIZE:-1}" = 1 ]; then
-  for tool in memcheck racecheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 $bd/tests/diffattn_tests \
-      --gtest_filter='GpuDenseMask.*' >"$out/sanitize-$tool.log" 2>&1 && echo "== $tool clean" \
+      --gtest_filter="${SANITIZE_TESTS:-GpuDenseMask.*}" >"$out/sanitize-$tool.log" 2>&1 && echo "== $tool clean" \
       || { echo "== $tool reported (exit $?)"; tail -n 20 "$out/sanitize-$tool.log"; }
   done
 fi
 echo "== mask_time"
 timeout -s KILL 200 $bd/mask_time "" "${ROUNDS:-10}" 2>&1 | tee "$out/mask-time.txt"
-echo "== PyTorch SDPA with the same masks"
-timeout 200 python3 bench/mask_peer.py --rounds "${ROUNDS:-10}" 2>&1 | tee "$out/mask-peer.txt"
+if [ "${PEER:-1}" = 1 ]; then
+  echo "== PyTorch SDPA with the same masks"
+  timeout 200 python3 bench/mask_peer.py --rounds "${ROUNDS:-10}" 2>&1 | tee "$out/mask-peer.txt"
+fi
 exit 0

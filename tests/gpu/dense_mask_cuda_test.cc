@@ -54,42 +54,58 @@ TEST(GpuDenseMask, TheDeviceListsEqualTheCpuOracle) {
   if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
-  for (MaskShape shape : {MaskShape::kDense, MaskShape::kDenseBroadcast, MaskShape::kDensePerHead}) {
-    const ParityCase c = masked_case(DType::kBFloat16, 64, shape, 333 + 64 * static_cast<int>(shape), 517);
-    auto data = testing::make_case_data(c, rng);
-    const TensorView& m = *data->problem.mask;
-    const DenseMaskBlockLists want = dense_mask_block_lists(m, 128, 128);
-    testing::DeviceCase device(*data);
-    ASSERT_TRUE(device.ok());
-    const TensorView& dm = *device.problem().mask;
-    flash::DenseMaskView view;
-    view.data = static_cast<const std::uint8_t*>(dm.data);
-    view.batch = dm.size(0), view.heads = dm.size(1);
-    view.stride_b = dm.size(0) == 1 ? 0 : dm.stride(0), view.stride_h = dm.size(1) == 1 ? 0 : dm.stride(1);
-    view.stride_i = dm.stride(2), view.stride_j = dm.stride(3);
-    view.seqlen_q = static_cast<int>(c.seq_q), view.seqlen_k = static_cast<int>(c.seq_kv);
-    flash::DenseMaskLists got;
-    const flash::DenseMaskStatus built = flash::build_dense_mask_lists(view, 128, 128, nullptr, &got);
-    ASSERT_TRUE(built.ok) << built.message;
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::size_t rows = want.offsets.size() - 1;
-    std::vector<std::int32_t> offsets(rows + 1), indices(want.indices.size());
-    std::vector<std::uint8_t> partial(want.partial.size());
-    ASSERT_EQ(cudaMemcpy(offsets.data(), got.offsets, offsets.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    EXPECT_EQ(offsets, want.offsets) << c.name() << " (seed " << seed << ")";
-    if (offsets == want.offsets && !indices.empty()) {
-      ASSERT_EQ(cudaMemcpy(indices.data(), got.indices, indices.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(partial.data(), got.partial, partial.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-      EXPECT_EQ(indices, want.indices) << c.name();
-      EXPECT_EQ(partial, want.partial) << c.name();
+  // 517 keys: rows off 16 bytes, packed a byte per lane; 656: rows on 16 bytes, 16-byte loads.
+  for (MaskShape shape : {MaskShape::kDense, MaskShape::kDenseBroadcast, MaskShape::kDensePerHead})
+    for (std::int64_t skv : {517, 656}) {
+      const ParityCase c = masked_case(DType::kBFloat16, 64, shape, 333 + 64 * static_cast<int>(shape), skv);
+      auto data = testing::make_case_data(c, rng);
+      const TensorView& m = *data->problem.mask;
+      const DenseMaskBlockLists want = dense_mask_block_lists(m, 128, 128);
+      testing::DeviceCase device(*data);
+      ASSERT_TRUE(device.ok());
+      const TensorView& dm = *device.problem().mask;
+      flash::DenseMaskView view;
+      view.data = static_cast<const std::uint8_t*>(dm.data);
+      view.batch = dm.size(0), view.heads = dm.size(1);
+      view.stride_b = dm.size(0) == 1 ? 0 : dm.stride(0), view.stride_h = dm.size(1) == 1 ? 0 : dm.stride(1);
+      view.stride_i = dm.stride(2), view.stride_j = dm.stride(3);
+      view.seqlen_q = static_cast<int>(c.seq_q), view.seqlen_k = static_cast<int>(c.seq_kv);
+      flash::DenseMaskLists got;
+      const flash::DenseMaskStatus built = flash::build_dense_mask_lists(view, 128, 128, nullptr, &got);
+      ASSERT_TRUE(built.ok) << built.message;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::size_t rows = want.offsets.size() - 1;
+      std::vector<std::int32_t> offsets(rows + 1), indices(want.indices.size());
+      std::vector<std::uint8_t> partial(want.partial.size());
+      ASSERT_EQ(cudaMemcpy(offsets.data(), got.offsets, offsets.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(offsets, want.offsets) << c.name() << " (seed " << seed << ")";
+      if (offsets == want.offsets && !indices.empty()) {
+        ASSERT_EQ(cudaMemcpy(indices.data(), got.indices, indices.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(partial.data(), got.partial, partial.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        EXPECT_EQ(indices, want.indices) << c.name();
+        EXPECT_EQ(partial, want.partial) << c.name();
+      }
+      // The bits of every row: key j of row i is bit j % 32 of word j / 32, zero past Skv.
+      const std::int64_t mb = dm.size(0), mh = dm.size(1);
+      std::vector<std::uint32_t> bits(static_cast<std::size_t>(mb * mh * c.seq_q * got.words));
+      ASSERT_EQ(cudaMemcpy(bits.data(), got.row_bits, bits.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      std::size_t wrong = 0;
+      for (std::int64_t b = 0; b < mb; ++b)
+        for (std::int64_t h = 0; h < mh; ++h)
+          for (std::int64_t i = 0; i < c.seq_q; ++i)
+            for (std::int64_t j = 0; j < got.words * 32; ++j) {
+              const bool keep = j < c.seq_kv && testing::read_element(m, testing::element_offset(m, {b, h, i, j})) != 0;
+              const std::uint32_t word = bits[static_cast<std::size_t>(((b * mh + h) * c.seq_q + i) * got.words + j / 32)];
+              wrong += keep != (((word >> (j % 32)) & 1u) != 0);
+            }
+      EXPECT_EQ(wrong, 0u) << c.name() << ": mask bits that differ from the mask";
+      // Some blocks of every kind, so that the comparison means something.
+      std::size_t partial_blocks = 0;
+      for (auto p : want.partial) partial_blocks += p;
+      EXPECT_LT(want.indices.size(), rows * want.k_blocks) << c.name() << ": no block was emptied";
+      EXPECT_GT(partial_blocks, 0u) << c.name();
+      cudaFree(got.workspace);
     }
-    // Some blocks of every kind, so that the comparison means something.
-    std::size_t partial_blocks = 0;
-    for (auto p : want.partial) partial_blocks += p;
-    EXPECT_LT(want.indices.size(), rows * want.k_blocks) << c.name() << ": no block was emptied";
-    EXPECT_GT(partial_blocks, 0u) << c.name();
-    cudaFree(got.workspace);
-  }
 }
 
 TEST(GpuDenseMask, EveryBroadcastFormMatchesTheOracle) {
@@ -101,7 +117,8 @@ TEST(GpuDenseMask, EveryBroadcastFormMatchesTheOracle) {
                           MaskShape::kDensePerHead})
     for (std::int64_t d : {64, 128}) {
       const DType dtype = idx % 2 ? DType::kFloat16 : DType::kBFloat16;
-      ParityCase c = masked_case(dtype, d, shape, 300 + 97 * idx, idx % 3 ? 700 : 300 + 97 * idx);
+      // 704 keys: mask rows on 16 bytes (the 16-byte packing); the others a byte per lane.
+      ParityCase c = masked_case(dtype, d, shape, 300 + 97 * idx, idx % 3 ? 704 : 300 + 97 * idx);
       c.fully_masked_rows = idx % 3 == 1;
       ++idx;
       auto data = testing::make_case_data(c, rng);

@@ -1,5 +1,6 @@
 // Dense keep-masks for the listed walk of the Hopper flash kernel (dense_mask.h): three launches on
-// the call's stream. (1) one warp per 32 keys of a query row turns the bytes into a word; (2) one
+// the call's stream. (1) the bytes of each query row become words of bits (16-byte loads where the
+// rows allow, else one warp per word); (2) one
 // warp per (query tile, key block) marks the block empty, partial or full from those words;
 // (3) one CTA turns the marks into CSR lists, each thread over a run of consecutive tiles.
 
@@ -35,6 +36,44 @@ __global__ void pack_rows_kernel(DenseMaskView m, int words, std::uint32_t* bits
         key < m.seqlen_k && m.data[b * m.stride_b + h * m.stride_h + i * m.stride_i + key * m.stride_j] != 0;
     const std::uint32_t word = __ballot_sync(0xffffffffu, keep);
     if (lane == 0) bits[wi] = word;
+  }
+}
+
+// The same with 16 keys per thread, each read as one 16-byte load (rows start on 16 bytes, keys
+// contiguous); a pair of neighbouring lanes makes one word. Chunks that run past Skv read bytes one
+// at a time. One byte per score at a warp's 512 contiguous bytes per load, where the kernel above
+// moves 32.
+__device__ __forceinline__ std::uint32_t nonzero_nibble(std::uint32_t x) {
+  const std::uint32_t m = __vcmpne4(x, 0u) & 0x01010101u;  // bit 8k: byte k is nonzero
+  return (m | m >> 7 | m >> 14 | m >> 21) & 0xfu;
+}
+
+__global__ void pack_rows_vec_kernel(DenseMaskView m, int words, std::uint32_t* bits) {
+  const std::int64_t per_row = 2 * static_cast<std::int64_t>(words);
+  const std::int64_t chunks = m.batch * m.heads * static_cast<std::int64_t>(m.seqlen_q) * per_row;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x - lane; c0 < chunks;
+       c0 += stride) {  // uniform per warp: the pairs below exchange through shuffles
+    const std::int64_t c = c0 + lane;
+    std::uint32_t v = 0;
+    if (c < chunks) {
+      std::int64_t t = c;
+      const int key0 = static_cast<int>(t % per_row) * 16;
+      t /= per_row;
+      const std::int64_t i = t % m.seqlen_q;
+      t /= m.seqlen_q;
+      const std::int64_t h = t % m.heads, b = t / m.heads;
+      const std::uint8_t* row = m.data + b * m.stride_b + h * m.stride_h + i * m.stride_i;
+      if (key0 + 16 <= m.seqlen_k) {
+        const uint4 x = __ldg(reinterpret_cast<const uint4*>(row + key0));
+        v = nonzero_nibble(x.x) | nonzero_nibble(x.y) << 4 | nonzero_nibble(x.z) << 8 | nonzero_nibble(x.w) << 12;
+      } else {
+        for (int k = 0; k < 16 && key0 + k < m.seqlen_k; ++k) v |= (row[key0 + k] != 0 ? 1u : 0u) << k;
+      }
+    }
+    const std::uint32_t hi = __shfl_down_sync(0xffffffffu, v, 1);
+    if (c < chunks && (c & 1) == 0) bits[c >> 1] = v | hi << 16;
   }
 }
 
@@ -142,7 +181,14 @@ DenseMaskStatus build_dense_mask_lists(const DenseMaskView& mask, int q_tile, in
   const auto grid = [](std::int64_t warps) {
     return static_cast<unsigned>(std::min<std::int64_t>((warps + kThreads / 32 - 1) / (kThreads / 32), 65535 * 16));
   };
-  pack_rows_kernel<<<grid(bh * mask.seqlen_q * l.words), kThreads, 0, stream>>>(mask, l.words, bits);
+  const bool vec = mask.stride_j == 1 && reinterpret_cast<std::uintptr_t>(mask.data) % 16 == 0 &&
+                   mask.stride_b % 16 == 0 && mask.stride_h % 16 == 0 && mask.stride_i % 16 == 0;
+  if (vec) {
+    const std::int64_t chunks = bh * mask.seqlen_q * 2 * static_cast<std::int64_t>(l.words);
+    pack_rows_vec_kernel<<<grid((chunks + 31) / 32), kThreads, 0, stream>>>(mask, l.words, bits);
+  } else {
+    pack_rows_kernel<<<grid(bh * mask.seqlen_q * l.words), kThreads, 0, stream>>>(mask, l.words, bits);
+  }
   classify_kernel<<<grid(entries), kThreads, 0, stream>>>(bits, l.words, mask.seqlen_q, mask.seqlen_k, q_tile, k_tile,
                                                           rows, l.q_tiles, l.k_blocks, flags);
   lists_kernel<<<1, kListThreads, 0, stream>>>(flags, rows, l.k_blocks, reinterpret_cast<std::int32_t*>(at[2]),
