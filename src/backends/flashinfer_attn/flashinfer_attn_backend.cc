@@ -39,6 +39,10 @@ Status FlashInferAttnBackend::forward(const AttentionProblem& problem, void* str
     if (mode_.fp8_v)
       return Unsupported("FLASHINFER_ATTN's QK16/V8 mode (quant.dtype_vo=fp8_e4m3) runs on CPU tensors only in this "
                          "build; on the GPU leave dtype_vo unset for 16-bit V, or select SAGE_ATTN for 8-bit attention");
+    if (problem.v.size(3) != problem.q.size(3))
+      return Unsupported("FLASHINFER_ATTN's CUDA kernels need the value head size to equal the query/key head size, "
+                         "got D=" + std::to_string(problem.q.size(3)) + " and Dv=" + std::to_string(problem.v.size(3)) +
+                         "; run it on CPU tensors, or select TORCH_SDPA");
     // 'fa2' asks for the Ampere-class kernel on any GPU; 'fa3' and 'auto' take the device's own.
     return flash::run_masked_cuda(problem, stream, mode_.variant == FlashInferVariant::kFa2);
   }
