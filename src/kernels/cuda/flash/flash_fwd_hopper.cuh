@@ -233,6 +233,18 @@ __device__ __forceinline__ int next_live_block(const FlashParams& p, const TileC
     full = p.kv_mask == nullptr;
     return n;
   }
+  if (p.kv_block_flags != nullptr) {
+    const uint8_t* flags = p.kv_block_flags + static_cast<int64_t>(c.b) * p.kv_blocks;
+    for (; n < c.n_end; ++n) {
+      const uint8_t f = __ldg(flags + n);
+      if (f != 0) {
+        full = f == 2;
+        return n;
+      }
+    }
+    full = false;
+    return c.n_end;
+  }
   const uint32_t* bits = p.kv_bits + static_cast<int64_t>(c.b) * p.kv_bits_words;
   for (; n < c.n_end; ++n) {
     const int lo = n * T::kBlockN, hi = min((n + 1) * T::kBlockN, c.seqlen_k);

@@ -118,6 +118,27 @@ __global__ void pack_kv_mask_kernel(const std::uint8_t* mask, std::int64_t strid
   if (lane == 0) bits[static_cast<std::int64_t>(blockIdx.y) * words + w] = word;
 }
 
+// Marks each key block of kBlockN keys of each batch empty (0), partial (1) or full (2) from the
+// packed bits (FlashParams::kv_block_flags): one thread per block.
+template <int kBlockN>
+__global__ void kv_block_flags_kernel(const std::uint32_t* bits, int words, int seqlen_k, int blocks,
+                                      std::uint8_t* flags) {
+  const int n = blockIdx.x * blockDim.x + static_cast<int>(threadIdx.x);
+  if (n >= blocks) return;
+  const std::uint32_t* row = bits + static_cast<std::int64_t>(blockIdx.y) * words;
+  const int lo = n * kBlockN, hi = min((n + 1) * kBlockN, seqlen_k);
+  bool any = false, all = hi - lo == kBlockN;
+  for (int w = lo >> 5; w <= (hi - 1) >> 5; ++w) {
+    std::uint32_t in = ~0u;  // the bits of this word that lie inside [lo, hi)
+    if (w == lo >> 5) in &= ~0u << (lo & 31);
+    if (w == (hi - 1) >> 5 && (hi & 31) != 0) in &= (1u << (hi & 31)) - 1;
+    const std::uint32_t word = row[w] & in;
+    any = any || word != 0;
+    all = all && word == in;
+  }
+  flags[static_cast<std::int64_t>(blockIdx.y) * blocks + n] = any ? (all ? 2 : 1) : 0;
+}
+
 // Packs p.kv_mask into a workspace from the workspace pool (see FlashParams::kv_bits). Without the
 // workspace the kernel reads the byte mask itself: slower, same result.
 template <class T>
@@ -128,7 +149,9 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   const int words = (p.seqlen_k + T::kBlockN + 31) / 32 + 1;
   cudaMemPool_t pool = workspace_pool();
   void* ws = nullptr;
-  const std::size_t bytes = static_cast<std::size_t>(p.batch) * words * 4;
+  const int blocks = static_cast<int>(ceil_div(p.seqlen_k, T::kBlockN));
+  const std::size_t bits_bytes = (static_cast<std::size_t>(p.batch) * words * 4 + 255) / 256 * 256;
+  const std::size_t bytes = bits_bytes + static_cast<std::size_t>(p.batch) * blocks;
   if (pool == nullptr || cudaMallocFromPoolAsync(&ws, bytes, pool, stream) != cudaSuccess) {
     (void)cudaGetLastError();
     return {};
@@ -136,6 +159,9 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   constexpr int kWarps = 8;
   pack_kv_mask_kernel<kWarps><<<dim3((words + kWarps - 1) / kWarps, p.batch), 32 * kWarps, 0, stream>>>(
       p.kv_mask, p.mask_stride_b, p.mask_stride_s, p.seqlen_k, words, static_cast<std::uint32_t*>(ws));
+  auto* flags = static_cast<std::uint8_t*>(ws) + bits_bytes;
+  kv_block_flags_kernel<T::kBlockN><<<dim3((blocks + 127) / 128, p.batch), 128, 0, stream>>>(
+      static_cast<const std::uint32_t*>(ws), words, p.seqlen_k, blocks, flags);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
     (void)cudaFreeAsync(ws, stream);
@@ -144,6 +170,8 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   *workspace = ws;
   p.kv_bits = static_cast<const std::uint32_t*>(ws);
   p.kv_bits_words = words;
+  p.kv_block_flags = flags;
+  p.kv_blocks = blocks;
   return {};
 }
 

@@ -22,6 +22,10 @@ struct FlashParams {
   // when the launcher could not take the workspace (the kernel then reads kv_mask itself).
   const std::uint32_t* kv_bits = nullptr;
   int kv_bits_words = 0;
+  // With kv_bits: per batch and key block of the launch's tiling, 0 when the block keeps no key, 1
+  // when it keeps some, 2 when it keeps every key ([B, kv_blocks]); the walk reads one byte per block.
+  const std::uint8_t* kv_block_flags = nullptr;
+  int kv_blocks = 0;
 
   // Optional block-sparse key lists on the device (kernels/sparse/block_sparse_layout.h, CSR):
   // query tile m of (b, h) visits the key blocks bs_indices[bs_offsets[r] .. bs_offsets[r + 1]),
