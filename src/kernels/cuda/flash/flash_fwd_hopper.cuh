@@ -224,41 +224,21 @@ __device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item)
 }
 
 // The next key block of tile c from n on that keeps at least one key (c.n_end if none), and
-// whether it keeps every key. With a packed key mask (p.kv_bits) blocks whose keys are all padding
-// are skipped by the producer and the consumers alike, so padded prompts cost only their kept
-// keys; without one every block is live, and it is full unless a byte mask must be read.
+// whether it keeps every key. With a packed key mask (p.kv_bits, whose block flags the launcher
+// builds beside it) blocks whose keys are all padding are skipped by the producer and the
+// consumers alike, so padded prompts cost only their kept keys; without one every block is live,
+// and it is full unless a byte mask must be read.
 template <class T>
 __device__ __forceinline__ int next_live_block(const FlashParams& p, const TileCoord& c, int n, bool& full) {
   if (p.kv_bits == nullptr) {
     full = p.kv_mask == nullptr;
     return n;
   }
-  if (p.kv_block_flags != nullptr) {
-    const uint8_t* flags = p.kv_block_flags + static_cast<int64_t>(c.b) * p.kv_blocks;
-    for (; n < c.n_end; ++n) {
-      const uint8_t f = __ldg(flags + n);
-      if (f != 0) {
-        full = f == 2;
-        return n;
-      }
-    }
-    full = false;
-    return c.n_end;
-  }
-  const uint32_t* bits = p.kv_bits + static_cast<int64_t>(c.b) * p.kv_bits_words;
+  const uint8_t* flags = p.kv_block_flags + static_cast<int64_t>(c.b) * p.kv_blocks;
   for (; n < c.n_end; ++n) {
-    const int lo = n * T::kBlockN, hi = min((n + 1) * T::kBlockN, c.seqlen_k);
-    bool any = false, all = hi - lo == T::kBlockN;
-    for (int w = lo >> 5; w <= (hi - 1) >> 5; ++w) {
-      uint32_t in = ~0u;  // the bits of this word that lie inside [lo, hi)
-      if (w == lo >> 5) in &= ~0u << (lo & 31);
-      if (w == (hi - 1) >> 5 && (hi & 31) != 0) in &= (1u << (hi & 31)) - 1;
-      const uint32_t word = __ldg(bits + w) & in;
-      any = any || word != 0;
-      all = all && word == in;
-    }
-    if (any) {
-      full = all;
+    const uint8_t f = __ldg(flags + n);
+    if (f != 0) {
+      full = f == 2;
       return n;
     }
   }

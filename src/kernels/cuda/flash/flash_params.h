@@ -22,8 +22,9 @@ struct FlashParams {
   // when the launcher could not take the workspace (the kernel then reads kv_mask itself).
   const std::uint32_t* kv_bits = nullptr;
   int kv_bits_words = 0;
-  // With kv_bits: per batch and key block of the launch's tiling, 0 when the block keeps no key, 1
-  // when it keeps some, 2 when it keeps every key ([B, kv_blocks]); the walk reads one byte per block.
+  // Set with kv_bits, always: per batch and key block of the launch's tiling, 0 when the block keeps
+  // no key, 1 when it keeps some, 2 when it keeps every key ([B, kv_blocks]); the walk reads one
+  // byte per block.
   const std::uint8_t* kv_block_flags = nullptr;
   int kv_blocks = 0;
 
