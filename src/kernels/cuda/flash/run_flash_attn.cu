@@ -277,7 +277,7 @@ Status run_dense_mask_cuda(const AttentionProblem& problem, void* stream) {
   const HopperTile tile = block_sparse_tile(d);
   DenseMaskLists lists;
   const DenseMaskStatus built = build_dense_mask_lists(view, tile.block_m, tile.block_n, stream, &lists);
-  if (!built.ok) return CudaError("FLASH_ATTN " + built.message);
+  if (!built.ok) return CudaError(std::string(what) + ": " + built.message);
   FlashParams& p = args.params;
   args.tail_split = false;
   p.bs_offsets = lists.offsets;
@@ -299,9 +299,9 @@ Status run_masked_cuda(const AttentionProblem& problem, void* stream, bool amper
   cuda::ScopedDevice device;
   DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device, /*dense_mask=*/true));
   const int d = static_cast<int>(problem.q.size(3));
-  if (!ampere_kernel && facts.cc_major == 9 && facts.cc_minor == 0 && is_block_sparse_head_size(d) && problem.v.size(3) == d &&
-      !problem.causal)
-    return run_dense_mask_cuda(problem, stream);
+  const bool listed_walk = facts.cc_major == 9 && facts.cc_minor == 0 && is_block_sparse_head_size(d) &&
+                           problem.v.size(3) == d && !problem.causal;
+  if (!ampere_kernel && listed_walk) return run_dense_mask_cuda(problem, stream);
   if (facts.cc_major < 8)
     return Unsupported("masked attention on CUDA needs sm_80 or newer, but this device is " + sm_name(facts) +
                        "; select TORCH_SDPA");
