@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The peer of FLASHINFER_ATTN's masked and ragged calls (dev/mask_time.cc): PyTorch SDPA given the
+"""The peer of the masked and ragged calls of bench/gpu_mask_bench.cu: PyTorch SDPA given the
 same boolean keep-mask (True keeps a key) on inputs of the same shapes, tried on the cuDNN backend
 first and on the memory-efficient backend when cuDNN refuses the mask; ragged batches run one
 sequence per call. Prints best-of-N milliseconds per workload and the backend that ran.

@@ -2,9 +2,10 @@
 # On the GPU machine, from the repository root, with .devcarry/bundle.tar.xz (scripts/device/pack_prebuilt.sh)
 # carried: FLASHINFER_ATTN's CUDA path. The dense-mask and parity GPU tests (every backend on every
 # parity case, now FLASHINFER_ATTN's masks and ragged batches too), compute-sanitizer memcheck and
-# racecheck on the dense-mask tests, dev/mask_time.cc, and the PyTorch SDPA peer with the same
+# racecheck on the dense-mask tests, bench/gpu_mask_bench.cu, and the PyTorch SDPA peer with the same
 # boolean masks (bench/mask_peer.py). Everything goes to $OUT.
 #   [TESTS=gtest-filter] [SANITIZE=0] [SANITIZE_TESTS=filter] [SANITIZE_TOOLS="memcheck"] [PEER=0] [ROUNDS=N]
+#   [MASK_BACKENDS=A,B]
 #   scripts/device/mask_round.sh
 set -uo pipefail
 out="${OUT:-build/round}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
@@ -21,8 +22,8 @@ if [ "${SANITIZE:-1}" = 1 ]; then
       || { echo "== $tool reported (exit $?)"; tail -n 20 "$out/sanitize-$tool.log"; }
   done
 fi
-echo "== mask_time"
-timeout -s KILL 200 $bd/mask_time "" "${ROUNDS:-10}" 2>&1 | tee "$out/mask-time.txt"
+echo "== gpu_mask_bench"
+timeout -s KILL 300 $bd/bin/gpu_mask_bench --rounds "${ROUNDS:-10}" ${MASK_BACKENDS:+--backends $MASK_BACKENDS} 2>&1 | tee "$out/mask-bench.txt"
 if [ "${PEER:-1}" = 1 ]; then
   echo "== PyTorch SDPA with the same masks"
   timeout 200 python3 bench/mask_peer.py --rounds "${ROUNDS:-10}" 2>&1 | tee "$out/mask-peer.txt"

@@ -45,7 +45,6 @@ TEST(CudnnAttnChecks, EachRuleIsReportedOnItsOwn) {
   const Case cases[] = {
       {"float32", [](ProblemShape& s) { s.dtype = DType::kFloat32; }},
       {"CPU tensors", [](ProblemShape& s) { s.device = DeviceKind::kCpu; }},
-      {"cu_seqlens", [](ProblemShape& s) { s.varlen = true; }},
       {"head_size=100", [](ProblemShape& s) { s.head_size_v = 100; }},
       {"sequence length 0", [](ProblemShape& s) { s.seqlen_kv = 0; }},
   };
@@ -58,18 +57,44 @@ TEST(CudnnAttnChecks, EachRuleIsReportedOnItsOwn) {
   }
 }
 
+TEST(CudnnAttnChecks, PackedBatchesAndEveryMaskShapeAreInside) {
+  ProblemShape s = dit_shape();
+  s.varlen = true;
+  EXPECT_TRUE(problem_reasons(s).empty());
+  s.varlen = false;
+  for (MaskKind kind : {MaskKind::kKeyPadding, MaskKind::kDense}) {
+    s.mask = kind;
+    EXPECT_TRUE(problem_reasons(s).empty()) << mask_kind_name(kind);
+  }
+}
+
 TEST(CudnnAttnChecks, OnlyMasksThatBroadcastOverQueriesAndHeadsAreKeyPadding) {
   static std::uint8_t storage[8];
   AttentionProblem p;
-  EXPECT_FALSE(check_mask_is_key_padding(p));
+  EXPECT_FALSE(mask_is_key_padding(p));
   p.mask = TensorView::Contiguous(storage, DType::kBool, {2, 16});
-  EXPECT_FALSE(check_mask_is_key_padding(p));
+  EXPECT_TRUE(mask_is_key_padding(p));
   p.mask = TensorView::Contiguous(storage, DType::kBool, {2, 1, 1, 16});
-  EXPECT_FALSE(check_mask_is_key_padding(p));
+  EXPECT_TRUE(mask_is_key_padding(p));
   p.mask = TensorView::Contiguous(storage, DType::kBool, {2, 1, 8, 16});
-  auto reason = check_mask_is_key_padding(p);
+  EXPECT_FALSE(mask_is_key_padding(p));
+  p.mask = TensorView::Contiguous(storage, DType::kBool, {2, 4, 1, 16});
+  EXPECT_FALSE(mask_is_key_padding(p));
+}
+
+TEST(CudnnAttnChecks, PackedBatchesBeyond32BitOffsetsAreRefusedNamingFlashAttn) {
+  static std::uint16_t storage[8];
+  AttentionProblem p;
+  p.q = TensorView::Contiguous(storage, DType::kBFloat16, {1, 1 << 20, 16, 128});
+  p.k = p.v = p.out = p.q;
+  EXPECT_FALSE(check_packed_offsets_fit_int32(p));  // not packed
+  p.cu_seqlens_q = p.cu_seqlens_k = TensorView::Contiguous(storage, DType::kInt32, {3});
+  auto reason = check_packed_offsets_fit_int32(p);
   ASSERT_TRUE(reason);
-  EXPECT_NE(reason->find("TORCH_SDPA"), std::string::npos);
+  EXPECT_NE(reason->find("q [1, 1048576, 16, 128] spans 2147483648 elements"), std::string::npos) << *reason;
+  EXPECT_NE(reason->find("FLASH_ATTN"), std::string::npos);
+  p.q = p.k = p.v = p.out = TensorView::Contiguous(storage, DType::kBFloat16, {1, (1 << 20) - 1, 16, 128});
+  EXPECT_FALSE(check_packed_offsets_fit_int32(p));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// CUDNN_ATTN on the GPU against the float64 oracle, and its refusals: head sizes, dtypes, kv
-// length <= 1 (explicit: error; automatic: TORCH_SDPA's kernel), masks that are not key prefixes.
+// CUDNN_ATTN on the GPU against the float64 oracle: every mask kind (key-length prefixes, the
+// additive bias of every other mask, rows a mask empties) and packed batches; and its refusals:
+// head sizes, dtypes, kv length <= 1 (explicit: error; automatic: TORCH_SDPA's kernel).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -72,8 +73,6 @@ TEST(GpuCudnnAttn, MatchesTheOracleOnEverySupportedParityCase) {
   std::mt19937_64 rng(seed);
   int ran = 0;
   for (ParityCase c : testing::parity_cases()) {
-    if (c.mask != testing::MaskShape::kNone && c.mask != testing::MaskShape::kKeyPadding) continue;  // dense
-    c.fully_masked_rows = false;
     if (!cudnn_attn::problem_reasons([&] {
            auto s = testing::case_shape(c);
            s.device = DeviceKind::kCuda;
@@ -81,7 +80,6 @@ TEST(GpuCudnnAttn, MatchesTheOracleOnEverySupportedParityCase) {
          }()).empty())
       continue;
     auto data = testing::make_case_data(c, rng);
-    make_mask_a_prefix(*data, rng);
     const Outcome o = run_case(*backend, *data);
     // cuDNN's own support check may still refuse a shape (e.g. some Dv != D); that is reported.
     if (o.status.code() == ErrorCode::kUnsupported && o.status.message().find("cuDNN") != std::string::npos) {
@@ -143,22 +141,57 @@ TEST(GpuCudnnAttn, ExplicitKvLengthOneIsAnErrorAndAutomaticRunsTorchSdpa) {
   EXPECT_EQ(automatic.mismatch, "");
 }
 
-TEST(GpuCudnnAttn, MasksThatAreNotKeyPrefixesAreRefusedNamingTorchSdpa) {
+// Key-padding masks that are not a non-empty prefix run as a bias: a dropped key before kept ones,
+// a batch that keeps no key (its rows give zeros and LSE -inf), with and without causal.
+TEST(GpuCudnnAttn, KeyPaddingMasksThatAreNotPrefixesMatchTheOracle) {
   SKIP_WITHOUT_GPU();
-  std::mt19937_64 rng(fresh_seed());
-  ParityCase c;
-  c.dtype = DType::kBFloat16;
-  c.batch = 2, c.seq_q = 40, c.seq_kv = 64, c.head_size = c.head_size_v = 64;
-  c.mask = testing::MaskShape::kKeyPadding;
-  auto data = testing::make_case_data(c, rng);
-  make_mask_a_prefix(*data, rng);
-  const TensorView& m = *data->problem.mask;
-  testing::write_element(m, m.stride(0) + 0, 0.0);  // batch 1 drops key 0 but keeps later keys
-  testing::write_element(m, m.stride(0) + 1, 1.0);
-  const Outcome o = run_case(*make_backend(true), *data);
-  EXPECT_EQ(o.status.code(), ErrorCode::kUnsupported);
-  EXPECT_NE(o.status.message().find("TORCH_SDPA"), std::string::npos) << o.status.message();
-  EXPECT_NE(o.status.message().find("batch 1"), std::string::npos) << o.status.message();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (bool causal : {false, true}) {
+    ParityCase c;
+    c.dtype = causal ? DType::kFloat16 : DType::kBFloat16;
+    c.batch = 3, c.seq_q = 40, c.seq_kv = 67, c.head_size = c.head_size_v = 64, c.lse = true, c.causal = causal;
+    c.mask = testing::MaskShape::kKeyPadding;
+    auto data = testing::make_case_data(c, rng);
+    make_mask_a_prefix(*data, rng);
+    const TensorView& m = *data->problem.mask;
+    testing::write_element(m, m.stride(0) + 0, 0.0);  // batch 1 drops key 0 but keeps later keys
+    testing::write_element(m, m.stride(0) + 1, 1.0);
+    for (std::int64_t j = 0; j < c.seq_kv; ++j) testing::write_element(m, 2 * m.stride(0) + j, 0.0);  // batch 2: none
+    const Outcome o = run_case(*make_backend(true), *data);
+    ASSERT_TRUE(o.status.ok()) << o.status.message();
+    EXPECT_EQ(o.mismatch, "") << c.name() << " (seed " << seed << ")";
+  }
+}
+
+// DiT-sized masked and packed calls: FLUX.1's padded prompt as a dense [1, 1, S, S] mask, a
+// per-head block mask, and three packed sequences of a video batch with the LSE.
+TEST(GpuCudnnAttn, DiTMasksAndPackedBatchesMatchTheOracle) {
+  SKIP_WITHOUT_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  ParityCase flux;
+  flux.dtype = DType::kBFloat16;
+  flux.seq_q = flux.seq_kv = 512 + 128, flux.heads_q = flux.heads_kv = 3, flux.head_size = flux.head_size_v = 128;
+  flux.mask = testing::MaskShape::kDenseBroadcast, flux.lse = true;
+  ParityCase blocks = flux;
+  blocks.dtype = DType::kFloat16;
+  blocks.batch = 2, blocks.mask = testing::MaskShape::kDensePerHead, blocks.block_mask = true;
+  blocks.head_size = blocks.head_size_v = 64;
+  ParityCase packed = flux;
+  packed.mask = testing::MaskShape::kNone, packed.varlen = true, packed.seq_q = packed.seq_kv = 900;
+  packed.layout = testing::Layout::kPackedQkv;
+  for (const ParityCase& c : {flux, blocks, packed}) {
+    auto data = testing::make_case_data(c, rng);
+    if (c.mask == testing::MaskShape::kDenseBroadcast) {  // keep 77 of the first 512 keys (the prompt)
+      const TensorView& m = *data->problem.mask;
+      for (std::int64_t i = 0; i < c.seq_q; ++i)
+        for (std::int64_t j = 0; j < c.seq_kv; ++j) testing::write_element(m, i * c.seq_kv + j, j < 77 || j >= 512);
+    }
+    const Outcome o = run_case(*make_backend(true), *data);
+    ASSERT_TRUE(o.status.ok()) << c.name() << ": " << o.status.message();
+    EXPECT_EQ(o.mismatch, "") << c.name() << " (seed " << seed << ")";
+  }
 }
 
 TEST(GpuCudnnAttn, UnsupportedHeadSizeUsesTheSeedsMessage) {
@@ -177,23 +210,27 @@ TEST(GpuCudnnAttn, UnsupportedHeadSizeUsesTheSeedsMessage) {
 TEST(GpuCudnnAttn, WarmCallsAllocateNothing) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(fresh_seed());
-  ParityCase c;
-  c.dtype = DType::kBFloat16;
-  c.batch = 2, c.seq_q = c.seq_kv = 512, c.heads_q = 8, c.heads_kv = 8, c.head_size = c.head_size_v = 128;
-  c.mask = testing::MaskShape::kKeyPadding, c.lse = true;
-  auto data = testing::make_case_data(c, rng);
-  make_mask_a_prefix(*data, rng);
-  testing::DeviceCase device(*data);
-  ASSERT_TRUE(device.ok());
-  auto backend = make_backend(true);
-  ASSERT_TRUE(backend->forward(device.problem(), nullptr).ok());
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::size_t free_before = 0, free_after = 0, total = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(backend->forward(device.problem(), nullptr).ok());
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
-  EXPECT_EQ(free_before, free_after);
+  for (testing::MaskShape mask : {testing::MaskShape::kKeyPadding, testing::MaskShape::kDensePerBatch,
+                                  testing::MaskShape::kNone}) {
+    ParityCase c;
+    c.dtype = DType::kBFloat16;
+    c.batch = 2, c.seq_q = c.seq_kv = 512, c.heads_q = 8, c.heads_kv = 8, c.head_size = c.head_size_v = 128;
+    c.mask = mask, c.lse = true, c.varlen = mask == testing::MaskShape::kNone;
+    SCOPED_TRACE(c.name());
+    auto data = testing::make_case_data(c, rng);
+    make_mask_a_prefix(*data, rng);
+    testing::DeviceCase device(*data);
+    ASSERT_TRUE(device.ok());
+    auto backend = make_backend(true);
+    ASSERT_TRUE(backend->forward(device.problem(), nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::size_t free_before = 0, free_after = 0, total = 0;
+    ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(backend->forward(device.problem(), nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+    EXPECT_EQ(free_before, free_after);
+  }
 }
 
 #else

@@ -24,7 +24,7 @@ class CudnnAttnBackend final : public Backend {
     // cuDNN FMHA has no kernel for one key or none; an automatic choice runs TORCH_SDPA's kernel.
     if (!cudnn_attn::check_kv_length_above_one(shape.seqlen_kv) || explicit_choice_) {
       std::vector<std::string> reasons = cudnn_attn::problem_reasons(shape);
-      if (auto mask = cudnn_attn::check_mask_is_key_padding(problem)) reasons.push_back(*mask);
+      if (auto packed = cudnn_attn::check_packed_offsets_fit_int32(problem)) reasons.push_back(*packed);
       if (!reasons.empty()) return Unsupported(reasons_text(reasons));
       return cudnn_attn::run_cudnn_sdpa(problem, stream);
     }

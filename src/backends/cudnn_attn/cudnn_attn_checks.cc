@@ -1,5 +1,7 @@
 #include "backends/cudnn_attn/cudnn_attn_checks.h"
 
+#include <utility>
+
 namespace diffattn::cudnn_attn {
 
 Reason check_head_size_multiple_of_8(std::int64_t head_size) {
@@ -21,24 +23,29 @@ Reason check_kv_length_above_one(std::int64_t seqlen_kv) {
          std::to_string(seqlen_kv) + ". Select TORCH_SDPA or another backend for this shape.";
 }
 
-Reason check_not_varlen(const ProblemShape& shape) {
-  if (!shape.varlen) return std::nullopt;
-  return "CUDNN_ATTN does not take packed variable-length batches (cu_seqlens); pass padded batches with a "
-         "key-padding mask, or select TORCH_SDPA";
-}
-
 Reason check_cuda_device(const ProblemShape& shape) {
   if (shape.device == DeviceKind::kCuda) return std::nullopt;
   return "CUDNN_ATTN runs on CUDA tensors, got CPU tensors; select TORCH_SDPA for CPU tensors";
 }
 
-Reason check_mask_is_key_padding(const AttentionProblem& problem) {
-  if (!problem.mask) return std::nullopt;
+bool mask_is_key_padding(const AttentionProblem& problem) {
+  if (!problem.mask) return false;
   const TensorView& mask = *problem.mask;
-  if (mask.ndim == 2) return std::nullopt;
-  if (mask.ndim == 4 && mask.size(1) == 1 && mask.size(2) == 1) return std::nullopt;
-  return "CUDNN_ATTN takes key-padding masks only ([B, Skv] or [B, 1, 1, Skv]), got a mask of shape " +
-         mask.shape_string() + "; select TORCH_SDPA for dense masks";
+  return mask.ndim == 2 || (mask.ndim == 4 && mask.size(1) == 1 && mask.size(2) == 1);
+}
+
+Reason check_packed_offsets_fit_int32(const AttentionProblem& problem) {
+  if (!problem.is_varlen()) return std::nullopt;
+  constexpr std::int64_t kLimit = std::int64_t{1} << 31;
+  const std::pair<const TensorView*, const char*> views[] = {
+      {&problem.q, "q"}, {&problem.k, "k"}, {&problem.v, "v"}, {&problem.out, "out"}};
+  for (const auto& [view, name] : views) {
+    if (view->size(1) * view->stride(1) < kLimit) continue;
+    return std::string("CUDNN_ATTN gives cuDNN 32-bit offsets into packed batches, but ") + name + " " +
+           view->shape_string() + " spans " + std::to_string(view->size(1) * view->stride(1)) +
+           " elements; split the batch into calls of fewer tokens, or select FLASH_ATTN";
+  }
+  return std::nullopt;
 }
 
 std::vector<std::string> problem_reasons(const ProblemShape& shape) {
@@ -50,7 +57,6 @@ std::vector<std::string> problem_reasons(const ProblemShape& shape) {
   add(check_dtype_half_or_bf16(shape.dtype));
   add(check_head_size_multiple_of_8(shape.head_size));
   if (shape.head_size_v != shape.head_size) add(check_head_size_multiple_of_8(shape.head_size_v));
-  add(check_not_varlen(shape));
   add(check_kv_length_above_one(shape.seqlen_kv));
   return reasons;
 }

@@ -13,6 +13,7 @@
 #include <cudnn_frontend.h>
 #pragma GCC diagnostic pop
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 
 #include "backends/cudnn_attn/cudnn_attn_checks.h"
 #include "backends/cudnn_attn/key_padding_lengths.h"
+#include "backends/cudnn_attn/mask_bias.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/scoped_device.h"
 
@@ -31,20 +33,32 @@ namespace {
 
 namespace fe = cudnn_frontend;
 
-enum Uid : std::int64_t { kQ = 1, kK, kV, kO, kStats, kSeqQ, kSeqKv };
+enum Uid : std::int64_t {
+  kQ = 1, kK, kV, kO, kStats, kSeqQ, kSeqKv, kBias,
+  kOffsetQ, kOffsetK, kOffsetV, kOffsetO, kOffsetStats
+};
+
+// How a call's mask or packing reaches cuDNN.
+enum class MaskMode : std::uint8_t {
+  kNone,
+  kLengths,  // a key-padding mask keeping a non-empty prefix: per-batch key lengths
+  kBias,     // any other mask: an additive bias [mb, mh, Sq, Skv]
+  kRagged,   // packed batches: ragged offsets and per-sequence lengths
+};
 
 // Everything that shapes a built graph.
 struct GraphKey {
   int device = 0;
   DType dtype = DType::kBFloat16;
-  std::array<std::int64_t, 7> sizes{};  // B, Hq, Hkv, Sq, Skv, D, Dv
-  std::array<std::int64_t, 16> strides{};  // q, k, v, out (4 each)
+  std::array<std::int64_t, 7> sizes{};  // B, Hq, Hkv, Sq, Skv, D, Dv (packed: Sq, Skv are the bucketed maxima)
+  std::array<std::int64_t, 16> strides{};  // q, k, v, out (4 each); packed: batch strides unused
   std::array<std::int64_t, 3> lse_strides{};
+  std::array<std::int64_t, 3> bias_dims{};  // mb, mh, mq
+  MaskMode mode = MaskMode::kNone;
   bool causal = false;
-  bool padding = false;
   bool lse = false;
   float scale = 0.f;
-  auto tie() const { return std::tie(device, dtype, sizes, strides, lse_strides, causal, padding, lse, scale); }
+  auto tie() const { return std::tie(device, dtype, sizes, strides, lse_strides, bias_dims, mode, causal, lse, scale); }
   bool operator<(const GraphKey& other) const { return tie() < other.tie(); }
 };
 
@@ -53,9 +67,14 @@ struct BuiltGraph {
   std::int64_t workspace_bytes = 0;
 };
 
-struct Workspace {
-  void* device = nullptr;
+struct Buffer {
+  void* data = nullptr;
   std::size_t bytes = 0;
+};
+
+struct Workspace {
+  Buffer cudnn;    // cuDNN's own workspace
+  Buffer scratch;  // lengths, bias, offsets and the packed LSE, written before the graph runs
   std::int32_t* host_flags = nullptr;  // pinned: read back the mask check without a pageable copy
 };
 
@@ -71,66 +90,101 @@ fe::DataType_t cudnn_dtype(DType dtype) {
   return dtype == DType::kFloat16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
 }
 
-GraphKey make_key(const AttentionProblem& p, int device) {
+// Packed batches build one graph per bucket of maximum lengths, not per maximum.
+constexpr std::int64_t kLengthBucket = 128;
+std::int64_t bucket(std::int64_t n) { return std::max<std::int64_t>(1, (n + kLengthBucket - 1) / kLengthBucket) * kLengthBucket; }
+
+GraphKey make_key(const AttentionProblem& p, int device, MaskMode mode) {
   GraphKey key;
   key.device = device;
   key.dtype = p.q.dtype;
+  key.mode = mode;
   key.sizes = {p.q.size(0), p.q.size(2), p.k.size(2), p.q.size(1), p.k.size(1), p.q.size(3), p.v.size(3)};
+  if (mode == MaskMode::kRagged) {
+    key.sizes[0] = p.num_batches();
+    key.sizes[3] = bucket(p.max_seqlen_q > 0 ? p.max_seqlen_q : p.q.size(1));
+    key.sizes[4] = bucket(p.max_seqlen_k > 0 ? p.max_seqlen_k : p.k.size(1));
+  }
   const TensorView* views[] = {&p.q, &p.k, &p.v, &p.out};
   for (int t = 0; t < 4; ++t) {
     for (int d = 0; d < 4; ++d) key.strides[t * 4 + d] = views[t]->stride(d);
+    if (mode == MaskMode::kRagged) key.strides[t * 4] = 0;
   }
-  if (p.lse) key.lse_strides = {p.lse->stride(0), p.lse->stride(1), p.lse->stride(2)};
+  if (p.lse && mode != MaskMode::kRagged) key.lse_strides = {p.lse->stride(0), p.lse->stride(1), p.lse->stride(2)};
+  if (mode == MaskMode::kBias) {
+    const MaskBias dims = mask_bias_dims(p);
+    key.bias_dims = {dims.mb, dims.mh, dims.mq};
+  }
   key.causal = p.causal;
-  key.padding = p.mask.has_value();
   key.lse = p.lse.has_value();
   key.scale = p.softmax_scale();
   return key;
 }
 
 // DiT views are [B, S, H, D]; cuDNN names dimensions [B, H, S, D], so the strides are permuted.
+// Packed views give their batch stride as a whole padded sequence; the ragged offsets place them.
 std::vector<std::int64_t> bhsd_strides(const GraphKey& key, int tensor) {
   const std::int64_t* s = &key.strides[tensor * 4];
-  return {s[0], s[2], s[1], s[3]};
+  const std::int64_t seq = tensor == 0 || tensor == 3 ? key.sizes[3] : key.sizes[4];
+  const std::int64_t batch = key.mode == MaskMode::kRagged ? seq * s[1] : s[0];
+  return {batch, s[2], s[1], s[3]};
 }
 
 Result<BuiltGraph> build_graph(const GraphKey& key, cudnnHandle_t handle) {
   const auto [b, hq, hkv, sq, skv, d, dv] = key.sizes;
+  const bool ragged = key.mode == MaskMode::kRagged;
   auto graph = std::make_shared<fe::graph::Graph>();
   graph->set_io_data_type(cudnn_dtype(key.dtype))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto tensor = [&](const char* name, Uid uid, std::vector<std::int64_t> dims, std::vector<std::int64_t> strides) {
-    return graph->tensor(
-        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(std::move(dims)).set_stride(std::move(strides)));
+  auto index = [&](const char* name, Uid uid, std::int64_t n) {
+    return graph->tensor(fe::graph::Tensor_attributes()
+                             .set_name(name)
+                             .set_uid(uid)
+                             .set_dim({n, 1, 1, 1})
+                             .set_stride({1, 1, 1, 1})
+                             .set_data_type(fe::DataType_t::INT32));
   };
-  auto q = tensor("Q", kQ, {b, hq, sq, d}, bhsd_strides(key, 0));
-  auto k = tensor("K", kK, {b, hkv, skv, d}, bhsd_strides(key, 1));
-  auto v = tensor("V", kV, {b, hkv, skv, dv}, bhsd_strides(key, 2));
+  auto tensor = [&](const char* name, Uid uid, std::vector<std::int64_t> dims, std::vector<std::int64_t> strides,
+                    Uid offset_uid, const char* offset_name) {
+    auto attributes =
+        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(std::move(dims)).set_stride(std::move(strides));
+    if (ragged) attributes.set_ragged_offset(index(offset_name, offset_uid, b + 1));
+    return graph->tensor(attributes);
+  };
+  auto q = tensor("Q", kQ, {b, hq, sq, d}, bhsd_strides(key, 0), kOffsetQ, "offset_q");
+  auto k = tensor("K", kK, {b, hkv, skv, d}, bhsd_strides(key, 1), kOffsetK, "offset_k");
+  auto v = tensor("V", kV, {b, hkv, skv, dv}, bhsd_strides(key, 2), kOffsetV, "offset_v");
 
   auto options = fe::graph::SDPA_attributes().set_name("diffattn_sdpa").set_generate_stats(key.lse).set_attn_scale(key.scale);
   if (key.causal) {
     options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
   }
-  if (key.padding) {
-    auto lengths = [&](const char* name, Uid uid) {
-      return graph->tensor(fe::graph::Tensor_attributes()
-                               .set_name(name)
-                               .set_uid(uid)
-                               .set_dim({b, 1, 1, 1})
-                               .set_stride({1, 1, 1, 1})
-                               .set_data_type(fe::DataType_t::INT32));
-    };
-    options.set_padding_mask(true).set_seq_len_q(lengths("seq_len_q", kSeqQ)).set_seq_len_kv(lengths("seq_len_kv", kSeqKv));
+  if (key.mode == MaskMode::kLengths || ragged) {
+    options.set_padding_mask(true).set_seq_len_q(index("seq_len_q", kSeqQ, b)).set_seq_len_kv(index("seq_len_kv", kSeqKv, b));
+  }
+  if (key.mode == MaskMode::kBias) {
+    // [mb, mh, Sq, Skv] with rows of a multiple of 8 elements; a key-padding bias (mq == 1) is read
+    // again for every query through a zero query stride.
+    const auto [mb, mh, mq] = key.bias_dims;
+    const std::int64_t row = (skv + 7) / 8 * 8;
+    auto bias = graph->tensor(fe::graph::Tensor_attributes()
+                                  .set_name("bias")
+                                  .set_uid(kBias)
+                                  .set_dim({mb, mh, sq, skv})
+                                  .set_stride({mh * mq * row, mq * row, mq > 1 ? row : 0, 1}));
+    options.set_bias(bias);
   }
   auto [o, stats] = graph->sdpa(q, k, v, options);
   o->set_output(true).set_uid(kO).set_dim({b, hq, sq, dv}).set_stride(bhsd_strides(key, 3));
+  if (ragged) o->set_ragged_offset(index("offset_o", kOffsetO, b + 1));
   if (key.lse) {
-    stats->set_output(true)
-        .set_uid(kStats)
-        .set_data_type(fe::DataType_t::FLOAT)
-        .set_dim({b, hq, sq, 1})
-        .set_stride({key.lse_strides[0], key.lse_strides[1], key.lse_strides[2], 1});
+    stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({b, hq, sq, 1});
+    if (ragged) {  // token-major scratch [total_q, Hq]; moved to [1, Hq, total_q] afterwards
+      stats->set_stride({sq * hq, 1, hq, 1}).set_ragged_offset(index("offset_stats", kOffsetStats, b + 1));
+    } else {
+      stats->set_stride({key.lse_strides[0], key.lse_strides[1], key.lse_strides[2], 1});
+    }
   }
 
   const auto step = [](const char* name, fe::error_t err) -> Status {
@@ -163,30 +217,92 @@ class Runner {
     DIFFATTN_RETURN_IF_ERROR(scoped.enter(device));
     std::lock_guard<std::mutex> lock(mu_);
     DIFFATTN_ASSIGN_OR_RETURN(cudnnHandle_t handle, handle_for(device));
-    const GraphKey key = make_key(p, device);
-    DIFFATTN_ASSIGN_OR_RETURN(const BuiltGraph* built, graph_for(key, handle));
+    DIFFATTN_ASSIGN_OR_RETURN(Workspace * ws, workspace_for(device, stream));
 
-    const std::size_t batch = static_cast<std::size_t>(p.q.size(0));
-    const std::size_t cudnn_bytes = align_up(static_cast<std::size_t>(built->workspace_bytes));
-    const std::size_t lengths_bytes = p.mask ? align_up((2 * batch + 2) * sizeof(std::int32_t)) : 0;
-    DIFFATTN_ASSIGN_OR_RETURN(Workspace * ws, workspace_for(device, stream, cudnn_bytes + lengths_bytes));
+    // The scratch holds everything written before the graph runs; its layout follows the call.
+    const bool ragged = p.is_varlen();
+    const std::size_t batch = static_cast<std::size_t>(p.num_batches());
+    std::size_t used = 0;
+    const auto take = [&used](std::size_t bytes) {
+      const std::size_t at = used;
+      used += align_up(bytes);
+      return at;
+    };
+    MaskBias bias;
+    std::size_t lengths_at = 0, bias_at = 0, first_at = 0, offsets_at = 0, stats_at = 0;
+    if (p.mask) {
+      bias = mask_bias_dims(p);
+      if (mask_is_key_padding(p)) lengths_at = take((2 * batch + 2) * sizeof(std::int32_t));
+      bias_at = take(static_cast<std::size_t>(bias.rows() * bias.skv_pad) * sizeof(std::uint16_t));
+      first_at = take(static_cast<std::size_t>(bias.rows()) * sizeof(std::int32_t));
+    }
+    if (ragged) {
+      offsets_at = take((7 * batch + 5) * sizeof(std::int32_t));
+      if (p.lse) stats_at = take(static_cast<std::size_t>(p.q.size(1) * p.q.size(2)) * sizeof(float));
+    }
+    DIFFATTN_RETURN_IF_ERROR(grow(ws->scratch, used, stream, "CUDNN_ATTN scratch"));
+    char* scratch = static_cast<char*>(ws->scratch.data);
 
     std::unordered_map<std::int64_t, void*> pack = {{kQ, p.q.data}, {kK, p.k.data}, {kV, p.v.data}, {kO, p.out.data}};
-    if (p.lse) pack[kStats] = p.lse->data;
+    MaskMode mode = ragged ? MaskMode::kRagged : MaskMode::kNone;
     if (p.mask) {
-      auto* lengths = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws->device) + cudnn_bytes);
-      KeyPaddingLengths out{lengths, lengths + batch, lengths + 2 * batch};
-      DIFFATTN_RETURN_IF_ERROR(check_mask_prefix(p, out, ws, stream));
-      pack[kSeqQ] = out.seq_len_q;
-      pack[kSeqKv] = out.seq_len_kv;
+      mode = MaskMode::kBias;
+      if (mask_is_key_padding(p)) {
+        auto* lengths = reinterpret_cast<std::int32_t*>(scratch + lengths_at);
+        KeyPaddingLengths out{lengths, lengths + batch, lengths + 2 * batch};
+        DIFFATTN_ASSIGN_OR_RETURN(const bool prefix, keeps_nonempty_prefix(p, out, ws, stream));
+        if (prefix) {
+          mode = MaskMode::kLengths;
+          pack[kSeqQ] = out.seq_len_q;
+          pack[kSeqKv] = out.seq_len_kv;
+        }
+      }
+      if (mode == MaskMode::kBias) {
+        bias.bias = scratch + bias_at;
+        bias.first_kept = reinterpret_cast<std::int32_t*>(scratch + first_at);
+        DIFFATTN_RETURN_IF_ERROR(launch_mask_bias(p, bias, stream));
+        pack[kBias] = bias.bias;
+      }
     }
+    float* stats = nullptr;
+    if (ragged) {
+      auto* ints = reinterpret_cast<std::int32_t*>(scratch + offsets_at);
+      const RaggedOffsets offsets{ints,
+                                  ints + batch,
+                                  ints + 2 * batch,
+                                  ints + 3 * batch + 1,
+                                  ints + 4 * batch + 2,
+                                  ints + 5 * batch + 3,
+                                  ints + 6 * batch + 4};
+      DIFFATTN_RETURN_IF_ERROR(launch_ragged_offsets(p, offsets, stream));
+      pack[kSeqQ] = offsets.seq_len_q;
+      pack[kSeqKv] = offsets.seq_len_kv;
+      pack[kOffsetQ] = offsets.q;
+      pack[kOffsetK] = offsets.k;
+      pack[kOffsetV] = offsets.v;
+      pack[kOffsetO] = offsets.o;
+      if (p.lse) {
+        stats = reinterpret_cast<float*>(scratch + stats_at);
+        pack[kOffsetStats] = offsets.stats;
+      }
+    }
+    if (p.lse) pack[kStats] = ragged ? static_cast<void*>(stats) : p.lse->data;
+
+    const GraphKey key = make_key(p, device, mode);
+    DIFFATTN_ASSIGN_OR_RETURN(const BuiltGraph* built, graph_for(key, handle));
+    DIFFATTN_RETURN_IF_ERROR(
+        grow(ws->cudnn, align_up(static_cast<std::size_t>(built->workspace_bytes)), stream, "CUDNN_ATTN workspace"));
     if (cudnnStatus_t s = cudnnSetStream(handle, stream); s != CUDNN_STATUS_SUCCESS) {
       return CudaError(handle_error("cudnnSetStream", s));
     }
-    if (auto err = built->graph->execute(handle, pack, ws->device); err.is_bad()) {
+    if (auto err = built->graph->execute(handle, pack, ws->cudnn.data); err.is_bad()) {
       return CudaError(cudnn_error("graph execution", err));
     }
-    return cuda::check_launch("cuDNN SDPA graph");
+    DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("cuDNN SDPA graph"));
+    // cuDNN leaves rows without keys undefined; diffattn's contract gives them zeros and LSE -inf.
+    if (mode == MaskMode::kBias) return launch_clear_empty_rows(p, bias, stream);
+    if (ragged) return launch_finish_ragged(p, stats, stream);
+    return Status::Ok();
   }
 
  private:
@@ -207,28 +323,33 @@ class Runner {
     return &graphs_.emplace(key, std::move(built)).first->second;
   }
 
-  Result<Workspace*> workspace_for(int device, cudaStream_t stream, std::size_t bytes) {
+  Result<Workspace*> workspace_for(int device, cudaStream_t stream) {
     Workspace& ws = workspaces_[{device, stream}];
     if (ws.host_flags == nullptr) {
       DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaMallocHost(&ws.host_flags, 2 * sizeof(std::int32_t)),
                                                  "cudaMallocHost(CUDNN_ATTN mask flags)"));
     }
-    if (ws.bytes >= bytes) return &ws;
-    if (ws.device != nullptr) {
-      // The stream may still use the old buffer.
-      DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
-      DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaFree(ws.device), "cudaFree(CUDNN_ATTN workspace)"));
-      ws.device = nullptr;
-      ws.bytes = 0;
-    }
-    DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaMalloc(&ws.device, bytes),
-                                               "cudaMalloc(CUDNN_ATTN workspace, " + std::to_string(bytes) + " bytes)"));
-    ws.bytes = bytes;
     return &ws;
   }
 
-  Status check_mask_prefix(const AttentionProblem& p, const KeyPaddingLengths& out, Workspace* ws,
-                           cudaStream_t stream) {
+  // Buffers are kept per (device, stream) and only grow; the stream may still use the old one.
+  static Status grow(Buffer& buffer, std::size_t bytes, cudaStream_t stream, const char* what) {
+    if (buffer.bytes >= bytes) return Status::Ok();
+    if (buffer.data != nullptr) {
+      DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
+      DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaFree(buffer.data), std::string("cudaFree(") + what + ")"));
+      buffer = Buffer{};
+    }
+    DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(
+        cudaMalloc(&buffer.data, bytes), std::string("cudaMalloc(") + what + ", " + std::to_string(bytes) + " bytes)"));
+    buffer.bytes = bytes;
+    return Status::Ok();
+  }
+
+  // Whether the key-padding mask keeps a non-empty prefix of every batch's keys (then it runs as
+  // lengths); waits for the stream once to read the answer.
+  Result<bool> keeps_nonempty_prefix(const AttentionProblem& p, const KeyPaddingLengths& out, Workspace* ws,
+                                     cudaStream_t stream) {
     const TensorView& mask = *p.mask;
     const int last = mask.ndim - 1;
     const std::int64_t batch_stride = mask.size(0) == 1 ? 0 : mask.stride(0);
@@ -240,17 +361,7 @@ class Runner {
         cudaMemcpyAsync(ws->host_flags, out.flags, 2 * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream),
         "cudaMemcpyAsync(CUDNN_ATTN mask flags)"));
     DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
-    if (ws->host_flags[0] != 0) {
-      return Unsupported("CUDNN_ATTN takes key-padding masks that keep a prefix of the keys; batch " +
-                         std::to_string(ws->host_flags[0] - 1) +
-                         " keeps a key after a dropped one. Select TORCH_SDPA for arbitrary keep-masks");
-    }
-    if (ws->host_flags[1] != 0) {
-      return Unsupported("CUDNN_ATTN cannot run batch " + std::to_string(ws->host_flags[1] - 1) +
-                         ", whose mask keeps no key; select TORCH_SDPA, which returns zeros and LSE -inf for "
-                         "fully masked rows");
-    }
-    return Status::Ok();
+    return ws->host_flags[0] == 0 && ws->host_flags[1] == 0;
   }
 
   std::mutex mu_;

@@ -9,8 +9,10 @@
 namespace diffattn::cudnn_attn {
 
 // `problem` passed validate_problem and the checks of cudnn_attn_checks.h; `stream` is a
-// cudaStream_t. A key-padding mask makes the call wait for the stream once, to confirm the mask
-// keeps a prefix of the keys.
+// cudaStream_t. A key-padding mask makes the call wait for the stream once, to learn whether it
+// keeps a non-empty prefix of every batch's keys (then it runs as key lengths, which skip the
+// padding); every other mask runs as an additive bias, and packed batches as ragged offsets.
+// Rows that keep no key get zeros and LSE -inf.
 Status run_cudnn_sdpa(const AttentionProblem& problem, void* stream);
 
 // The cuDNN version of the loaded library (cudnnGetVersion), 0 when none loads.

@@ -19,7 +19,10 @@ void register_cudnn_attn(Registry& registry) {
   d.caps.min_head_size = 8;
   d.caps.max_head_size = 256;
   d.caps.head_size_multiple = 8;
-  d.caps.dense_mask = false;  // key padding runs through per-batch sequence lengths
+  // Key-padding prefixes run as per-batch key lengths, other masks as an additive bias, packed
+  // batches as ragged offsets (mask_bias.h).
+  d.caps.dense_mask = true;
+  d.caps.varlen = true;
   d.cuda.needs = {
       need(PlatformFact::kCudnn, "no cuDNN library found").at_least(1).only_default(),
       need(PlatformFact::kCudnn, "")

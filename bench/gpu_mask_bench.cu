@@ -1,0 +1,361 @@
+// GPU benchmark of masked and packed DiT calls: every mask-capable backend named in --backends
+// (default FLASHINFER_ATTN and CUDNN_ATTN) on the same inputs, each beside FLASH_ATTN without a
+// mask on the same real tokens, through the registry as a user calls them. Best-of-N times (two
+// warm-ups), TFLOP/s of the real tokens' work, and the relative L2 difference of each output from
+// the reference output. bench/mask_peer.py times PyTorch SDPA with the same boolean masks.
+//
+//   gpu_mask_bench [--workloads a,b] [--backends A,B] [--rounds N]
+//
+//   flux-77of512-keypad   FLUX.1 joint attention, 512 text + 4096 image keys, the prompt keeps 77
+//                         text keys ([B, Skv] mask); reference: the 4173 real keys unmasked
+//   flux-77of512-dense    the same keep pattern as a dense [1, 1, Sq, Skv] mask
+//   sd3-154of333-keypad   SD3 (hd64, 24 heads), 333 text + 4096 image keys, 154 text keys kept
+//   wan22-ragged-4        four Wan2.2-5B-like sequences (24 heads) of 11440, 8580, 5720 and 2860
+//                         tokens packed (cu_seqlens); reference: the four run one by one unmasked
+//   flux-blocks-50        FLUX.1 self-attention under a dense [1, 24, Sq, Skv] mask that empties
+//                         half of the 128 x 128 blocks at random and cuts a tenth of the rest;
+//                         reference time: unmasked FLASH_ATTN times the kept fraction of blocks;
+//                         reference output: TORCH_SDPA's CUDA kernel on the same mask
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "diffattn/builtin_backends.h"
+#include "diffattn/platform.h"
+#include "diffattn/registry.h"
+
+namespace {
+
+using namespace diffattn;
+
+#define CHECK_CUDA(call)                                                                   \
+  do {                                                                                     \
+    cudaError_t e_ = (call);                                                               \
+    if (e_ != cudaSuccess) {                                                               \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));              \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+struct Args {
+  std::vector<std::string> workloads;
+  std::vector<std::string> backends = {"FLASHINFER_ATTN", "CUDNN_ATTN"};
+  int rounds = 10;
+};
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "gpu_mask_bench: %s needs a value\n", arg.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--workloads") a.workloads = split(value());
+    else if (arg == "--backends") a.backends = split(value());
+    else if (arg == "--rounds") a.rounds = std::max(1, std::atoi(value().c_str()));
+    else {
+      std::fprintf(stderr, "gpu_mask_bench: unknown argument %s; see the header of bench/gpu_mask_bench.cu\n",
+                   arg.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+struct Dev {
+  void* p = nullptr;
+  explicit Dev(size_t bytes) { CHECK_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 1))); }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+};
+
+void* upload(Dev& dev, const void* host, size_t bytes) {
+  CHECK_CUDA(cudaMemcpy(dev.p, host, bytes, cudaMemcpyHostToDevice));
+  return dev.p;
+}
+
+std::vector<__nv_bfloat16> random_bf16(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<__nv_bfloat16> v(n);
+  for (auto& x : v) x = __float2bfloat16(nd(rng));
+  return v;
+}
+
+const Device kGpu{DeviceKind::kCuda, 0};
+
+TensorView view(void* p, long b, long s, long h, long d) {
+  return TensorView::Contiguous(p, DType::kBFloat16, {b, s, h, d}, kGpu);
+}
+
+int g_rounds = 10;
+PlatformInfo g_platform;
+
+Result<std::unique_ptr<Backend>> make(const std::string& name, long heads, long d) {
+  BackendInit init;
+  init.num_heads = heads, init.num_kv_heads = heads, init.head_size = d;
+  init.explicit_choice = true;
+  init.platform = g_platform;
+  return global_registry().create(name, init);
+}
+
+// Best of g_rounds timed calls after two warm-ups; -1 when a call fails (the error is printed).
+float best_ms(const std::function<Status()>& fn, std::string* error) {
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  float best = 1e30f;
+  for (int r = 0; r < g_rounds + 2; ++r) {
+    CHECK_CUDA(cudaEventRecord(e0));
+    const Status s = fn();
+    CHECK_CUDA(cudaEventRecord(e1));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    if (!s.ok()) {
+      *error = s.message();
+      best = -1.f;
+      break;
+    }
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= 2) best = std::min(best, ms);
+  }
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  return best;
+}
+
+// Relative L2 of a against b, both n bf16 values on the device.
+double rel_l2(const void* a, const void* b, size_t n) {
+  std::vector<__nv_bfloat16> ha(n), hb(n);
+  CHECK_CUDA(cudaMemcpy(ha.data(), a, n * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(hb.data(), b, n * 2, cudaMemcpyDeviceToHost));
+  double dd = 0, rr = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double x = __bfloat162float(ha[i]), y = __bfloat162float(hb[i]);
+    if (!std::isfinite(x)) return INFINITY;
+    dd += (x - y) * (x - y), rr += y * y;
+  }
+  return std::sqrt(dd / rr);
+}
+
+// One masked workload: the masked problem (its out is overwritten by each backend), its FLOPs on
+// the real tokens, the reference time and the reference output.
+struct Masked {
+  AttentionProblem problem;
+  long heads = 0, d = 0;
+  double flops = 0;
+  float ref_ms = 0;
+  const void* ref_out = nullptr;
+};
+
+void run_backends(const char* name, const Masked& m, const Args& args) {
+  std::printf("%-22s %-16s %10s %10.3f %8s %9s %9.1f %10s\n", name, "FLASH_ATTN (ref)", "", m.ref_ms, "1.000", "",
+              m.flops / m.ref_ms / 1e9, "");
+  const size_t n = static_cast<size_t>(m.problem.out.numel());
+  for (const std::string& backend_name : args.backends) {
+    auto backend = make(backend_name, m.heads, m.d);
+    std::string error;
+    float ms = -1.f;
+    if (backend.ok()) {
+      ms = best_ms([&] { return (*backend)->forward(m.problem, nullptr); }, &error);
+    } else {
+      error = backend.status().message();
+    }
+    if (ms < 0) {
+      std::printf("%-22s %-16s  error: %s\n", name, backend_name.c_str(), error.c_str());
+      continue;
+    }
+    std::printf("%-22s %-16s %10.3f %10.3f %8.3f %9.1f %9.1f %10.2e\n", name, backend_name.c_str(), ms, m.ref_ms,
+                m.ref_ms / ms, m.flops / ms / 1e9, m.flops / m.ref_ms / 1e9, rel_l2(m.problem.out.data, m.ref_out, n));
+  }
+}
+
+// Joint attention with a padded prompt first: keys [0, text) are text, of which the first `keep`
+// are real. `dense`: the same keep pattern as a [1, 1, Sq, Skv] mask.
+void padded_prompt(const char* name, long heads, long d, long text, long keep, long image, bool dense,
+                   std::mt19937& rng, const Args& args) {
+  const long s = text + image, real = keep + image;
+  const size_t row = size_t(heads) * d;
+  auto hq = random_bf16(s * row, rng), hk = random_bf16(s * row, rng), hv = random_bf16(s * row, rng);
+  Dev q(hq.size() * 2), k(hk.size() * 2), v(hv.size() * 2), o(hq.size() * 2), oc(hq.size() * 2);
+  upload(q, hq.data(), hq.size() * 2), upload(k, hk.data(), hk.size() * 2), upload(v, hv.data(), hv.size() * 2);
+  // The real keys, compacted: the kept text keys then the image keys.
+  std::vector<__nv_bfloat16> hkc(real * row), hvc(real * row);
+  std::copy(hk.begin(), hk.begin() + keep * row, hkc.begin());
+  std::copy(hk.begin() + text * row, hk.end(), hkc.begin() + keep * row);
+  std::copy(hv.begin(), hv.begin() + keep * row, hvc.begin());
+  std::copy(hv.begin() + text * row, hv.end(), hvc.begin() + keep * row);
+  Dev kc(hkc.size() * 2), vc(hvc.size() * 2);
+  upload(kc, hkc.data(), hkc.size() * 2), upload(vc, hvc.data(), hvc.size() * 2);
+  std::vector<unsigned char> hm(dense ? size_t(s) * s : size_t(s));
+  for (size_t i = 0; i < hm.size(); ++i) {
+    const long j = long(i % s);
+    hm[i] = j < keep || j >= text;
+  }
+  Dev mask(hm.size());
+  upload(mask, hm.data(), hm.size());
+
+  Masked m;
+  m.heads = heads, m.d = d;
+  m.problem.q = view(q.p, 1, s, heads, d), m.problem.k = view(k.p, 1, s, heads, d);
+  m.problem.v = view(v.p, 1, s, heads, d), m.problem.out = view(o.p, 1, s, heads, d);
+  m.problem.mask = dense ? TensorView::Contiguous(mask.p, DType::kBool, {1, 1, s, s}, kGpu)
+                         : TensorView::Contiguous(mask.p, DType::kBool, {1, s}, kGpu);
+  AttentionProblem ref;
+  ref.q = m.problem.q, ref.k = view(kc.p, 1, real, heads, d), ref.v = view(vc.p, 1, real, heads, d);
+  ref.out = view(oc.p, 1, s, heads, d);
+  auto flash = make("FLASH_ATTN", heads, d);
+  if (!flash.ok()) {
+    std::printf("%-22s FLASH_ATTN (the reference) cannot run: %s\n", name, flash.status().message().c_str());
+    return;
+  }
+  std::string error;
+  m.ref_ms = best_ms([&] { return (*flash)->forward(ref, nullptr); }, &error);
+  m.ref_out = oc.p;
+  m.flops = 4.0 * heads * s * real * d;
+  run_backends(name, m, args);
+}
+
+void ragged(const char* name, long heads, long d, const std::vector<long>& lengths, std::mt19937& rng,
+            const Args& args) {
+  long total = 0;
+  std::vector<int> cu = {0};
+  double flops = 0;
+  for (long l : lengths) total += l, cu.push_back(int(total)), flops += 4.0 * heads * l * l * d;
+  const size_t row = size_t(heads) * d;
+  auto hq = random_bf16(total * row, rng), hk = random_bf16(total * row, rng), hv = random_bf16(total * row, rng);
+  Dev q(hq.size() * 2), k(hk.size() * 2), v(hv.size() * 2), o(hq.size() * 2), o1(hq.size() * 2), c(cu.size() * 4);
+  upload(q, hq.data(), hq.size() * 2), upload(k, hk.data(), hk.size() * 2), upload(v, hv.data(), hv.size() * 2);
+  upload(c, cu.data(), cu.size() * 4);
+  Masked m;
+  m.heads = heads, m.d = d, m.flops = flops;
+  m.problem.q = view(q.p, 1, total, heads, d), m.problem.k = view(k.p, 1, total, heads, d);
+  m.problem.v = view(v.p, 1, total, heads, d), m.problem.out = view(o.p, 1, total, heads, d);
+  m.problem.cu_seqlens_q = m.problem.cu_seqlens_k =
+      TensorView::Contiguous(c.p, DType::kInt32, {long(cu.size())}, kGpu);
+  m.problem.max_seqlen_q = m.problem.max_seqlen_k = *std::max_element(lengths.begin(), lengths.end());
+  auto flash = make("FLASH_ATTN", heads, d);
+  if (!flash.ok()) {
+    std::printf("%-22s FLASH_ATTN (the reference) cannot run: %s\n", name, flash.status().message().c_str());
+    return;
+  }
+  std::string error;
+  m.ref_ms = best_ms(
+      [&] {
+        for (size_t i = 0; i < lengths.size(); ++i) {
+          const size_t off = size_t(cu[i]) * row * 2;
+          AttentionProblem one;
+          one.q = view(static_cast<char*>(q.p) + off, 1, lengths[i], heads, d);
+          one.k = view(static_cast<char*>(k.p) + off, 1, lengths[i], heads, d);
+          one.v = view(static_cast<char*>(v.p) + off, 1, lengths[i], heads, d);
+          one.out = view(static_cast<char*>(o1.p) + off, 1, lengths[i], heads, d);
+          if (Status s = (*flash)->forward(one, nullptr); !s.ok()) return s;
+        }
+        return Status::Ok();
+      },
+      &error);
+  m.ref_out = o1.p;
+  run_backends(name, m, args);
+}
+
+// A dense per-head mask that empties `empty` of the 128 x 128 blocks (never the diagonal) and cuts
+// `cut` of the kept ones (each cut block drops a random fifth of its keys per row).
+void block_mask(const char* name, long heads, long d, long s, double empty, double cut, std::mt19937& rng,
+                const Args& args) {
+  const size_t row = size_t(heads) * d;
+  auto hq = random_bf16(s * row, rng), hk = random_bf16(s * row, rng), hv = random_bf16(s * row, rng);
+  Dev q(hq.size() * 2), k(hk.size() * 2), v(hv.size() * 2), o(hq.size() * 2), o2(hq.size() * 2), o3(hq.size() * 2);
+  upload(q, hq.data(), hq.size() * 2), upload(k, hk.data(), hk.size() * 2), upload(v, hv.data(), hv.size() * 2);
+  const long nb = (s + 127) / 128;
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<unsigned char> hm(size_t(heads) * s * s);
+  long kept_blocks = 0;
+  for (long h = 0; h < heads; ++h)
+    for (long t = 0; t < nb; ++t)
+      for (long n = 0; n < nb; ++n) {
+        const double x = u(rng);
+        const int kind = n == t ? 2 : x < empty ? 0 : x < empty + cut * (1 - empty) ? 1 : 2;
+        kept_blocks += kind != 0;
+        for (long i = t * 128; i < std::min(s, t * 128 + 128); ++i)
+          for (long j = n * 128; j < std::min(s, n * 128 + 128); ++j)
+            hm[(size_t(h) * s + i) * s + j] = kind == 2 ? 1 : kind == 1 ? (u(rng) >= 0.2) : 0;
+      }
+  Dev mask(hm.size());
+  upload(mask, hm.data(), hm.size());
+  Masked m;
+  m.heads = heads, m.d = d;
+  m.problem.q = view(q.p, 1, s, heads, d), m.problem.k = view(k.p, 1, s, heads, d);
+  m.problem.v = view(v.p, 1, s, heads, d), m.problem.out = view(o.p, 1, s, heads, d);
+  m.problem.mask = TensorView::Contiguous(mask.p, DType::kBool, {1, heads, s, s}, kGpu);
+  AttentionProblem unmasked = m.problem;
+  unmasked.mask.reset();
+  unmasked.out = view(o2.p, 1, s, heads, d);
+  AttentionProblem exact = m.problem;
+  exact.out = view(o3.p, 1, s, heads, d);
+  auto flash = make("FLASH_ATTN", heads, d);
+  auto sdpa = make("TORCH_SDPA", heads, d);
+  if (!flash.ok() || !sdpa.ok()) {
+    std::printf("%-22s FLASH_ATTN or TORCH_SDPA (the references) cannot run\n", name);
+    return;
+  }
+  std::string error;
+  const double kept = double(kept_blocks) / double(heads * nb * nb);
+  m.ref_ms = best_ms([&] { return (*flash)->forward(unmasked, nullptr); }, &error) * float(kept);
+  if (Status st = (*sdpa)->forward(exact, nullptr); !st.ok()) {
+    std::printf("%-22s TORCH_SDPA (the reference output) failed: %s\n", name, st.message().c_str());
+    return;
+  }
+  m.ref_out = o3.p;
+  m.flops = 4.0 * heads * s * s * d * kept;
+  run_backends(name, m, args);
+  std::printf("%-22s kept blocks %.3f of %ld x %ld per head; reference time = unmasked x kept\n", "", kept, nb, nb);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  g_rounds = args.rounds;
+  auto platform = probe_cuda_platform(0);
+  if (!platform.ok()) {
+    std::fprintf(stderr, "gpu_mask_bench: %s\n", platform.status().message().c_str());
+    return 3;
+  }
+  g_platform = *platform;
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s (%d SMs), cuDNN %d; best of %d calls after 2 warm-ups, bf16\n", prop.name,
+              prop.multiProcessorCount, platform->cudnn_version, g_rounds);
+  std::printf("%-22s %-16s %10s %10s %8s %9s %9s %10s\n", "workload", "backend", "ms", "ref ms", "x ref", "TF/s",
+              "ref TF/s", "relL2 ref");
+  std::mt19937 rng(1234);
+  const auto want = [&](const char* n) {
+    return args.workloads.empty() || std::find(args.workloads.begin(), args.workloads.end(), n) != args.workloads.end();
+  };
+  if (want("flux-77of512-keypad")) padded_prompt("flux-77of512-keypad", 24, 128, 512, 77, 4096, false, rng, args);
+  if (want("flux-77of512-dense")) padded_prompt("flux-77of512-dense", 24, 128, 512, 77, 4096, true, rng, args);
+  if (want("sd3-154of333-keypad")) padded_prompt("sd3-154of333-keypad", 24, 64, 333, 154, 4096, false, rng, args);
+  if (want("wan22-ragged-4")) ragged("wan22-ragged-4", 24, 128, {11440, 8580, 5720, 2860}, rng, args);
+  if (want("flux-blocks-50")) block_mask("flux-blocks-50", 24, 128, 4608, 0.5, 0.1, rng, args);
+  return 0;
+}
