@@ -4,7 +4,10 @@
 // warm-ups), TFLOP/s of the real tokens' work, and the relative L2 difference of each output from
 // the reference output. bench/mask_peer.py times PyTorch SDPA with the same boolean masks.
 //
-//   gpu_mask_bench [--workloads a,b] [--backends A,B] [--rounds N]
+//   gpu_mask_bench [--workloads a,b] [--backends A,B] [--rounds N] [--rest-ms N]
+//
+// --rest-ms: the GPU idles this long (default 1000) before each timed series, so that no series
+// runs at the lower clock a long one before it left (as in gpu_attention_bench).
 //
 //   flux-77of512-keypad   FLUX.1 joint attention, 512 text + 4096 image keys, the prompt keeps 77
 //                         text keys ([B, Skv] mask); reference: the 4173 real keys unmasked
@@ -20,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +31,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "diffattn/builtin_backends.h"
@@ -50,6 +55,7 @@ struct Args {
   std::vector<std::string> workloads;
   std::vector<std::string> backends = {"FLASHINFER_ATTN", "CUDNN_ATTN"};
   int rounds = 10;
+  int rest_ms = 1000;
 };
 
 std::vector<std::string> split(const std::string& list) {
@@ -74,6 +80,7 @@ Args parse(int argc, char** argv) {
     if (arg == "--workloads") a.workloads = split(value());
     else if (arg == "--backends") a.backends = split(value());
     else if (arg == "--rounds") a.rounds = std::max(1, std::atoi(value().c_str()));
+    else if (arg == "--rest-ms") a.rest_ms = std::max(0, std::atoi(value().c_str()));
     else {
       std::fprintf(stderr, "gpu_mask_bench: unknown argument %s; see the header of bench/gpu_mask_bench.cu\n",
                    arg.c_str());
@@ -110,6 +117,7 @@ TensorView view(void* p, long b, long s, long h, long d) {
 }
 
 int g_rounds = 10;
+int g_rest_ms = 1000;
 PlatformInfo g_platform;
 
 Result<std::unique_ptr<Backend>> make(const std::string& name, long heads, long d) {
@@ -122,6 +130,8 @@ Result<std::unique_ptr<Backend>> make(const std::string& name, long heads, long 
 
 // Best of g_rounds timed calls after two warm-ups; -1 when a call fails (the error is printed).
 float best_ms(const std::function<Status()>& fn, std::string* error) {
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::this_thread::sleep_for(std::chrono::milliseconds(g_rest_ms));
   cudaEvent_t e0, e1;
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
@@ -336,6 +346,7 @@ void block_mask(const char* name, long heads, long d, long s, double empty, doub
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   g_rounds = args.rounds;
+  g_rest_ms = args.rest_ms;
   auto platform = probe_cuda_platform(0);
   if (!platform.ok()) {
     std::fprintf(stderr, "gpu_mask_bench: %s\n", platform.status().message().c_str());
@@ -344,8 +355,8 @@ int main(int argc, char** argv) {
   g_platform = *platform;
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s (%d SMs), cuDNN %d; best of %d calls after 2 warm-ups, bf16\n", prop.name,
-              prop.multiProcessorCount, platform->cudnn_version, g_rounds);
+  std::printf("device: %s (%d SMs), cuDNN %d; best of %d calls after 2 warm-ups and %d ms of idle GPU, "
+              "bf16\n", prop.name, prop.multiProcessorCount, platform->cudnn_version, g_rounds, g_rest_ms);
   std::printf("%-22s %-16s %10s %10s %8s %9s %9s %10s\n", "workload", "backend", "ms", "ref ms", "x ref", "TF/s",
               "ref TF/s", "relL2 ref");
   std::mt19937 rng(1234);

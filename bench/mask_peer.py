@@ -2,11 +2,13 @@
 """The peer of the masked and ragged calls of bench/gpu_mask_bench.cu: PyTorch SDPA given the
 same boolean keep-mask (True keeps a key) on inputs of the same shapes, tried on the cuDNN backend
 first and on the memory-efficient backend when cuDNN refuses the mask; ragged batches run one
-sequence per call. Prints best-of-N milliseconds per workload and the backend that ran.
+sequence per call. Prints best-of-N milliseconds per workload and the backend that ran; the GPU
+idles 1 s before each timed series.
 
     mask_peer.py [--rounds 10]
 """
 import argparse
+import time
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +18,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 def best_ms(fn, rounds):
     fn()
     torch.cuda.synchronize()
+    time.sleep(1.0)  # idle GPU before each series, as bench/gpu_mask_bench.cu does
     best = float("inf")
     for _ in range(rounds):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
