@@ -177,6 +177,28 @@ TEST(GpuFlashAttn, KeyTileFamiliesAndSplitTilesMatchTheOracle) {
   }
 }
 
+// The key walks of key-padding masks (kernels/sparse/key_walk.h): a prompt placed first walks its
+// kept runs (blocks that start inside a key block), scattered keys and causal calls walk the
+// aligned blocks with bits, and a batch that keeps no key walks nothing. Small enough for the
+// sanitizers.
+TEST(GpuFlashAttn, KeyWalksOfRunsAndScatteredKeysMatchTheOracle) {
+  SKIP_WITHOUT_FLASH_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (std::int64_t d : {64, 128})
+      for (int kind = 0; kind < 3; ++kind) {
+        ParityCase c = sized_case(d, 150, 1100, 2, dtype);
+        c.batch = 3;
+        c.mask = testing::MaskShape::kKeyPadding;
+        c.lse = true;
+        c.fully_masked_rows = kind != 2;  // one batch keeps no key
+        if (kind != 1) c.text_keys = 512, c.prompt_keep = 77 + 40 * (d == 64);  // runs (aligned when causal)
+        c.causal = kind == 2;
+        EXPECT_EQ(run_case(c, rng), "") << c.name() << " (seed " << seed << ")";
+      }
+}
+
 // More tiles than SMs, so whole waves run first and the last partial wave runs as tail runs that
 // end one tile and start the next (the plan of SD3's 4429 keys: 35 key blocks a tile, about 0.36
 // of a wave left over). A few query rows per head keep the oracle cheap; one tile per head. Plain,

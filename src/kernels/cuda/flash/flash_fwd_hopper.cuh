@@ -106,10 +106,12 @@ struct HopperTraits {
   static_assert(!kQInRegs || !kEarlyExp, "Q in registers leaves no Q in shared memory for the early-exp recompute");
 };
 
-// How a tile walks its key blocks: every block in order; the blocks that a packed key mask keeps
-// (p.kv_bits), skipping blocks of padding; or the blocks its block-sparse list names
-// (p.bs_offsets / p.bs_indices). In the listed walk a tile's position n runs over its list and
-// the key block at n is list[n]; otherwise the position is the block.
+// How a tile walks its key blocks: every block in order; the walk the launcher wrote for a packed
+// key mask (p.kv_walk: blocks of the kept runs, which may start at any key, or the key blocks that
+// keep a key), skipping padding; or the blocks its block-sparse list names (p.bs_offsets /
+// p.bs_indices). In the listed walk a tile's position n runs over its list and the key block at n
+// is list[n]; in the live-bits walk position n is entry n of the batch's walk; otherwise the
+// position is the block.
 enum class KeyWalk { kEvery, kLiveBits, kListed };
 
 struct TileCoord {
@@ -137,6 +139,28 @@ __device__ __forceinline__ int key_block(const TileCoord& c, int n) {
     return __ldg(c.list + n);
   } else {
     return n;
+  }
+}
+
+// The keys a walk position covers: kBlockN rows from key0 are loaded; keys from `end` on are never
+// attended; `bits`: the key mask's bits decide the keys before `end`.
+struct KeyBlock {
+  int key0, end;
+  bool bits;
+};
+
+// Entry n of batch b's key walk (FlashParams::kv_walk): its first key and its length | bits << 16.
+__device__ __forceinline__ int2 walk_entry(const FlashParams& p, int b, int n) {
+  return __ldg(reinterpret_cast<const int2*>(p.kv_walk) + static_cast<int64_t>(b) * p.kv_walk_stride + n);
+}
+
+// The first key row (within the batch) that position n of tile c's walk loads.
+template <class T, KeyWalk kWalk>
+__device__ __forceinline__ int walk_key0(const FlashParams& p, const TileCoord& c, int n) {
+  if constexpr (kWalk == KeyWalk::kLiveBits) {
+    return walk_entry(p, c.b, n).x;
+  } else {
+    return key_block<kWalk>(c, n) * T::kBlockN;
   }
 }
 
@@ -223,27 +247,25 @@ __device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item)
   return c;
 }
 
-// The next key block of tile c from n on that keeps at least one key (c.n_end if none), and
-// whether it keeps every key. With a packed key mask (p.kv_bits, whose block flags the launcher
-// builds beside it) blocks whose keys are all padding are skipped by the producer and the
-// consumers alike, so padded prompts cost only their kept keys; without one every block is live,
-// and it is full unless a byte mask must be read.
+// The next position of tile c's walk from n on (c.n_end if none), and whether its block keeps
+// every one of its kBlockN keys. With a packed key mask the launcher wrote each batch's walk
+// (FlashParams::kv_walk): the blocks of its kept runs, or its key blocks that keep a key, so padded
+// prompts cost only their kept keys; without one every block is live, and it is full unless a byte
+// mask must be read.
 template <class T>
 __device__ __forceinline__ int next_live_block(const FlashParams& p, const TileCoord& c, int n, bool& full) {
-  if (p.kv_bits == nullptr) {
+  if (p.kv_walk == nullptr) {
     full = p.kv_mask == nullptr;
     return n;
   }
-  const uint8_t* flags = p.kv_block_flags + static_cast<int64_t>(c.b) * p.kv_blocks;
-  for (; n < c.n_end; ++n) {
-    const uint8_t f = __ldg(flags + n);
-    if (f != 0) {
-      full = f == 2;
-      return n;
-    }
-  }
   full = false;
-  return c.n_end;
+  if (n >= min(c.n_end, __ldg(p.kv_walk_count + c.b))) return c.n_end;
+  const int2 e = walk_entry(p, c.b, n);
+  // Causal walks are the aligned kind (the launcher's choice), so their entries below the tile's
+  // last key are the first ones.
+  if (p.causal && e.x >= (c.m_block + 1) * T::kBlockM) return c.n_end;
+  full = e.y == T::kBlockN;  // the whole block, no bits to read
+  return n;
 }
 
 template <class T>
@@ -316,7 +338,7 @@ __device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const Fl
       bool full;
       for (int n = kSkip ? next_live_block<T>(p, c, c.n_begin, full) : c.n_begin; n < c.n_end;
            n = kSkip ? next_live_block<T>(p, c, n + 1, full) : n + 1) {
-        const int row = c.kv_row0 + key_block<kWalk>(c, n) * T::kBlockN;
+        const int row = c.kv_row0 + walk_key0<T, kWalk>(p, c, n);
         ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
         ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKVBytes);
 #pragma unroll
@@ -468,10 +490,27 @@ struct Consumer {
     return c.seqlen_k;
   }
 
+  // The keys of position n of this group's walk (KeyBlock).
+  template <KeyWalk kWalk>
+  __device__ KeyBlock block_at(const TileCoord& c, int n) const {
+    if constexpr (kWalk == KeyWalk::kLiveBits) {
+      const int2 e = walk_entry(p, c.b, n);
+      return {e.x, e.x + (e.y & 0xFFFF), (e.y >> 16) != 0};
+    } else {
+      int kb;
+      if constexpr (T::kGroupKeys) {
+        kb = __ldg(c.group_list[wg] + n);
+      } else {
+        kb = key_block<kWalk>(c, n);
+      }
+      return {kb * T::kBlockN, key_end(c, kb), false};
+    }
+  }
+
   // Sets out-of-range, causal and key-padding positions to -inf.
   // kWalk: only the listed walk reads a dense mask's bits (the branch costs the other walks registers).
   template <KeyWalk kWalk>
-  __device__ void apply_mask(float (&s)[kSAcc], const TileCoord& c, int n) const {
+  __device__ void apply_mask(float (&s)[kSAcc], const TileCoord& c, const KeyBlock& kb) const {
     const int row_base = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
     if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys) {
       if (p.row_bits != nullptr) {
@@ -487,7 +526,7 @@ struct Consumer {
         uint32_t word[2] = {0u, 0u};
 #pragma unroll
         for (int j = 0; j < T::kBlockN / 8; ++j) {
-          const int col0 = n * T::kBlockN + j * 8;
+          const int col0 = kb.key0 + j * 8;
           if (T::kBlockN % 32 != 0 || j % 4 == 0) {
             word[0] = __ldg(rows[0] + (col0 >> 5));
             word[1] = __ldg(rows[1] + (col0 >> 5));
@@ -500,36 +539,38 @@ struct Consumer {
         return;
       }
     }
-    if (p.kv_bits != nullptr) {
-      // Eight neighbouring keys never straddle a 32-bit word, and with tiles of whole words each
-      // word covers four groups of eight: one warp-uniform load per 8 or 32 columns.
+    if (kWalk == KeyWalk::kLiveBits && kb.bits) {
+      // Blocks that read bits start on a multiple of kBlockN: eight neighbouring keys never
+      // straddle a 32-bit word, and with tiles of whole words each word covers four groups of
+      // eight: one warp-uniform load per 8 or 32 columns.
       const uint32_t* bits = p.kv_bits + static_cast<int64_t>(c.b) * p.kv_bits_words;
       uint32_t word = 0;
 #pragma unroll
       for (int j = 0; j < T::kBlockN / 8; ++j) {
-        const int col0 = n * T::kBlockN + j * 8;
+        const int col0 = kb.key0 + j * 8;
         if (T::kBlockN % 32 != 0 || j % 4 == 0) word = __ldg(bits + (col0 >> 5));
         const uint32_t kept = word >> ((col0 & 31) + (lane % 4) * 2);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int col = col0 + (lane % 4) * 2 + (e & 1);
           const int row = row_base + (e >= 2 ? 8 : 0);
-          bool keep = col < c.seqlen_k && ((kept >> (e & 1)) & 1u) != 0;
+          bool keep = col < kb.end && ((kept >> (e & 1)) & 1u) != 0;
           if (p.causal) keep = keep && col <= row;
           if (!keep) s[j * 4 + e] = -INFINITY;
         }
       }
       return;
     }
-    if (p.kv_mask == nullptr) {
+    if (kWalk == KeyWalk::kLiveBits || p.kv_mask == nullptr) {
       // Only the keys past the end (and, causal, past the row): each of this thread's two rows keeps
-      // a prefix of the block, so one compare against a per-row limit decides each value.
+      // a prefix of the block, so one compare against a per-row limit decides each value. (A walk
+      // of kept runs lands here too: its blocks keep every key before their end.)
       int limit[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        limit[r] = key_end(c, n);
+        limit[r] = kb.end;
         if (p.causal) limit[r] = min(limit[r], row_base + 8 * r + 1);
-        limit[r] -= n * T::kBlockN + (lane % 4) * 2;
+        limit[r] -= kb.key0 + (lane % 4) * 2;
       }
 #pragma unroll
       for (int j = 0; j < T::kBlockN / 8; ++j)
@@ -543,9 +584,9 @@ struct Consumer {
     for (int j = 0; j < T::kBlockN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int col = n * T::kBlockN + j * 8 + (lane % 4) * 2 + (e & 1);
+        const int col = kb.key0 + j * 8 + (lane % 4) * 2 + (e & 1);
         const int row = row_base + (e >= 2 ? 8 : 0);
-        bool keep = col < c.seqlen_k;
+        bool keep = col < kb.end;
         if (p.causal) keep = keep && col <= row;
         if (keep) keep = mask[col * p.mask_stride_s] != 0;
         if (!keep) s[j * 4 + e] = -INFINITY;
@@ -553,10 +594,10 @@ struct Consumer {
     }
   }
 
-  __device__ bool needs_mask(const TileCoord& c, int n, bool full) const {
+  __device__ bool needs_mask(const TileCoord& c, const KeyBlock& kb, bool full) const {
     if (!full) return true;
-    if ((n + 1) * T::kBlockN > key_end(c, n)) return true;
-    return p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM;
+    if (kb.key0 + T::kBlockN > kb.end) return true;
+    return p.causal && kb.key0 + T::kBlockN - 1 > c.m_block * T::kBlockM;
   }
 
   // Online softmax on one score tile: updates the row state and turns s into exp2 values in place.
@@ -674,8 +715,8 @@ struct Consumer {
   // (exponentials may have overflowed): then this thread recomputes its scores and takes them again.
   static constexpr float kMaxEarlyJump = 120.f;
   template <KeyWalk kWalk>
-  __device__ bool softmax_early(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c, int n,
-                                bool full, int stage) const {
+  __device__ bool softmax_early(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c,
+                                const KeyBlock& n, bool full, int stage) const {
     constexpr int kCols = T::kBlockN / 4;
     constexpr int kLanes = 4;
     const float scale = p.scale_log2;
@@ -743,8 +784,8 @@ struct Consumer {
   // The softmax of one block: early exponentials where the traits ask for them and every row of the
   // warp already has a maximum, otherwise max first. Returns whether the output must be rescaled.
   template <KeyWalk kWalk>
-  __device__ bool block_softmax(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c, int n,
-                                bool full, int stage) const {
+  __device__ bool block_softmax(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c,
+                                const KeyBlock& n, bool full, int stage) const {
     if constexpr (T::kEarlyExp)
       if (__all_sync(0xffffffff, st.m[0] != -INFINITY && st.m[1] != -INFINITY))
         return softmax_early<kWalk>(s, st, alpha, c, n, full, stage);
@@ -927,16 +968,6 @@ struct Consumer {
     return true;
   }
 
-  // The key block at position n of this group's walk.
-  template <KeyWalk kWalk>
-  __device__ int block_at(const TileCoord& c, int n) const {
-    if constexpr (T::kGroupKeys) {
-      return __ldg(c.group_list[wg] + n);
-    } else {
-      return key_block<kWalk>(c, n);
-    }
-  }
-
   // The next work item this CTA runs (tiles past a sequence's end are skipped), or p.num_items.
   __device__ int next_tile(int item) const {
     for (; item < p.num_items; item += gridDim.x)
@@ -979,7 +1010,7 @@ struct Consumer {
       const int n_first = n;
       if constexpr (!T::kOverlap) {
         while (n < c.n_end) {
-          const int kb = block_at<kWalk>(c, n);
+          const KeyBlock kb = block_at<kWalk>(c, n);
           if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys)
             if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + (c.list - p.bs_indices) + n) == 0;
           ptx::mbar_wait(sm.k_full(stage), phase);
@@ -1027,7 +1058,7 @@ struct Consumer {
         if (n_first >= c.n_end) release_q();
       } else {
         while (n < c.n_end) {
-          const int kb = block_at<kWalk>(c, n);
+          const KeyBlock kb = block_at<kWalk>(c, n);
           if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys)
             if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + (c.list - p.bs_indices) + n) == 0;
           const bool first = n == n_first;

@@ -118,25 +118,98 @@ __global__ void pack_kv_mask_kernel(const std::uint8_t* mask, std::int64_t strid
   if (lane == 0) bits[static_cast<std::int64_t>(blockIdx.y) * words + w] = word;
 }
 
-// Marks each key block of kBlockN keys of each batch empty (0), partial (1) or full (2) from the
-// packed bits (FlashParams::kv_block_flags): one thread per block.
+// The first key from `pos` on whose bit is `kept` (words * 32 if none): the warp reads 32 words a
+// step. Bits are zero past Skv, so a dropped key is always found at Skv.
+__device__ __forceinline__ int find_key(const std::uint32_t* bits, int words, int pos, bool kept, int lane) {
+  const int w0 = pos >> 5;
+  for (int base = w0; base < words; base += 32) {
+    const int w = base + lane;
+    std::uint32_t x = 0;
+    if (w < words) {
+      x = __ldg(bits + w);
+      if (!kept) x = ~x;
+      if (w == w0) x &= ~0u << (pos & 31);
+    }
+    const unsigned hit = __ballot_sync(0xffffffffu, x != 0);
+    if (hit != 0) {
+      const int l = __ffs(static_cast<int>(hit)) - 1;
+      const std::uint32_t xl = __shfl_sync(0xffffffffu, x, l);
+      return (base + l) * 32 + __ffs(static_cast<int>(xl)) - 1;
+    }
+  }
+  return words * 32;
+}
+
+// Whether key block n of kBlockN keys keeps any key, and every one of its keys before Skv.
 template <int kBlockN>
-__global__ void kv_block_flags_kernel(const std::uint32_t* bits, int words, int seqlen_k, int blocks,
-                                      std::uint8_t* flags) {
-  const int n = blockIdx.x * blockDim.x + static_cast<int>(threadIdx.x);
-  if (n >= blocks) return;
-  const std::uint32_t* row = bits + static_cast<std::int64_t>(blockIdx.y) * words;
+__device__ __forceinline__ void block_keeps(const std::uint32_t* bits, int seqlen_k, int n, bool& any, bool& all) {
   const int lo = n * kBlockN, hi = min((n + 1) * kBlockN, seqlen_k);
-  bool any = false, all = hi - lo == kBlockN;
+  any = false, all = true;
   for (int w = lo >> 5; w <= (hi - 1) >> 5; ++w) {
     std::uint32_t in = ~0u;  // the bits of this word that lie inside [lo, hi)
     if (w == lo >> 5) in &= ~0u << (lo & 31);
     if (w == (hi - 1) >> 5 && (hi & 31) != 0) in &= (1u << (hi & 31)) - 1;
-    const std::uint32_t word = row[w] & in;
+    const std::uint32_t word = __ldg(bits + w) & in;
     any = any || word != 0;
     all = all && word == in;
   }
-  flags[static_cast<std::int64_t>(blockIdx.y) * blocks + n] = any ? (all ? 2 : 1) : 0;
+}
+
+// Each batch's key walk (FlashParams::kv_walk; kernels/sparse/key_walk.h is its CPU oracle) from
+// the packed bits, one warp per batch: the aligned blocks that keep a key are counted, then the
+// kept runs' blocks (stopping once they are more), and the kind with fewer entries is written.
+template <int kBlockN>
+__global__ void key_walk_kernel(const std::uint32_t* all_bits, int words, int seqlen_k, int stride,
+                                bool aligned_only, std::int32_t* all_walk, std::int32_t* counts) {
+  const int lane = static_cast<int>(threadIdx.x);
+  const std::uint32_t* bits = all_bits + static_cast<std::int64_t>(blockIdx.x) * words;
+  int2* walk = reinterpret_cast<int2*>(all_walk) + static_cast<std::int64_t>(blockIdx.x) * stride;
+  const int blocks = (seqlen_k + kBlockN - 1) / kBlockN;
+  int aligned = 0;
+  for (int base = 0; base < blocks; base += 32) {
+    bool any = false, all = false;
+    if (base + lane < blocks) block_keeps<kBlockN>(bits, seqlen_k, base + lane, any, all);
+    aligned += __popc(__ballot_sync(0xffffffffu, any));
+  }
+  int pieces = 0;
+  if (!aligned_only) {
+    for (int pos = 0; pieces <= aligned;) {
+      const int start = find_key(bits, words, pos, true, lane);
+      if (start >= seqlen_k) break;
+      const int end = min(find_key(bits, words, start, false, lane), seqlen_k);
+      pieces += (end - start + kBlockN - 1) / kBlockN;
+      pos = end;
+    }
+  }
+  const bool runs = !aligned_only && pieces <= aligned;
+  int written = 0;
+  if (runs) {
+    for (int pos = 0;;) {
+      const int start = find_key(bits, words, pos, true, lane);
+      if (start >= seqlen_k) break;
+      const int end = min(find_key(bits, words, start, false, lane), seqlen_k);
+      const int np = (end - start + kBlockN - 1) / kBlockN;
+      for (int i = lane; i < np; i += 32) {
+        const int key0 = start + i * kBlockN;
+        walk[written + i] = make_int2(key0, min(kBlockN, end - key0));
+      }
+      written += np;
+      pos = end;
+    }
+  } else {
+    for (int base = 0; base < blocks; base += 32) {
+      const int n = base + lane;
+      bool any = false, all = false;
+      if (n < blocks) block_keeps<kBlockN>(bits, seqlen_k, n, any, all);
+      const unsigned live = __ballot_sync(0xffffffffu, any);
+      if (any) {
+        const int len = min(kBlockN, seqlen_k - n * kBlockN);
+        walk[written + __popc(live & ((1u << lane) - 1))] = make_int2(n * kBlockN, len | (all ? 0 : 1 << 16));
+      }
+      written += __popc(live);
+    }
+  }
+  if (lane == 0) counts[blockIdx.x] = written;
 }
 
 // Packs p.kv_mask into a workspace from the workspace pool (see FlashParams::kv_bits). Without the
@@ -151,7 +224,8 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   void* ws = nullptr;
   const int blocks = static_cast<int>(ceil_div(p.seqlen_k, T::kBlockN));
   const std::size_t bits_bytes = (static_cast<std::size_t>(p.batch) * words * 4 + 255) / 256 * 256;
-  const std::size_t bytes = bits_bytes + static_cast<std::size_t>(p.batch) * blocks;
+  const std::size_t walk_bytes = (static_cast<std::size_t>(p.batch) * blocks * 8 + 255) / 256 * 256;
+  const std::size_t bytes = bits_bytes + walk_bytes + static_cast<std::size_t>(p.batch) * 4;
   if (pool == nullptr || cudaMallocFromPoolAsync(&ws, bytes, pool, stream) != cudaSuccess) {
     (void)cudaGetLastError();
     return {};
@@ -159,9 +233,10 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   constexpr int kWarps = 8;
   pack_kv_mask_kernel<kWarps><<<dim3((words + kWarps - 1) / kWarps, p.batch), 32 * kWarps, 0, stream>>>(
       p.kv_mask, p.mask_stride_b, p.mask_stride_s, p.seqlen_k, words, static_cast<std::uint32_t*>(ws));
-  auto* flags = static_cast<std::uint8_t*>(ws) + bits_bytes;
-  kv_block_flags_kernel<T::kBlockN><<<dim3((blocks + 127) / 128, p.batch), 128, 0, stream>>>(
-      static_cast<const std::uint32_t*>(ws), words, p.seqlen_k, blocks, flags);
+  auto* walk = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws) + bits_bytes);
+  auto* counts = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws) + bits_bytes + walk_bytes);
+  key_walk_kernel<T::kBlockN><<<p.batch, 32, 0, stream>>>(static_cast<const std::uint32_t*>(ws), words, p.seqlen_k,
+                                                          blocks, p.causal, walk, counts);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
     (void)cudaFreeAsync(ws, stream);
@@ -170,8 +245,9 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   *workspace = ws;
   p.kv_bits = static_cast<const std::uint32_t*>(ws);
   p.kv_bits_words = words;
-  p.kv_block_flags = flags;
-  p.kv_blocks = blocks;
+  p.kv_walk = walk;
+  p.kv_walk_count = counts;
+  p.kv_walk_stride = blocks;
   return {};
 }
 
