@@ -5,14 +5,14 @@
 # racecheck on the dense-mask tests, bench/gpu_mask_bench.cu, and the PyTorch SDPA peer with the same
 # boolean masks (bench/mask_peer.py). Everything goes to $OUT.
 #   [TESTS=gtest-filter] [SANITIZE=0] [SANITIZE_TESTS=filter] [SANITIZE_TOOLS="memcheck"] [PEER=0] [ROUNDS=N]
-#   [MASK_BACKENDS=A,B]
+#   [MASK_BACKENDS=A,B] [TEST_TIMEOUT=seconds]
 #   scripts/device/mask_round.sh
 set -uo pipefail
 out="${OUT:-build/round}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
 source scripts/device/env.sh
 bd=build/pre; mkdir -p "$bd" && tar -xJf .devcarry/bundle.tar.xz -C "$bd" || exit 1
 echo "== GPU tests"
-timeout -s KILL 300 $bd/tests/diffattn_tests \
+timeout -s KILL "${TEST_TIMEOUT:-300}" $bd/tests/diffattn_tests \
   --gtest_filter="${TESTS:-GpuDenseMask*:GpuParity*:GpuFlashAttn*:GpuBlockSparse*}" >"$out/gpu-tests.log" 2>&1
 grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|Expected|Which is|PARITY|error" "$out/gpu-tests.log" | head -n 60
 if [ "${SANITIZE:-1}" = 1 ]; then

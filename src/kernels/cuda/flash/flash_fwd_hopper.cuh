@@ -142,13 +142,6 @@ __device__ __forceinline__ int key_block(const TileCoord& c, int n) {
   }
 }
 
-// The keys a walk position covers: kBlockN rows from key0 are loaded; keys from `end` on are never
-// attended; `bits`: the key mask's bits decide the keys before `end`.
-struct KeyBlock {
-  int key0, end;
-  bool bits;
-};
-
 // Entry n of batch b's key walk (FlashParams::kv_walk): its first key and its length | bits << 16.
 __device__ __forceinline__ int2 walk_entry(const FlashParams& p, int b, int n) {
   return __ldg(reinterpret_cast<const int2*>(p.kv_walk) + static_cast<int64_t>(b) * p.kv_walk_stride + n);
@@ -490,27 +483,23 @@ struct Consumer {
     return c.seqlen_k;
   }
 
-  // The keys of position n of this group's walk (KeyBlock).
+  // What position n of this group's walk names: its key block, or in the live-bits walk the
+  // position itself (whose walk entry the masking reads again, rather than holding it in registers
+  // across the products).
   template <KeyWalk kWalk>
-  __device__ KeyBlock block_at(const TileCoord& c, int n) const {
-    if constexpr (kWalk == KeyWalk::kLiveBits) {
-      const int2 e = walk_entry(p, c.b, n);
-      return {e.x, e.x + (e.y & 0xFFFF), (e.y >> 16) != 0};
+  __device__ int block_at(const TileCoord& c, int n) const {
+    if constexpr (T::kGroupKeys) {
+      return __ldg(c.group_list[wg] + n);
     } else {
-      int kb;
-      if constexpr (T::kGroupKeys) {
-        kb = __ldg(c.group_list[wg] + n);
-      } else {
-        kb = key_block<kWalk>(c, n);
-      }
-      return {kb * T::kBlockN, key_end(c, kb), false};
+      return key_block<kWalk>(c, n);
     }
   }
 
-  // Sets out-of-range, causal and key-padding positions to -inf.
-  // kWalk: only the listed walk reads a dense mask's bits (the branch costs the other walks registers).
+  // Sets out-of-range, causal and key-padding positions to -inf. n: the walk item (block_at).
+  // kWalk: only the listed walk reads a dense mask's bits, only the live-bits walk its entries and
+  // the key mask's bits (each branch costs the other walks registers).
   template <KeyWalk kWalk>
-  __device__ void apply_mask(float (&s)[kSAcc], const TileCoord& c, const KeyBlock& kb) const {
+  __device__ void apply_mask(float (&s)[kSAcc], const TileCoord& c, int n) const {
     const int row_base = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
     if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys) {
       if (p.row_bits != nullptr) {
@@ -526,7 +515,7 @@ struct Consumer {
         uint32_t word[2] = {0u, 0u};
 #pragma unroll
         for (int j = 0; j < T::kBlockN / 8; ++j) {
-          const int col0 = kb.key0 + j * 8;
+          const int col0 = n * T::kBlockN + j * 8;
           if (T::kBlockN % 32 != 0 || j % 4 == 0) {
             word[0] = __ldg(rows[0] + (col0 >> 5));
             word[1] = __ldg(rows[1] + (col0 >> 5));
@@ -539,38 +528,43 @@ struct Consumer {
         return;
       }
     }
-    if (kWalk == KeyWalk::kLiveBits && kb.bits) {
-      // Blocks that read bits start on a multiple of kBlockN: eight neighbouring keys never
-      // straddle a 32-bit word, and with tiles of whole words each word covers four groups of
-      // eight: one warp-uniform load per 8 or 32 columns.
-      const uint32_t* bits = p.kv_bits + static_cast<int64_t>(c.b) * p.kv_bits_words;
-      uint32_t word = 0;
+    int key0 = n * T::kBlockN, end = 0;
+    if constexpr (kWalk == KeyWalk::kLiveBits) {
+      const int2 entry = walk_entry(p, c.b, n);  // read again here rather than held across the products
+      key0 = entry.x;
+      end = entry.x + (entry.y & 0xFFFF);
+      if ((entry.y >> 16) != 0) {
+        // An aligned block that also drops keys: its bits decide. It starts on a multiple of
+        // kBlockN, so eight neighbouring keys never straddle a 32-bit word, and with tiles of whole
+        // words each word covers four groups of eight: one warp-uniform load per 8 or 32 columns.
+        const uint32_t* bits = p.kv_bits + static_cast<int64_t>(c.b) * p.kv_bits_words;
+        uint32_t word = 0;
 #pragma unroll
-      for (int j = 0; j < T::kBlockN / 8; ++j) {
-        const int col0 = kb.key0 + j * 8;
-        if (T::kBlockN % 32 != 0 || j % 4 == 0) word = __ldg(bits + (col0 >> 5));
-        const uint32_t kept = word >> ((col0 & 31) + (lane % 4) * 2);
+        for (int j = 0; j < T::kBlockN / 8; ++j) {
+          const int col0 = key0 + j * 8;
+          if (T::kBlockN % 32 != 0 || j % 4 == 0) word = __ldg(bits + (col0 >> 5));
+          const uint32_t kept = word >> ((col0 & 31) + (lane % 4) * 2);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = col0 + (lane % 4) * 2 + (e & 1);
-          const int row = row_base + (e >= 2 ? 8 : 0);
-          bool keep = col < kb.end && ((kept >> (e & 1)) & 1u) != 0;
-          if (p.causal) keep = keep && col <= row;
-          if (!keep) s[j * 4 + e] = -INFINITY;
+          for (int e = 0; e < 4; ++e) {
+            const int col = col0 + (lane % 4) * 2 + (e & 1);
+            const int row = row_base + (e >= 2 ? 8 : 0);
+            bool keep = col < c.seqlen_k && ((kept >> (e & 1)) & 1u) != 0;
+            if (p.causal) keep = keep && col <= row;
+            if (!keep) s[j * 4 + e] = -INFINITY;
+          }
         }
+        return;
       }
-      return;
     }
-    if (kWalk == KeyWalk::kLiveBits || p.kv_mask == nullptr) {
+    if (p.kv_mask == nullptr) {
       // Only the keys past the end (and, causal, past the row): each of this thread's two rows keeps
-      // a prefix of the block, so one compare against a per-row limit decides each value. (A walk
-      // of kept runs lands here too: its blocks keep every key before their end.)
+      // a prefix of the block, so one compare against a per-row limit decides each value.
       int limit[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        limit[r] = kb.end;
+        limit[r] = kWalk == KeyWalk::kLiveBits ? end : key_end(c, n);
         if (p.causal) limit[r] = min(limit[r], row_base + 8 * r + 1);
-        limit[r] -= kb.key0 + (lane % 4) * 2;
+        limit[r] -= key0 + (lane % 4) * 2;
       }
 #pragma unroll
       for (int j = 0; j < T::kBlockN / 8; ++j)
@@ -579,14 +573,18 @@ struct Consumer {
           if (j * 8 + (e & 1) >= limit[e >> 1]) s[j * 4 + e] = -INFINITY;
       return;
     }
+    // The byte mask: without a packed copy, or (live-bits walk) a block of a kept run that ends
+    // before the block does (its keys before `end` are all kept; the next run's are not its own).
+    // Reading the bytes there rather than comparing against `end` alone keeps the live-bits kernels
+    // free of spills (ptxas, measured on the 128- to 192-key tiles).
     const uint8_t* mask = p.kv_mask + c.b * p.mask_stride_b;
 #pragma unroll
     for (int j = 0; j < T::kBlockN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int col = kb.key0 + j * 8 + (lane % 4) * 2 + (e & 1);
+        const int col = key0 + j * 8 + (lane % 4) * 2 + (e & 1);
         const int row = row_base + (e >= 2 ? 8 : 0);
-        bool keep = col < kb.end;
+        bool keep = col < (kWalk == KeyWalk::kLiveBits ? end : c.seqlen_k);
         if (p.causal) keep = keep && col <= row;
         if (keep) keep = mask[col * p.mask_stride_s] != 0;
         if (!keep) s[j * 4 + e] = -INFINITY;
@@ -594,10 +592,15 @@ struct Consumer {
     }
   }
 
-  __device__ bool needs_mask(const TileCoord& c, const KeyBlock& kb, bool full) const {
+  // `full`: the walk found every key of the item kept (the live-bits walk: a whole block without
+  // bits, so only causal rows can cut it; it masks every causal block rather than read the entry
+  // again here, which made ptxas spill 180 bytes on the 176-key tile).
+  template <KeyWalk kWalk>
+  __device__ bool needs_mask(const TileCoord& c, int n, bool full) const {
     if (!full) return true;
-    if (kb.key0 + T::kBlockN > kb.end) return true;
-    return p.causal && kb.key0 + T::kBlockN - 1 > c.m_block * T::kBlockM;
+    if (p.kv_walk != nullptr) return p.causal;  // set in live-bits launches only
+    if ((n + 1) * T::kBlockN > key_end(c, n)) return true;
+    return p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM;
   }
 
   // Online softmax on one score tile: updates the row state and turns s into exp2 values in place.
@@ -715,8 +718,8 @@ struct Consumer {
   // (exponentials may have overflowed): then this thread recomputes its scores and takes them again.
   static constexpr float kMaxEarlyJump = 120.f;
   template <KeyWalk kWalk>
-  __device__ bool softmax_early(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c,
-                                const KeyBlock& n, bool full, int stage) const {
+  __device__ bool softmax_early(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c, int n,
+                                bool full, int stage) const {
     constexpr int kCols = T::kBlockN / 4;
     constexpr int kLanes = 4;
     const float scale = p.scale_log2;
@@ -763,7 +766,7 @@ struct Consumer {
       return true;
     }
     recompute_scores(s, stage);
-    if (needs_mask(c, n, full)) apply_mask<kWalk>(s, c, n);
+    if (needs_mask<kWalk>(c, n, full)) apply_mask<kWalk>(s, c, n);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float ms = mx[r] * scale;
@@ -784,8 +787,8 @@ struct Consumer {
   // The softmax of one block: early exponentials where the traits ask for them and every row of the
   // warp already has a maximum, otherwise max first. Returns whether the output must be rescaled.
   template <KeyWalk kWalk>
-  __device__ bool block_softmax(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c,
-                                const KeyBlock& n, bool full, int stage) const {
+  __device__ bool block_softmax(float (&s)[kSAcc], RowState& st, float (&alpha)[2], const TileCoord& c, int n,
+                                bool full, int stage) const {
     if constexpr (T::kEarlyExp)
       if (__all_sync(0xffffffff, st.m[0] != -INFINITY && st.m[1] != -INFINITY))
         return softmax_early<kWalk>(s, st, alpha, c, n, full, stage);
@@ -1010,7 +1013,7 @@ struct Consumer {
       const int n_first = n;
       if constexpr (!T::kOverlap) {
         while (n < c.n_end) {
-          const KeyBlock kb = block_at<kWalk>(c, n);
+          const int kb = block_at<kWalk>(c, n);
           if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys)
             if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + (c.list - p.bs_indices) + n) == 0;
           ptx::mbar_wait(sm.k_full(stage), phase);
@@ -1029,7 +1032,7 @@ struct Consumer {
           bool next_full = full;
           if constexpr (kSkip) next = next_live_block<T>(p, c, n + 1, next_full);
           if (!T::kEarlyExp && next >= c.n_end) release_q();  // last read of Q: the next tile's may load
-          if (needs_mask(c, kb, full)) apply_mask<kWalk>(s, c, kb);
+          if (needs_mask<kWalk>(c, kb, full)) apply_mask<kWalk>(s, c, kb);
           const bool rescale = block_softmax<kWalk>(s, st, alpha, c, kb, full, stage);
           if constexpr (T::kEarlyExp) {  // the softmax may have read K and Q again
             release(sm.k_empty(stage));
@@ -1058,7 +1061,7 @@ struct Consumer {
         if (n_first >= c.n_end) release_q();
       } else {
         while (n < c.n_end) {
-          const KeyBlock kb = block_at<kWalk>(c, n);
+          const int kb = block_at<kWalk>(c, n);
           if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys)
             if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + (c.list - p.bs_indices) + n) == 0;
           const bool first = n == n_first;
@@ -1083,7 +1086,7 @@ struct Consumer {
           ptx::fence_operands(s);
           if constexpr (!T::kEarlyExp) release(sm.k_empty(stage));
           if (!T::kEarlyExp && !kSkip && n == c.n_end - 1) release_q();  // last read of Q: the next tile's may load
-          if (needs_mask(c, kb, full)) apply_mask<kWalk>(s, c, kb);
+          if (needs_mask<kWalk>(c, kb, full)) apply_mask<kWalk>(s, c, kb);
           const bool rescale = block_softmax<kWalk>(s, st, alpha, c, kb, full, stage);
           if constexpr (T::kEarlyExp) {  // the softmax may have read K and Q again
             release(sm.k_empty(stage));
