@@ -126,7 +126,7 @@ __device__ __forceinline__ int find_key(const std::uint32_t* bits, int words, in
     const int w = base + lane;
     std::uint32_t x = 0;
     if (w < words) {
-      x = __ldg(bits + w);
+      x = bits[w];
       if (!kept) x = ~x;
       if (w == w0) x &= ~0u << (pos & 31);
     }
@@ -149,7 +149,7 @@ __device__ __forceinline__ void block_keeps(const std::uint32_t* bits, int seqle
     std::uint32_t in = ~0u;  // the bits of this word that lie inside [lo, hi)
     if (w == lo >> 5) in &= ~0u << (lo & 31);
     if (w == (hi - 1) >> 5 && (hi & 31) != 0) in &= (1u << (hi & 31)) - 1;
-    const std::uint32_t word = __ldg(bits + w) & in;
+    const std::uint32_t word = bits[w] & in;
     any = any || word != 0;
     all = all && word == in;
   }
@@ -158,11 +158,19 @@ __device__ __forceinline__ void block_keeps(const std::uint32_t* bits, int seqle
 // Each batch's key walk (FlashParams::kv_walk; kernels/sparse/key_walk.h is its CPU oracle) from
 // the packed bits, one warp per batch: the aligned blocks that keep a key are counted, then the
 // kept runs' blocks (stopping once they are more), and the kind with fewer entries is written.
+// The scans are chains of dependent reads, so the batch's bits are first copied to shared memory
+// when they fit (`in_smem`, dynamic shared memory of words * 4 bytes).
 template <int kBlockN>
 __global__ void key_walk_kernel(const std::uint32_t* all_bits, int words, int seqlen_k, int stride,
-                                bool aligned_only, std::int32_t* all_walk, std::int32_t* counts) {
+                                bool aligned_only, bool in_smem, std::int32_t* all_walk, std::int32_t* counts) {
+  extern __shared__ std::uint32_t smem_bits[];
   const int lane = static_cast<int>(threadIdx.x);
   const std::uint32_t* bits = all_bits + static_cast<std::int64_t>(blockIdx.x) * words;
+  if (in_smem) {
+    for (int w = lane; w < words; w += 32) smem_bits[w] = __ldg(bits + w);
+    __syncwarp();
+    bits = smem_bits;
+  }
   int2* walk = reinterpret_cast<int2*>(all_walk) + static_cast<std::int64_t>(blockIdx.x) * stride;
   const int blocks = (seqlen_k + kBlockN - 1) / kBlockN;
   int aligned = 0;
@@ -235,8 +243,9 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
       p.kv_mask, p.mask_stride_b, p.mask_stride_s, p.seqlen_k, words, static_cast<std::uint32_t*>(ws));
   auto* walk = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws) + bits_bytes);
   auto* counts = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws) + bits_bytes + walk_bytes);
-  key_walk_kernel<T::kBlockN><<<p.batch, 32, 0, stream>>>(static_cast<const std::uint32_t*>(ws), words, p.seqlen_k,
-                                                          blocks, p.causal, walk, counts);
+  const bool in_smem = words <= 12 * 1024;  // 48 KB: keys up to about 393k
+  key_walk_kernel<T::kBlockN><<<p.batch, 32, in_smem ? words * 4 : 0, stream>>>(
+      static_cast<const std::uint32_t*>(ws), words, p.seqlen_k, blocks, p.causal, in_smem, walk, counts);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
     (void)cudaFreeAsync(ws, stream);
