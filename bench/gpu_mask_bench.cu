@@ -175,10 +175,15 @@ struct Masked {
   long heads = 0, d = 0;
   double flops = 0;
   float ref_ms = 0;
+  std::string ref_error;  // why the reference's timing failed (then ref_ms < 0)
   const void* ref_out = nullptr;
 };
 
 void run_backends(const char* name, const Masked& m, const Args& args) {
+  if (m.ref_ms < 0) {  // no ratio means anything without the reference
+    std::printf("%-22s FLASH_ATTN (the reference) failed: %s\n", name, m.ref_error.c_str());
+    return;
+  }
   std::printf("%-22s %-16s %10s %10.3f %8s %9s %9.1f %10s\n", name, "FLASH_ATTN (ref)", "", m.ref_ms, "1.000", "",
               m.flops / m.ref_ms / 1e9, "");
   const size_t n = static_cast<size_t>(m.problem.out.numel());
@@ -239,8 +244,7 @@ void padded_prompt(const char* name, long heads, long d, long text, long keep, l
     std::printf("%-22s FLASH_ATTN (the reference) cannot run: %s\n", name, flash.status().message().c_str());
     return;
   }
-  std::string error;
-  m.ref_ms = best_ms([&] { return (*flash)->forward(ref, nullptr); }, &error);
+  m.ref_ms = best_ms([&] { return (*flash)->forward(ref, nullptr); }, &m.ref_error);
   m.ref_out = oc.p;
   m.flops = 4.0 * heads * s * real * d;
   run_backends(name, m, args);
@@ -269,7 +273,6 @@ void ragged(const char* name, long heads, long d, const std::vector<long>& lengt
     std::printf("%-22s FLASH_ATTN (the reference) cannot run: %s\n", name, flash.status().message().c_str());
     return;
   }
-  std::string error;
   m.ref_ms = best_ms(
       [&] {
         for (size_t i = 0; i < lengths.size(); ++i) {
@@ -283,7 +286,7 @@ void ragged(const char* name, long heads, long d, const std::vector<long>& lengt
         }
         return Status::Ok();
       },
-      &error);
+      &m.ref_error);
   m.ref_out = o1.p;
   run_backends(name, m, args);
 }
@@ -328,9 +331,8 @@ void block_mask(const char* name, long heads, long d, long s, double empty, doub
     std::printf("%-22s FLASH_ATTN or TORCH_SDPA (the references) cannot run\n", name);
     return;
   }
-  std::string error;
   const double kept = double(kept_blocks) / double(heads * nb * nb);
-  m.ref_ms = best_ms([&] { return (*flash)->forward(unmasked, nullptr); }, &error) * float(kept);
+  m.ref_ms = best_ms([&] { return (*flash)->forward(unmasked, nullptr); }, &m.ref_error) * float(kept);
   if (Status st = (*sdpa)->forward(exact, nullptr); !st.ok()) {
     std::printf("%-22s TORCH_SDPA (the reference output) failed: %s\n", name, st.message().c_str());
     return;
