@@ -2,7 +2,7 @@
 // workloads of the H200 reference table, timed with CUDA events (warm-up, median of N, inputs
 // rotated across sets), with relL2 against an fp32 reference on a slice and relL2 and cosine against
 // a float64 reference on a smaller one. Backends with options worth measuring run once per option
-// set (SAGE_ATTN: FP8 and 16-bit P*V). Inputs come from a
+// set (SAGE_ATTN: FP8 and 16-bit P*V; FLASHINFER_ATTN: unquantised and QK16/V8). Inputs come from a
 // counter-based generator that bench/peers.py reproduces bit for bit, so PyTorch's kernels are
 // measured on the same data. Prints a table and writes JSON (--json FILE).
 //
@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -257,16 +258,23 @@ Fp64Errors errors_vs_fp64(const Workload& w, const Tensors& t, const std::vector
   return errors;
 }
 
-// The option sets a backend is measured with: its default, and for SAGE_ATTN also the accurate
-// 16-bit P*V mode, so the table shows what the mode costs and gains.
+// The option sets a backend is measured with: its default, for SAGE_ATTN also the accurate 16-bit
+// P*V mode, and for FLASHINFER_ATTN also its QK16/V8 quant mode (FP8 V and P*V), so the table shows
+// what each mode costs and gains.
 struct Variant {
   std::string label;
   nlohmann::json extra = nlohmann::json::object();
+  std::optional<AttnQuantSpec> quant;
 };
 
 std::vector<Variant> variants_of(const std::string& backend) {
   std::vector<Variant> variants{{backend}};
   if (backend == "SAGE_ATTN") variants.push_back({"SAGE_ATTN pv=fp16", {{"pv", "fp16"}}});
+  if (backend == "FLASHINFER_ATTN") {
+    AttnQuantSpec fp8_v;
+    fp8_v.dtype_vo = "fp8_e4m3";
+    variants.push_back({"FLASHINFER_ATTN qk16/v8", nlohmann::json::object(), fp8_v});
+  }
   return variants;
 }
 
@@ -443,10 +451,11 @@ int main(int argc, char** argv) {
         init.num_heads = w.heads, init.num_kv_heads = w.heads, init.head_size = w.head_dim;
         init.explicit_choice = true;
         init.platform = *platform;
-        if (!variant.extra.empty()) {
+        if (!variant.extra.empty() || variant.quant) {
           init.spec = AttentionSpec{};
           init.spec->backend = name;
           init.spec->extra = variant.extra;
+          init.spec->quant = variant.quant;
         }
         Row row{w.name, variant.label};
         auto backend = registry.create(name, init);

@@ -1,4 +1,4 @@
-// FLASHINFER_ATTN's backend folder: where it runs (CPU; CUDA refused until its kernels exist), its
+// FLASHINFER_ATTN's backend folder: where it runs (the CPU, and FLASH_ATTN's GPUs; QK16/V8 on sm_90), its
 // quant block (value sets, flashinfer_backend per platform, dtype_qk / dtype_vo against the call),
 // and that its unquantised mode is the CPU kernel TORCH_SDPA runs. Numerical parity is the parity
 // harness's (tests/parity/parity_test.cc, quant_mode_parity_test.cc).
@@ -72,6 +72,31 @@ TEST(FlashInferAttnBackend, Fa2Fa3AndAutoRunOnTheCpuAndBlackwellKernelsAreRefuse
             ErrorCode::kUnsupported);
   EXPECT_THAT(create_on(testing::probed_like(8, 0), spec_with(variant("fa3"))).message(), HasSubstr("Hopper"));
   EXPECT_TRUE(create_on(hopper, spec_with(variant("fa3"))).ok());
+}
+
+// QK16/V8 has a CUDA kernel on sm_90 only (FP8 P*V on Hopper's tensor cores): created there with
+// 'fa3' or 'auto', refused with 'fa2' (the Ampere-class kernel) and on other GPUs, with what to do.
+TEST(FlashInferAttnBackend, Qk16V8IsCreatedOnHopperAndTheCpuAndRefusedElsewhere) {
+  AttnQuantSpec fp8 = variant("auto");
+  fp8.dtype_vo = "fp8_e4m3";
+  const PlatformInfo hopper = testing::probed_like(9, 0);
+  EXPECT_TRUE(create_on(probe_cpu_platform(), spec_with(fp8)).ok());
+  EXPECT_TRUE(create_on(hopper, spec_with(fp8)).ok());
+  AttnQuantSpec fa3 = fp8;
+  fa3.flashinfer_backend = "fa3";
+  EXPECT_TRUE(create_on(hopper, spec_with(fa3)).ok());
+  AttnQuantSpec fa2 = fp8;
+  fa2.flashinfer_backend = "fa2";
+  EXPECT_TRUE(create_on(probe_cpu_platform(), spec_with(fa2)).ok());
+  const Status on_fa2 = create_on(hopper, spec_with(fa2));
+  EXPECT_EQ(on_fa2.code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(on_fa2.message(), HasSubstr("Use 'fa3' or 'auto', or leave dtype_vo unset"));
+  for (const auto& [major, minor] : {std::pair{8, 0}, {8, 9}}) {
+    const Status off_hopper = create_on(testing::probed_like(major, minor), spec_with(fp8));
+    EXPECT_EQ(off_hopper.code(), ErrorCode::kUnsupported) << major << "." << minor;
+    EXPECT_THAT(off_hopper.message(), HasSubstr("sm_90 (Hopper) only"));
+    EXPECT_THAT(off_hopper.message(), HasSubstr("Leave dtype_vo unset"));
+  }
 }
 
 TEST(FlashInferAttnBackend, RunsOnTheCpuAndWhereverFlashAttnsKernelsRun) {

@@ -7,6 +7,7 @@
 #include "kernels/cpu/fp8_v_cpu.h"
 #include "kernels/cpu/sdpa_cpu.h"
 #include "kernels/cuda/flash/run_flash_attn.h"
+#include "kernels/cuda/sage/run_sage_attn.h"
 
 namespace diffattn {
 
@@ -25,6 +26,34 @@ Status check_operand_dtype(const std::optional<DType>& wanted, DType got, const 
                       std::string(dtype_name(*wanted)) + " or change quant." + field);
 }
 
+// QK16/V8 on CUDA is the Hopper FP8 P*V kernel (sm_90): refused at creation elsewhere, and with
+// 'fa2', which names the Ampere-class kernel (16-bit P*V only).
+Status check_fp8_v_on_platform(const FlashInferMode& mode, const PlatformInfo& platform) {
+  if (!mode.fp8_v || platform.kind != PlatformKind::kCuda) return Status::Ok();
+  if (mode.variant == FlashInferVariant::kFa2)
+    return Unsupported("FLASHINFER_ATTN's QK16/V8 mode (quant.dtype_vo=fp8_e4m3) runs P*V on the FP8 tensor cores of "
+                       "the Hopper kernel; quant.flashinfer_backend='fa2' names the Ampere-class kernel, which has "
+                       "none. Use 'fa3' or 'auto', or leave dtype_vo unset for 16-bit V.");
+  if (platform.cc_major != 9 || platform.cc_minor != 0)
+    return Unsupported("FLASHINFER_ATTN's QK16/V8 mode (quant.dtype_vo=fp8_e4m3) has a CUDA kernel for sm_90 (Hopper) "
+                       "only, not " + platform.sm_string() + ". Leave dtype_vo unset for 16-bit V, or run on CPU "
+                       "tensors.");
+  return Status::Ok();
+}
+
+// What QK16/V8's CUDA kernel takes beyond the layer's checks: padded batches with at most a
+// key-padding mask (its V scales are per batch over the kept keys).
+Status check_fp8_v_cuda_problem(const AttentionProblem& problem) {
+  if (problem.is_varlen())
+    return Unsupported("FLASHINFER_ATTN's QK16/V8 mode on CUDA takes padded batches, not packed variable-length ones; "
+                       "pad the sequences and pass a key-padding mask, leave quant.dtype_vo unset for 16-bit V, or "
+                       "run on CPU tensors");
+  if (problem.mask_kind() == MaskKind::kDense)
+    return Unsupported("FLASHINFER_ATTN's QK16/V8 mode on CUDA takes key-padding masks [B, Skv], not dense masks; "
+                       "leave quant.dtype_vo unset for 16-bit V, or run on CPU tensors");
+  return Status::Ok();
+}
+
 }  // namespace
 
 // The layer checked and completed the call (Attention::forward), against the capabilities and
@@ -36,9 +65,10 @@ Status FlashInferAttnBackend::forward(const AttentionProblem& problem, void* str
   DIFFATTN_RETURN_IF_ERROR(check_operand_dtype(mode_.dtype_qk, problem.q.dtype, "dtype_qk", "q and k"));
   DIFFATTN_RETURN_IF_ERROR(check_operand_dtype(mode_.dtype_vo, problem.v.dtype, "dtype_vo", "v and out"));
   if (problem.q.device.kind == DeviceKind::kCuda) {
-    if (mode_.fp8_v)
-      return Unsupported("FLASHINFER_ATTN's QK16/V8 mode (quant.dtype_vo=fp8_e4m3) runs on CPU tensors only in this "
-                         "build; on the GPU leave dtype_vo unset for 16-bit V, or select SAGE_ATTN for 8-bit attention");
+    if (mode_.fp8_v) {
+      DIFFATTN_RETURN_IF_ERROR(check_fp8_v_cuda_problem(problem));
+      return sage::run_qk16_v8_cuda(problem, stream);
+    }
     if (problem.v.size(3) != problem.q.size(3))
       return Unsupported("FLASHINFER_ATTN's CUDA kernels need the value head size to equal the query/key head size, "
                          "got D=" + std::to_string(problem.q.size(3)) + " and Dv=" + std::to_string(problem.v.size(3)) +
@@ -58,6 +88,7 @@ Result<std::unique_ptr<Backend>> create_flashinfer_attn_backend(const BackendIni
   if (init.spec) DIFFATTN_RETURN_IF_ERROR(validate_flashinfer_options(*init.spec));
   const FlashInferMode mode = flashinfer_mode(init.spec);
   DIFFATTN_RETURN_IF_ERROR(check_variant_on_platform(mode.variant, init.platform));
+  DIFFATTN_RETURN_IF_ERROR(check_fp8_v_on_platform(mode, init.platform));
   return std::unique_ptr<Backend>(std::make_unique<FlashInferAttnBackend>(mode));
 }
 

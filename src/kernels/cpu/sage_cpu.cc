@@ -22,6 +22,8 @@ struct Operands {
   QuantizedQ q;
   QuantizedK k;
   std::vector<std::int16_t> q16, k16;  // as q.values, k.values
+  std::vector<float> qf, kf;           // QkMode::k16: q and k as floats, [B, H, S, D] (padding keys 0)
+  float scale_log2 = 0.f;              // QkMode::k16: softmax scale * log2(e), applied to the fp32 score
   std::vector<float> v;                // [B, Hkv, Skv, Dv]: decoded E4M3 (fp8) or float(v) (fp16)
   std::vector<float> v_scales;         // [B, Hkv, Dv]: vs / 448 (fp8) or 1 (fp16)
   std::vector<std::uint8_t> valid;     // [B, Skv]
@@ -65,6 +67,21 @@ void fill_values(const AttentionProblem& p, PvMode pv, Operands& ops) {
       for (std::int64_t c = 0; c < width; ++c)
         ops.v[static_cast<std::size_t>((bh * seqlen + j) * width + c)] = element(p.v, bh / heads, j, bh % heads, c);
     }
+}
+
+// QkMode::k16's operands: the inputs' 16-bit values as floats, heads outermost.
+std::vector<float> as_floats(const TensorView& t, const std::vector<std::uint8_t>* valid) {
+  const std::int64_t batch = t.size(0), seqlen = t.size(1), heads = t.size(2), width = t.size(3);
+  std::vector<float> out(static_cast<std::size_t>(batch * heads * seqlen * width), 0.f);
+  const std::int64_t pairs = batch * heads;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t bh = 0; bh < pairs; ++bh)
+    for (std::int64_t j = 0; j < seqlen; ++j) {
+      if (valid != nullptr && !(*valid)[static_cast<std::size_t>((bh / heads) * seqlen + j)]) continue;
+      for (std::int64_t c = 0; c < width; ++c)
+        out[static_cast<std::size_t>((bh * seqlen + j) * width + c)] = element(t, bh / heads, j, bh % heads, c);
+    }
+  return out;
 }
 
 bool all_finite(const std::vector<float>& values) {
@@ -114,8 +131,8 @@ struct RowState {
 
 class ItemRunner {
  public:
-  ItemRunner(const AttentionProblem& p, PvMode pv, const Operands& ops)
-      : p_(p), pv_(pv), ops_(ops), d_(p.q.size(3)), dv_(p.v.size(3)), skv_(p.k.size(1)),
+  ItemRunner(const AttentionProblem& p, PvMode pv, QkMode qk, const Operands& ops)
+      : p_(p), pv_(pv), qk_(qk), ops_(ops), d_(p.q.size(3)), dv_(p.v.size(3)), skv_(p.k.size(1)),
         group_(p.q.size(2) / p.k.size(2)) {}
 
   [[gnu::always_inline]] void run(const WorkItem& w, RowState& st) const {
@@ -136,6 +153,27 @@ class ItemRunner {
  private:
   [[gnu::always_inline]] void scores(const WorkItem& w, std::int64_t kv_head, std::int64_t j0, std::int64_t keys, RowState& st) const {
     const std::uint8_t* valid = ops_.valid.data() + w.batch * skv_;
+    if (qk_ == QkMode::k16) {
+      const std::int64_t heads_q = p_.q.size(2), heads_kv = p_.k.size(2), sq = p_.q.size(1);
+      const std::int64_t qh = w.batch * heads_q + w.head, kh = w.batch * heads_kv + kv_head;
+      for (std::int64_t r = 0; r < w.q_rows; ++r) {
+        const std::int64_t i = w.q_begin + r;
+        const float* q = ops_.qf.data() + (qh * sq + i) * d_;
+        float* s = st.s.data() + r * kKvBlock;
+        for (std::int64_t jj = 0; jj < keys; ++jj) {
+          const std::int64_t j = j0 + jj;
+          if (!valid[j] || (p_.causal && j > i)) {
+            s[jj] = kNegInf;
+            continue;
+          }
+          const float* k = ops_.kf.data() + (kh * skv_ + j) * d_;
+          float dot = 0.f;
+          for (std::int64_t c = 0; c < d_; ++c) dot += q[c] * k[c];
+          s[jj] = dot * ops_.scale_log2;
+        }
+      }
+      return;
+    }
     const std::int64_t qh = w.batch * ops_.q.heads + w.head, kh = w.batch * ops_.k.heads + kv_head;
     for (std::int64_t r = 0; r < w.q_rows; ++r) {
       const std::int64_t i = w.q_begin + r;
@@ -159,7 +197,7 @@ class ItemRunner {
   // 32-column chunks whose sums stay in registers across the block's keys: each sum still adds its
   // keys in order, as the row-by-row loop did, at a fraction of its loads and stores.
   [[gnu::always_inline]] void softmax_and_pv(const WorkItem& w, std::int64_t kv_head, std::int64_t j0, std::int64_t keys, RowState& st) const {
-    const float* v = ops_.v.data() + ((w.batch * ops_.k.heads + kv_head) * skv_ + j0) * dv_;
+    const float* v = ops_.v.data() + ((w.batch * p_.k.size(2) + kv_head) * skv_ + j0) * dv_;
     const DType dtype = p_.q.dtype;
     float alpha[kBlockQ];
     for (std::int64_t r = 0; r < w.q_rows; ++r) {
@@ -228,12 +266,13 @@ class ItemRunner {
   }
 
   void store(const WorkItem& w, std::int64_t kv_head, const RowState& st) const {
-    const float* v_scale = ops_.v_scales.data() + (w.batch * ops_.k.heads + kv_head) * dv_;
+    const float* v_scale = ops_.v_scales.data() + (w.batch * p_.k.size(2) + kv_head) * dv_;
     const TensorView& out = p_.out;
     auto* dst = static_cast<std::uint16_t*>(out.data);
     // The shifts exist only when the call asks for the LSE.
     const float* shift =
-        ops_.lse_shifts.empty() ? nullptr : ops_.lse_shifts.data() + (w.batch * ops_.q.heads + w.head) * ops_.q.seqlen + w.q_begin;
+        ops_.lse_shifts.empty() ? nullptr
+                                : ops_.lse_shifts.data() + (w.batch * p_.q.size(2) + w.head) * p_.q.size(1) + w.q_begin;
     for (std::int64_t r = 0; r < w.q_rows; ++r) {
       const std::int64_t i = w.q_begin + r;
       const float l = st.l[r];
@@ -246,13 +285,14 @@ class ItemRunner {
       if (p_.lse) {
         const TensorView& lse = *p_.lse;
         static_cast<float*>(lse.data)[w.batch * lse.stride(0) + w.head * lse.stride(1) + i * lse.stride(2)] =
-            l == 0.f ? kNegInf : (st.m[r] + std::log2(l) + shift[r]) * 0.6931471805599453f;
+            l == 0.f ? kNegInf : (st.m[r] + std::log2(l) + (shift != nullptr ? shift[r] : 0.f)) * 0.6931471805599453f;
       }
     }
   }
 
   const AttentionProblem& p_;
   PvMode pv_;
+  QkMode qk_;
   const Operands& ops_;
   std::int64_t d_, dv_, skv_, group_;
 };
@@ -292,21 +332,8 @@ Status check_runs_here(const AttentionProblem& p) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv) {
-  DIFFATTN_RETURN_IF_ERROR(check_runs_here(problem));
-  Operands ops;
-  ops.valid = valid_keys(problem);
-  ops.q = quantize_q(problem);
-  ops.k = quantize_k(problem, ops.valid);
-  fill_values(problem, pv, ops);
-  DIFFATTN_RETURN_IF_ERROR(check_operands_fit_float32(problem, pv, ops));
-  if (problem.lse) ops.lse_shifts = lse_shifts(problem, ops.k);
-  ops.q16 = widened(ops.q.values);
-  ops.k16 = widened(ops.k.values);
+void run_items(const AttentionProblem& problem, const ItemRunner& runner) {
   const std::vector<WorkItem> items = work_items(problem);
-  const ItemRunner runner(problem, pv, ops);
   const auto count = static_cast<std::int64_t>(items.size());
 #pragma omp parallel
   {
@@ -314,6 +341,37 @@ Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv) {
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t i = 0; i < count; ++i) run_item(runner, items[static_cast<std::size_t>(i)], state);
   }
+}
+
+// QkMode::k16: fp32 scores of the 16-bit q and k, then the same softmax and P*V as SAGE_ATTN's.
+Status run_qk16(const AttentionProblem& problem, PvMode pv, Operands& ops) {
+  ops.qf = as_floats(problem.q, nullptr);
+  ops.kf = as_floats(problem.k, &ops.valid);
+  ops.scale_log2 = problem.softmax_scale() * 1.4426950408889634f;
+  fill_values(problem, pv, ops);
+  const float p_max = pv == PvMode::kFp8 ? kE4m3Max * kE4m3Max : largest(ops.v);
+  if (!std::isfinite(p_max * static_cast<float>(problem.v.size(1))))
+    return InvalidInput("v is too large for float32 output sums over " + std::to_string(problem.v.size(1)) +
+                        " keys; scale v down before the call and the output up after it");
+  run_items(problem, ItemRunner(problem, pv, QkMode::k16, ops));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv, QkMode qk) {
+  DIFFATTN_RETURN_IF_ERROR(check_runs_here(problem));
+  Operands ops;
+  ops.valid = valid_keys(problem);
+  if (qk == QkMode::k16) return run_qk16(problem, pv, ops);
+  ops.q = quantize_q(problem);
+  ops.k = quantize_k(problem, ops.valid);
+  fill_values(problem, pv, ops);
+  DIFFATTN_RETURN_IF_ERROR(check_operands_fit_float32(problem, pv, ops));
+  if (problem.lse) ops.lse_shifts = lse_shifts(problem, ops.k);
+  ops.q16 = widened(ops.q.values);
+  ops.k16 = widened(ops.k.values);
+  run_items(problem, ItemRunner(problem, pv, QkMode::kInt8, ops));
   return Status::Ok();
 }
 

@@ -12,6 +12,8 @@ namespace diffattn::sage {
 // `problem` has passed the layer's checks and lives on the CPU. Refuses (kUnsupported) dense masks,
 // packed batches, dtypes other than fp16/bf16 and a value head size other than the query's, and (kInvalidInput) inputs whose quantization
 // scales leave float32's range, before anything is written. Fully masked rows give 0 and LSE -inf.
-Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv);
+// QkMode::k16 is the arithmetic of FLASHINFER_ATTN's QK16/V8 CUDA kernel (fp32 scores of the 16-bit
+// q and k, then this P*V), its oracle in the GPU tests.
+Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv, QkMode qk = QkMode::kInt8);
 
 }  // namespace diffattn::sage

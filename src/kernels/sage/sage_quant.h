@@ -22,6 +22,11 @@ inline constexpr float kE4m3Max = fp8::kE4m3Max;
 // input dtype against unquantized V (the accurate mode, extra {"pv": "fp16"}).
 enum class PvMode { kFp8, kFp16 };
 
+// How Q*K^T is computed: INT8 Q and smoothed INT8 K (SAGE_ATTN), or the inputs' own 16-bit values
+// with fp32 sums (FLASHINFER_ATTN's QK16/V8 mode, which runs the FP8 P*V arithmetic above on
+// exact scores: no smoothing, no scales, the softmax scale applied to the fp32 score).
+enum class QkMode { kInt8, k16 };
+
 // The E4M3 helpers are shared with FLASHINFER_ATTN's QK16/V8 mode (kernels/quant/fp8_e4m3.h).
 using fp8::e4m3_round;
 using fp8::e4m3_rn_satfinite;

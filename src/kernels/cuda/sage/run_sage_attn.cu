@@ -22,32 +22,33 @@
 namespace diffattn::sage {
 namespace {
 
-Status check_problem(const AttentionProblem& pr) {
+// `who` names the backend in messages: SAGE_ATTN, or FLASHINFER_ATTN's QK16/V8 mode.
+Status check_problem(const AttentionProblem& pr, const std::string& who) {
   if (pr.q.device.kind != DeviceKind::kCuda)
-    return InvalidInput("SAGE_ATTN's CUDA kernels read CUDA tensors, but q lives on the CPU");
+    return InvalidInput(who + "'s CUDA kernels read CUDA tensors, but q lives on the CPU");
   if (pr.q.dtype != DType::kBFloat16 && pr.q.dtype != DType::kFloat16)
-    return Unsupported("SAGE_ATTN takes bf16 or fp16 inputs, got " + std::string(dtype_name(pr.q.dtype)) +
+    return Unsupported(who + " takes bf16 or fp16 inputs, got " + std::string(dtype_name(pr.q.dtype)) +
                        "; convert q/k/v or select FLASH_ATTN");
   const std::int64_t d = pr.q.size(3);
   if ((d != 64 && d != 128) || pr.v.size(3) != d)
-    return Unsupported("SAGE_ATTN's CUDA kernel has head sizes 64 and 128 (q, k and v alike), got " +
-                       std::to_string(d) + "/" + std::to_string(pr.v.size(3)) + "; select FLASH_ATTN for this layer");
+    return Unsupported(who + "'s CUDA kernel has head sizes 64 and 128 (q, k and v alike), got " + std::to_string(d) +
+                       "/" + std::to_string(pr.v.size(3)) + "; select FLASH_ATTN for this layer");
   if (pr.is_varlen())
-    return Unsupported("SAGE_ATTN does not take packed variable-length batches; pass a key-padding mask instead, or "
+    return Unsupported(who + " does not take packed variable-length batches; pass a key-padding mask instead, or "
                        "select FLASH_ATTN");
   if (pr.mask_kind() == MaskKind::kDense)
-    return Unsupported("SAGE_ATTN takes key-padding masks only, not a dense mask; select TORCH_SDPA for this layer");
+    return Unsupported(who + " takes key-padding masks only, not a dense mask; select TORCH_SDPA for this layer");
   for (const TensorView* t : {&pr.q, &pr.k, &pr.v, &pr.out})
     if (t->stride(3) != 1 && t->size(3) > 1)
-      return InvalidInput("SAGE_ATTN needs every tensor's head dimension contiguous (stride 1); pass contiguous copies");
+      return InvalidInput(who + " needs every tensor's head dimension contiguous (stride 1); pass contiguous copies");
   if (pr.out.stride(0) % 2 != 0 || pr.out.stride(1) % 2 != 0 || pr.out.stride(2) % 2 != 0 ||
       reinterpret_cast<std::uintptr_t>(pr.out.data) % 4 != 0)
-    return InvalidInput("SAGE_ATTN stores output pairs with 4-byte stores: out must be 4-byte aligned with even "
+    return InvalidInput(who + " stores output pairs with 4-byte stores: out must be 4-byte aligned with even "
                         "strides; pass a contiguous out");
   if (!(pr.softmax_scale() > 0.f))
-    return Unsupported("SAGE_ATTN needs a positive softmax scale; select TORCH_SDPA for other scales");
+    return Unsupported(who + " needs a positive softmax scale; select TORCH_SDPA for other scales");
   if (pr.q.size(1) >= (std::int64_t{1} << 30) || pr.k.size(1) >= (std::int64_t{1} << 30))
-    return InvalidInput("SAGE_ATTN: sequences longer than 2^30 tokens; split them");
+    return InvalidInput(who + ": sequences longer than 2^30 tokens; split them");
   return Status::Ok();
 }
 
@@ -62,19 +63,22 @@ struct Workspace {
   }
 };
 
-Status take_workspace(SageParams& p, bool v_fp8, cudaStream_t stream, Workspace& ws) {
+// QkMode::k16 reads the caller's Q and K: no INT8 copies, scales or row shifts.
+Status take_workspace(SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream, Workspace& ws) {
+  const char* who = qk8 ? kSageName : kQk16V8Name;
   const std::size_t B = p.batch, Hq = p.heads_q, Hkv = p.heads_kv, D = p.head_size;
+  const std::size_t q8 = qk8 ? 1 : 0;
   std::vector<std::size_t> sizes = {
-      B * Hq * p.seqlen_q * D,                      // q_int8
-      B * Hq * p.q_groups * 4,                      // q_scale
-      B * Hkv * p.seqlen_k * D,                     // k_int8
-      B * Hkv * p.k_groups * 4,                     // k_scale
+      q8 * B * Hq * p.seqlen_q * D,                 // q_int8
+      q8 * B * Hq * p.q_groups * 4,                 // q_scale
+      q8 * B * Hkv * p.seqlen_k * D,                // k_int8
+      q8 * B * Hkv * p.k_groups * 4,                // k_scale
       v_fp8 ? B * Hkv * D * p.kv_padded : 0,        // v_e4m3
       B * Hkv * D * 4,                              // v_scale
       B * Hkv * p.stat_chunks * D * 4,              // k_sum_parts
       v_fp8 ? B * Hkv * p.stat_chunks * D * 4 : 0,  // v_amax_parts
       B * p.stat_chunks * 4,                        // valid_parts
-      B * Hq * p.seqlen_q * 4,                      // q_shift
+      q8 * B * Hq * p.seqlen_q * 4,                 // q_shift
       B * Hkv * D * 4,                              // k_mean
       B * Hkv * D * 4};                             // v_amax
   std::size_t total = 0;
@@ -85,7 +89,7 @@ Status take_workspace(SageParams& p, bool v_fp8, cudaStream_t stream, Workspace&
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     ws.base = nullptr;
-    return CudaError("SAGE_ATTN: cannot allocate its " + std::to_string(total >> 20) +
+    return CudaError(std::string(who) + ": cannot allocate its " + std::to_string(total >> 20) +
                      " MiB workspace for the quantized q/k/v: " + cudaGetErrorString(e) +
                      "; free device memory or select FLASH_ATTN");
   }
@@ -110,19 +114,21 @@ Status take_workspace(SageParams& p, bool v_fp8, cudaStream_t stream, Workspace&
   return Status::Ok();
 }
 
+// qk8 false (QkMode::k16): V's statistics and the V pass only.
 template <bool kBf16, int kD>
-Status quantize(const SageParams& p, bool v_fp8, cudaStream_t stream) {
+Status quantize(const SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream) {
   const int bhq = p.batch * p.heads_q, bhkv = p.batch * p.heads_kv;
-  const int q_blocks = static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq;
-  sage_prepass_kernel<kBf16, kD><<<q_blocks + p.stat_chunks * bhkv, 256, 0, stream>>>(p, v_fp8, q_blocks);
+  const int q_blocks = qk8 ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
+  sage_prepass_kernel<kBf16, kD><<<q_blocks + p.stat_chunks * bhkv, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks);
   sage_means_kernel<kD><<<bhkv, kD, 0, stream>>>(p, v_fp8);
-  const int k_blocks = p.k_groups * bhkv, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
+  const int k_blocks = qk8 ? p.k_groups * bhkv : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
   sage_quant_kv_kernel<kBf16, kD><<<k_blocks + v_blocks, 256, 0, stream>>>(p, k_blocks);
-  if (p.lse != nullptr)
+  if (qk8 && p.lse != nullptr)
     sage_q_shift_kernel<kBf16, kD>
         <<<dim3(static_cast<unsigned>(flash::ceil_div(p.seqlen_q, 8)), bhq), 256, 0, stream>>>(p);
   const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return CudaError(std::string("SAGE_ATTN: quantization launch failed: ") + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    return CudaError(std::string(qk8 ? kSageName : kQk16V8Name) + ": quantization launch failed: " + cudaGetErrorString(e));
   return Status::Ok();
 }
 
@@ -169,42 +175,48 @@ SageParams make_params(const AttentionProblem& pr) {
 
 bool sage_cuda_kernel_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }
 
+bool qk16_v8_cuda_kernel_for(int major, int minor) { return major == 9 && minor == 0; }
+
 namespace {
 
 // The checks, launch workspace and quantization kernels of every SAGE_ATTN CUDA kernel, then
 // `launch` with tiles of `tile_rows` query rows. `hopper` adds the sm_90 check.
-Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, void* stream_ptr, int tile_rows, bool hopper,
-                           const SageKernelLaunch& launch) {
-  DIFFATTN_RETURN_IF_ERROR(check_problem(problem));
+Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk, void* stream_ptr, int tile_rows,
+                           bool hopper, const SageKernelLaunch& launch) {
+  const bool qk8 = qk == QkMode::kInt8;
+  const std::string who = qk8 ? kSageName : kQk16V8Name;
+  DIFFATTN_RETURN_IF_ERROR(check_problem(problem, who));
   cuda::ScopedDevice device;
   DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
   int major = 0, minor = 0, sms = 0;
   DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
   DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, problem.q.device.index));
   DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, problem.q.device.index));
-  if (hopper && !sage_cuda_kernel_for(major, minor))
-    return Unsupported("SAGE_ATTN's CUDA kernel is built for sm_90 (Hopper), but this device is sm_" +
-                       std::to_string(major * 10 + minor) + "; select FLASH_ATTN");
+  if (hopper && !(major == 9 && minor == 0))
+    return Unsupported(who + "'s CUDA kernel is built for sm_90 (Hopper), but this device is sm_" +
+                       std::to_string(major * 10 + minor) +
+                       (qk8 ? "; select FLASH_ATTN" : "; leave quant.dtype_vo unset for 16-bit V here"));
   if (!hopper && major < 8)
     return Unsupported("SAGE_ATTN's Ampere kernel needs sm_80 or newer, but this device is sm_" +
                        std::to_string(major * 10 + minor) + "; select TORCH_SDPA");
   SageParams p = make_params(problem);
   p.num_m_blocks = static_cast<int>(flash::ceil_div(p.seqlen_q, tile_rows));
   const std::int64_t tiles = std::int64_t{p.num_m_blocks} * p.batch * p.heads_q;
-  if (tiles >= (std::int64_t{1} << 31)) return InvalidInput("SAGE_ATTN: more than 2^31 query tiles; split the batch");
+  if (tiles >= (std::int64_t{1} << 31)) return InvalidInput(who + ": more than 2^31 query tiles; split the batch");
   p.num_tiles = static_cast<int>(tiles);
   if (p.num_tiles == 0) return Status::Ok();
   if (p.seqlen_k == 0) {
     // No keys: every row is fully masked (zeros, LSE -inf), as the other backends give.
-    return Unsupported("SAGE_ATTN needs at least one key; select FLASH_ATTN for empty key sequences");
+    return Unsupported(who + " needs at least one key; select FLASH_ATTN for empty key sequences");
   }
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   const bool fp8 = pv == PvMode::kFp8;
   Workspace ws{stream};
-  DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, stream, ws));
+  DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, stream, ws));
   const int d = p.head_size;
-  const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, stream) : quantize<true, 128>(p, fp8, stream))
-                                  : (d == 64 ? quantize<false, 64>(p, fp8, stream) : quantize<false, 128>(p, fp8, stream));
+  const Status quantized =
+      p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, stream) : quantize<true, 128>(p, fp8, qk8, stream))
+             : (d == 64 ? quantize<false, 64>(p, fp8, qk8, stream) : quantize<false, 128>(p, fp8, qk8, stream));
   DIFFATTN_RETURN_IF_ERROR(quantized);
   return launch(p, sms, stream);
 }
@@ -216,7 +228,7 @@ Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void*
                                const SageKernelLaunch& launch) {
   if (consumer_groups != 2 && consumer_groups != 3)
     return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 or 3 consumer warpgroups, not " + std::to_string(consumer_groups));
-  return quantize_and_launch(problem, pv, stream, 64 * consumer_groups, /*hopper=*/true, launch);
+  return quantize_and_launch(problem, pv, QkMode::kInt8, stream, 64 * consumer_groups, /*hopper=*/true, launch);
 }
 
 Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) {
@@ -225,7 +237,7 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) 
       v.stride(2) % 8 != 0)
     return InvalidInput("SAGE_ATTN's Ampere kernel copies V in 16-byte pieces: v must be 16-byte aligned with strides "
                         "that are multiples of 8 elements; pass a contiguous v");
-  return quantize_and_launch(problem, PvMode::kFp16, stream, kSageAmpereTileRows, /*hopper=*/false,
+  return quantize_and_launch(problem, PvMode::kFp16, QkMode::kInt8, stream, kSageAmpereTileRows, /*hopper=*/false,
                              [](const SageParams& p, int, void* s) {
                                return launch_sage_ampere(p, static_cast<cudaStream_t>(s));
                              });
@@ -249,6 +261,25 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
     if (groups == 3) return fp8 ? launch_sage_hopper_fp8_g3(p, sms, st) : launch_sage_hopper_fp16_g3(p, sms, st);
     return fp8 ? launch_sage_hopper_fp8_g2(p, sms, st) : launch_sage_hopper_fp16_g2(p, sms, st);
   });
+}
+
+Status run_qk16_v8_cuda(const AttentionProblem& problem, void* stream, const SageKernelChoice& choice) {
+  for (const TensorView* t : {&problem.q, &problem.k})
+    if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
+      return InvalidInput(std::string(kQk16V8Name) + " loads q and k with the tensor memory accelerator: their data must "
+                          "be 16-byte aligned; pass contiguous q and k");
+  const int groups = choice.consumer_groups != 0
+                         ? choice.consumer_groups
+                         : sage_consumer_groups(static_cast<int>(problem.q.size(3)), problem.q.size(1));
+  if (groups != 2 && groups != 3)
+    return InvalidInput(std::string(kQk16V8Name) + "'s Hopper kernel runs 2 or 3 consumer warpgroups, not " +
+                        std::to_string(groups));
+  return quantize_and_launch(problem, PvMode::kFp8, QkMode::k16, stream, 64 * groups, /*hopper=*/true,
+                             [&](const SageParams& p, int sms, void* s) {
+                               const auto st = static_cast<cudaStream_t>(s);
+                               return groups == 3 ? launch_qk16_v8_hopper_g3(p, sms, st)
+                                                  : launch_qk16_v8_hopper_g2(p, sms, st);
+                             });
 }
 
 }  // namespace diffattn::sage

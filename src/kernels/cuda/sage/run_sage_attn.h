@@ -37,4 +37,13 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream);
 // True when this build holds a SAGE_ATTN kernel for compute capability major.minor.
 bool sage_cuda_kernel_for(int major, int minor);
 
+// FLASHINFER_ATTN's QK16/V8 mode on CUDA views (sm_90): the Hopper kernel above with Q K^T as a
+// 16-bit wgmma on the caller's Q and K (fp32 scores, no quantization of either) and V in FP8 E4M3
+// with one scale per (batch, kv head, channel) over the valid keys, P V on the FP8 tensor cores
+// with the two-level accumulation. Takes what SAGE_ATTN's kernel takes: bf16/fp16, head sizes 64
+// and 128, key-padding masks, causal, GQA, Sq != Skv, LSE; refuses the rest before writing. The
+// arithmetic is run_sage_attn_cpu's QkMode::k16, its oracle.
+Status run_qk16_v8_cuda(const AttentionProblem& problem, void* stream, const SageKernelChoice& choice = {});
+bool qk16_v8_cuda_kernel_for(int major, int minor);
+
 }  // namespace diffattn::sage

@@ -18,5 +18,12 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) 
 
 bool sage_cuda_kernel_for(int, int) { return false; }
 
+Status run_qk16_v8_cuda(const AttentionProblem&, void*, const SageKernelChoice&) {
+  return Unavailable("FLASHINFER_ATTN's CUDA kernels are not part of this build (nvcc was not found when it was "
+                     "built); rebuild with the CUDA toolkit installed, or run FLASHINFER_ATTN on CPU tensors");
+}
+
+bool qk16_v8_cuda_kernel_for(int, int) { return false; }
+
 }  // namespace diffattn::sage
 #endif

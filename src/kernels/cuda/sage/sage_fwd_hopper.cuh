@@ -13,8 +13,13 @@
 //  - Three consumer groups (kConsumers 3) run each block's Q K^T, softmax and P V in order, and the
 //    other two groups keep the tensor cores busy meanwhile. Holding no second score tile is what
 //    lets three groups share the register file.
+// With kQk16 the same kernel is FLASHINFER_ATTN's QK16/V8 mode: Q and K come straight from the
+// caller's 16-bit tensors (64-column chunks, 128-byte swizzle, as FLASH_ATTN loads them) and
+// Q K^T runs as a bf16/fp16 wgmma into fp32 scores; the softmax scale is applied to the score, and
+// the FP8 P V path is unchanged.
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -32,13 +37,15 @@ namespace diffattn::sage {
 namespace ptx = flash::ptx;
 
 struct SageTmaMaps {
-  CUtensorMap q, k, v;  // q, k: INT8 [B, H, S, D]; v: E4M3 [B, Hkv, D, kv_padded], or the caller's V (FP16 mode)
+  // q, k: INT8 [B, H, S, D], or the caller's (kQk16); v: E4M3 [B, Hkv, D, kv_padded], or the caller's V (FP16 mode)
+  CUtensorMap q, k, v;
 };
 
 // kPolyEvery: measured on an H200 (dev/sage_time.cc) for the three in-order groups, every
 // exponential on the MUFU unit is fastest (long hd128 rows +3-6 % against every fourth on the FMA
 // pipe, +9-14 % against every second): those groups are bound by issue slots, not by the MUFU unit.
-template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, int kPolyEvery_ = kConsumers_ == 3 ? 0 : 4>
+template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, bool kQk16_ = false,
+          int kPolyEvery_ = kConsumers_ == 3 ? 0 : 4>
 struct SageTraits {
   static constexpr int kPolyEvery = kPolyEvery_;  // see SageConsumer::exp2_col
   static constexpr int kD = kD_;
@@ -50,11 +57,16 @@ struct SageTraits {
   static constexpr int kBlockN = kKvBlock;
   static constexpr int kStages = 3;
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  // Q and K rows are kD bytes: 128-byte swizzle at hd128, 64-byte swizzle at hd64.
-  static constexpr int kRowBytes = kD;
-  static constexpr int kAtomBytes = 8 * kRowBytes;
+  static constexpr bool kQk16 = kQk16_;  // 16-bit Q K^T on the caller's Q and K (see the file comment)
+  // INT8 Q and K rows are kD bytes: 128-byte swizzle at hd128, 64-byte swizzle at hd64. 16-bit rows
+  // are kD / 64 chunks of 128 bytes, each chunk a [rows][64] tile with 128-byte swizzle.
+  static constexpr int kRowBytes = kQk16 ? 2 * kD : kD;
   static constexpr int kQBytes = kBlockM * kRowBytes;
   static constexpr int kKBytes = kBlockN * kRowBytes;
+  static constexpr int kQkChunks = kQk16 ? kD / 64 : 1;
+  static constexpr int kQChunkBytes = kQBytes / kQkChunks;
+  static constexpr int kKChunkBytes = kKBytes / kQkChunks;
+  static_assert(!kQk16 || kPvFp8, "the 16-bit Q K^T runs with the FP8 P V only");
   // FP8 mode: the P V product also sums each row of P. V gains eight rows of E4M3 ones (a constant
   // atom written once behind each stage's V rows), so the row sums of the FP8 P that multiplied V
   // come out of the tensor cores with the output, instead of one add per score.
@@ -132,12 +144,17 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
     ptx::mbar_wait(sm.q_empty(), q_phase ^ 1);
     q_phase ^= 1;
     ptx::mbar_arrive_expect_tx(sm.q_full(), T::kQBytes);
-    ptx::tma_load_4d(sm.q(), &maps.q, sm.q_full(), 0, c.m_block * T::kBlockM, c.h, c.b);
+#pragma unroll
+    for (int ch = 0; ch < T::kQkChunks; ++ch)
+      ptx::tma_load_4d(sm.q() + ch * T::kQChunkBytes, &maps.q, sm.q_full(), ch * 64, c.m_block * T::kBlockM, c.h, c.b);
     const int hkv = c.h / group;
     for (int n = 0; n < c.n_blocks; ++n) {
       ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKBytes);
-      ptx::tma_load_4d(sm.k(stage), &maps.k, sm.k_full(stage), 0, n * T::kBlockN, hkv, c.b);
+#pragma unroll
+      for (int ch = 0; ch < T::kQkChunks; ++ch)
+        ptx::tma_load_4d(sm.k(stage) + ch * T::kKChunkBytes, &maps.k, sm.k_full(stage), ch * 64, n * T::kBlockN, hkv,
+                         c.b);
       ptx::mbar_wait(sm.v_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.v_full(stage), T::kVBytes);
       if constexpr (T::kPvFp8) {
@@ -176,7 +193,8 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 
 template <class T>
 struct SageConsumer {
-  static constexpr int kSAcc = T::kBlockN / 2;             // 64 int32 scores per thread
+  static constexpr int kSAcc = T::kBlockN / 2;  // 64 scores per thread: int32 sums, or fp32 (kQk16)
+  using Acc = std::conditional_t<T::kQk16, float, int>;
   static constexpr int kOAcc = T::kPvN / 2;  // output columns, then (FP8) the row sums
   static constexpr int kPRegs = T::kPvFp8 ? T::kBlockN / 8 : T::kBlockN / 4;
 
@@ -186,19 +204,33 @@ struct SageConsumer {
   uint64_t q_desc0 = 0, k_desc0 = 0, v_desc0 = 0;
 
   __device__ void init_descriptors() {
-    q_desc0 = kmajor_desc(ptx::smem_addr(sm.q()) + wg * 64 * T::kRowBytes, T::kRowBytes);
-    k_desc0 = kmajor_desc(ptx::smem_addr(sm.k(0)), T::kRowBytes);
+    if constexpr (T::kQk16) {
+      q_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.q()) + wg * 64 * 128, 16, 1024);
+      k_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.k(0)), 16, 1024);
+    } else {
+      q_desc0 = kmajor_desc(ptx::smem_addr(sm.q()) + wg * 64 * T::kRowBytes, T::kRowBytes);
+      k_desc0 = kmajor_desc(ptx::smem_addr(sm.k(0)), T::kRowBytes);
+    }
     if constexpr (T::kPvFp8) v_desc0 = kmajor_desc(ptx::smem_addr(sm.v(0)), 128);
     else v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)), T::kVChunkBytes, 1024);
   }
 
-  __device__ void issue_qk(int (&s)[kSAcc], int stage) const {
+  __device__ void issue_qk(Acc (&s)[kSAcc], int stage) const {
     const uint64_t k0 = ptx::smem_desc_advance(k_desc0, stage * T::kKBytes);
+    if constexpr (T::kQk16) {
+      // 16 columns per product: four in each 64-column chunk, 32 bytes apart inside the swizzled rows.
 #pragma unroll
-    for (int kk = 0; kk < T::kD / 32; ++kk) {
-      const uint64_t qd = ptx::smem_desc_advance(q_desc0, kk * 32), kd = ptx::smem_desc_advance(k0, kk * 32);
-      if (kk == 0) WgmmaS8<T::kBlockN>::ss_first(s, qd, kd);
-      else WgmmaS8<T::kBlockN>::ss(s, qd, kd, 1);
+      for (int kk = 0; kk < T::kD / 16; ++kk)
+        flash::Wgmma<T::kBlockN>::template ss<T::kBf16>(
+            s, ptx::smem_desc_advance(q_desc0, (kk / 4) * T::kQChunkBytes + (kk % 4) * 32),
+            ptx::smem_desc_advance(k0, (kk / 4) * T::kKChunkBytes + (kk % 4) * 32), kk > 0 ? 1 : 0);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < T::kD / 32; ++kk) {
+        const uint64_t qd = ptx::smem_desc_advance(q_desc0, kk * 32), kd = ptx::smem_desc_advance(k0, kk * 32);
+        if (kk == 0) WgmmaS8<T::kBlockN>::ss_first(s, qd, kd);
+        else WgmmaS8<T::kBlockN>::ss(s, qd, kd, 1);
+      }
     }
   }
 
@@ -300,25 +332,34 @@ struct SageConsumer {
   // (the sequence's end, causal, a key mask) those keys' images become -inf, which gives -inf
   // scores (a > 0) and zero exponentials. Maxima and sums run on kLanes partials each, so the
   // reductions are not one long dependent chain.
-  __device__ void softmax(const int (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
+  // With kQk16 the score is the fp32 sum itself, a = the softmax scale in log2 units and b = 0.
+  __device__ void softmax(const Acc (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
                           const SageTile& c, int n, const float (&qs)[2]) const {
     const std::int64_t kbase = (static_cast<std::int64_t>(c.b) * p.heads_kv + c.h / (p.heads_q / p.heads_kv)) * p.k_groups;
     const int g0 = n * kGroups;
     float a[2][kGroups], b[2][kGroups];
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
-      const float ks = g0 + g < p.k_groups ? __ldg(p.k_scale + kbase + g0 + g) : 0.f;
+      if constexpr (T::kQk16) {
+        a[0][g] = a[1][g] = p.scale_log2;
+        b[0][g] = b[1][g] = 0.f;
+      } else {
+        const float ks = g0 + g < p.k_groups ? __ldg(p.k_scale + kbase + g0 + g) : 0.f;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        // Kept positive, so a masked key's image (-inf) gives -inf, never NaN; where the product
-        // is 0 (an all-zero query row, a group of keys equal to their mean) every score of the
-        // group is then about 1e-30 x instead of 0, which no exponential can tell apart.
-        a[r][g] = fmaxf(__fmul_rn(qs[r], ks), 1e-30f);
-        b[r][g] = -kFloatImage * a[r][g];
+        for (int r = 0; r < 2; ++r) {
+          // Kept positive, so a masked key's image (-inf) gives -inf, never NaN; where the product
+          // is 0 (an all-zero query row, a group of keys equal to their mean) every score of the
+          // group is then about 1e-30 x instead of 0, which no exponential can tell apart.
+          a[r][g] = fmaxf(__fmul_rn(qs[r], ks), 1e-30f);
+          b[r][g] = -kFloatImage * a[r][g];
+        }
       }
     }
 #pragma unroll
-    for (int i = 0; i < kSAcc; ++i) s[i] = float_image(si[i]);
+    for (int i = 0; i < kSAcc; ++i) {
+      if constexpr (T::kQk16) s[i] = si[i];
+      else s[i] = float_image(si[i]);
+    }
     const bool edge = (n + 1) * T::kBlockN > p.seqlen_k || (p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM);
     if (edge || p.kv_mask != nullptr) {
       // Which of the thread's keys are live, as bits (a rolled loop: one register, not kCols).
@@ -431,8 +472,7 @@ struct SageConsumer {
       if (row >= p.seqlen_q) continue;
       if (p.lse != nullptr && lane % 4 == 0)
         p.lse[c.b * p.lse_stride_b + c.h * p.lse_stride_h + row * p.lse_stride_s] =
-            l > 0.f ? (m[r] + __log2f(l) - (T::kPvFp8 ? kLog2E4m3Max : 0.f) + p.q_shift[(static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.seqlen_q + row]) *
-                          0.69314718055994531f
+            l > 0.f ? (m[r] + __log2f(l) - (T::kPvFp8 ? kLog2E4m3Max : 0.f) + lse_shift(c, row)) * 0.69314718055994531f
                     : -INFINITY;
       uint16_t* dst = out + c.b * p.out_stride_b + static_cast<std::int64_t>(row) * p.out_stride_s + c.h * p.out_stride_h +
                       (lane % 4) * 2;
@@ -451,9 +491,18 @@ struct SageConsumer {
     }
   }
 
-  __device__ static void fence_scores(int (&si)[kSAcc]) {
+  // What smoothing K took from the row's scores (log2 units), which its LSE adds back; none with kQk16.
+  __device__ float lse_shift(const SageTile& c, int row) const {
+    if constexpr (T::kQk16) return 0.f;
+    else return p.q_shift[(static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.seqlen_q + row];
+  }
+
+  __device__ static void fence_scores(Acc (&si)[kSAcc]) {
 #pragma unroll
-    for (int i = 0; i < kSAcc; ++i) asm volatile("" : "+r"(si[i])::"memory");
+    for (int i = 0; i < kSAcc; ++i) {
+      if constexpr (T::kQk16) asm volatile("" : "+f"(si[i])::"memory");
+      else asm volatile("" : "+r"(si[i])::"memory");
+    }
   }
   __device__ static void advance(int& stage, uint32_t& phase) {
     if (++stage == T::kStages) {
@@ -465,12 +514,16 @@ struct SageConsumer {
   // The INT8 scales of the thread's two rows (kQGroup is 1: one per row); 0 past the sequence.
   __device__ void row_scales(const SageTile& c, float (&qs)[2]) const {
     static_assert(kQGroup == 1, "the consumer reads one Q scale per row");
-    const int row0 = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
+    if constexpr (T::kQk16) {
+      qs[0] = qs[1] = 0.f;  // unused: 16-bit scores carry no INT8 scales
+    } else {
+      const int row0 = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-      qs[r] = row0 + 8 * r < p.seqlen_q
-                  ? __ldg(p.q_scale + (static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.q_groups + row0 + 8 * r)
-                  : 0.f;
+      for (int r = 0; r < 2; ++r)
+        qs[r] = row0 + 8 * r < p.seqlen_q
+                    ? __ldg(p.q_scale + (static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.q_groups + row0 + 8 * r)
+                    : 0.f;
+    }
   }
 
   __device__ void run() const {
@@ -494,7 +547,7 @@ struct SageConsumer {
       q_phase ^= 1;
       if (c.n_blocks == 0) release(sm.q_empty());
       for (int n = 0; n < c.n_blocks; ++n) {
-        int si[kSAcc];
+        Acc si[kSAcc];
         float s[kSAcc];
         uint32_t pr[kPRegs];
         ptx::mbar_wait(sm.k_full(stage), phase);
@@ -550,7 +603,7 @@ struct SageConsumer {
 #pragma unroll
       for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
       float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2] = {1.f, 1.f}, alpha_prev[2] = {1.f, 1.f};
-      int si[kSAcc];
+      Acc si[kSAcc];
       float s[kSAcc];
       uint32_t pr[kPRegs];
       ptx::mbar_wait(sm.q_full(), q_phase);

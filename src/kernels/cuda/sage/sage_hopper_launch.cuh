@@ -16,16 +16,16 @@
 namespace diffattn::sage {
 
 // A 4-D map over (inner, rows, heads, batch) with byte strides and a (box_inner, box_rows) box.
-inline Status encode_map(CUtensorMap* map, const char* name, CUtensorMapDataType type, const void* base,
+inline Status encode_map(const char* who, CUtensorMap* map, const char* name, CUtensorMapDataType type, const void* base,
                          const std::uint64_t (&dims)[4], const std::uint64_t (&byte_strides)[3], int box_inner,
                          int box_rows, CUtensorMapSwizzle swizzle) {
   auto encode = flash::hopper_detail::encode_tiled_fn();
   if (encode == nullptr)
-    return CudaError("SAGE_ATTN: the CUDA driver does not provide cuTensorMapEncodeTiled (needs a CUDA 12+ driver); "
-                     "update the driver or select FLASH_ATTN");
+    return CudaError(std::string(who) + ": the CUDA driver does not provide cuTensorMapEncodeTiled (needs a CUDA 12+ "
+                     "driver); update the driver or select FLASH_ATTN");
   for (std::uint64_t s : byte_strides)
     if (s % 16 != 0)
-      return InvalidInput(std::string("SAGE_ATTN: ") + name + "'s batch/sequence/head strides must be multiples of 16 "
+      return InvalidInput(std::string(who) + ": " + name + "'s batch/sequence/head strides must be multiples of 16 "
                           "bytes; make the tensor contiguous first");
   const cuuint64_t d[4] = {dims[0], dims[1], dims[2], dims[3]};
   const cuuint64_t st[3] = {byte_strides[0], byte_strides[1], byte_strides[2]};
@@ -34,7 +34,7 @@ inline Status encode_map(CUtensorMap* map, const char* name, CUtensorMapDataType
   const CUresult r = encode(map, type, 4, const_cast<void*>(base), d, st, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                             swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    return CudaError(std::string("SAGE_ATTN: cuTensorMapEncodeTiled failed for ") + name + " (CUresult " +
+    return CudaError(std::string(who) + ": cuTensorMapEncodeTiled failed for " + name + " (CUresult " +
                      std::to_string(static_cast<int>(r)) + ")");
   return Status::Ok();
 }
@@ -42,21 +42,37 @@ inline Status encode_map(CUtensorMap* map, const char* name, CUtensorMapDataType
 template <class T>
 Status launch_sage_hopper(SageParams p, int sm_count, cudaStream_t stream) {
   constexpr int D = T::kD;
+  constexpr const char* who = T::kQk16 ? kQk16V8Name : kSageName;
   SageTmaMaps maps;
   const auto sw = D == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   const std::uint64_t B = p.batch, Hq = p.heads_q, Hkv = p.heads_kv, Sq = p.seqlen_q, Skv = p.seqlen_k;
-  DIFFATTN_RETURN_IF_ERROR(encode_map(&maps.q, "quantized q", CU_TENSOR_MAP_DATA_TYPE_UINT8, p.q_int8, {D, Sq, Hq, B},
-                                      {D, Sq * D, Hq * Sq * D}, D, T::kBlockM, sw));
-  DIFFATTN_RETURN_IF_ERROR(encode_map(&maps.k, "quantized k", CU_TENSOR_MAP_DATA_TYPE_UINT8, p.k_int8,
-                                      {D, Skv, Hkv, B}, {D, Skv * D, Hkv * Skv * D}, D, T::kBlockN, sw));
+  const auto dtype16 = T::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const std::uint64_t es = 2;
+  if constexpr (T::kQk16) {
+    // The caller's Q and K in 64-column boxes (128 bytes, 128-byte swizzle).
+    DIFFATTN_RETURN_IF_ERROR(encode_map(who, &maps.q, "q", dtype16, p.q, {D, Sq, Hq, B},
+                                        {static_cast<std::uint64_t>(p.q_stride_s) * es,
+                                         static_cast<std::uint64_t>(p.q_stride_h) * es,
+                                         static_cast<std::uint64_t>(p.q_stride_b) * es},
+                                        64, T::kBlockM, CU_TENSOR_MAP_SWIZZLE_128B));
+    DIFFATTN_RETURN_IF_ERROR(encode_map(who, &maps.k, "k", dtype16, p.k, {D, Skv, Hkv, B},
+                                        {static_cast<std::uint64_t>(p.k_stride_s) * es,
+                                         static_cast<std::uint64_t>(p.k_stride_h) * es,
+                                         static_cast<std::uint64_t>(p.k_stride_b) * es},
+                                        64, T::kBlockN, CU_TENSOR_MAP_SWIZZLE_128B));
+  } else {
+    DIFFATTN_RETURN_IF_ERROR(encode_map(who, &maps.q, "quantized q", CU_TENSOR_MAP_DATA_TYPE_UINT8, p.q_int8,
+                                        {D, Sq, Hq, B}, {D, Sq * D, Hq * Sq * D}, D, T::kBlockM, sw));
+    DIFFATTN_RETURN_IF_ERROR(encode_map(who, &maps.k, "quantized k", CU_TENSOR_MAP_DATA_TYPE_UINT8, p.k_int8,
+                                        {D, Skv, Hkv, B}, {D, Skv * D, Hkv * Skv * D}, D, T::kBlockN, sw));
+  }
   if constexpr (T::kPvFp8) {
     const std::uint64_t P = p.kv_padded;
-    DIFFATTN_RETURN_IF_ERROR(encode_map(&maps.v, "quantized v", CU_TENSOR_MAP_DATA_TYPE_UINT8, p.v_e4m3, {P, D, Hkv, B},
+    DIFFATTN_RETURN_IF_ERROR(encode_map(who, &maps.v, "quantized v", CU_TENSOR_MAP_DATA_TYPE_UINT8, p.v_e4m3, {P, D, Hkv, B},
                                         {P, D * P, Hkv * D * P}, T::kBlockN, D, CU_TENSOR_MAP_SWIZZLE_128B));
   } else {
-    const std::uint64_t es = 2;
     DIFFATTN_RETURN_IF_ERROR(encode_map(
-        &maps.v, "v", T::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, p.v,
+        who, &maps.v, "v", dtype16, p.v,
         {D, Skv, Hkv, B},
         {static_cast<std::uint64_t>(p.v_stride_s) * es, static_cast<std::uint64_t>(p.v_stride_h) * es,
          static_cast<std::uint64_t>(p.v_stride_b) * es},
@@ -64,11 +80,11 @@ Status launch_sage_hopper(SageParams p, int sm_count, cudaStream_t stream) {
   }
   auto kernel = sage_fwd_hopper_kernel<T>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
-  if (e != cudaSuccess) return CudaError(std::string("SAGE_ATTN: cannot reserve shared memory: ") + cudaGetErrorString(e));
+  if (e != cudaSuccess) return CudaError(std::string(who) + ": cannot reserve shared memory: " + cudaGetErrorString(e));
   const int grid = flash::persistent_grid(p.num_tiles, sm_count);
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
   e = cudaGetLastError();
-  if (e != cudaSuccess) return CudaError(std::string("SAGE_ATTN: kernel launch failed: ") + cudaGetErrorString(e));
+  if (e != cudaSuccess) return CudaError(std::string(who) + ": kernel launch failed: " + cudaGetErrorString(e));
   return Status::Ok();
 }
 
@@ -79,17 +95,20 @@ Status launch_sage_hopper_fp8_g2(const SageParams& p, int sm_count, cudaStream_t
 Status launch_sage_hopper_fp8_g3(const SageParams& p, int sm_count, cudaStream_t stream);
 Status launch_sage_hopper_fp16_g2(const SageParams& p, int sm_count, cudaStream_t stream);
 Status launch_sage_hopper_fp16_g3(const SageParams& p, int sm_count, cudaStream_t stream);
+// FLASHINFER_ATTN's QK16/V8 mode (16-bit Q K^T, FP8 P V): sage_hopper_qk16_g2.cu, sage_hopper_qk16_g3.cu.
+Status launch_qk16_v8_hopper_g2(const SageParams& p, int sm_count, cudaStream_t stream);
+Status launch_qk16_v8_hopper_g3(const SageParams& p, int sm_count, cudaStream_t stream);
 
-template <bool kPvFp8, int kConsumers>
+template <bool kPvFp8, int kConsumers, bool kQk16 = false>
 Status launch_sage_hopper_mode(const SageParams& p, int sm_count, cudaStream_t stream) {
   if (p.head_size == 64)
-    return p.bf16 ? launch_sage_hopper<SageTraits<64, true, kPvFp8, kConsumers>>(p, sm_count, stream)
-                  : launch_sage_hopper<SageTraits<64, false, kPvFp8, kConsumers>>(p, sm_count, stream);
+    return p.bf16 ? launch_sage_hopper<SageTraits<64, true, kPvFp8, kConsumers, kQk16>>(p, sm_count, stream)
+                  : launch_sage_hopper<SageTraits<64, false, kPvFp8, kConsumers, kQk16>>(p, sm_count, stream);
   if (p.head_size == 128)
-    return p.bf16 ? launch_sage_hopper<SageTraits<128, true, kPvFp8, kConsumers>>(p, sm_count, stream)
-                  : launch_sage_hopper<SageTraits<128, false, kPvFp8, kConsumers>>(p, sm_count, stream);
-  return Unsupported("SAGE_ATTN's Hopper kernel has head sizes 64 and 128, not " + std::to_string(p.head_size) +
-                     "; select FLASH_ATTN for this layer");
+    return p.bf16 ? launch_sage_hopper<SageTraits<128, true, kPvFp8, kConsumers, kQk16>>(p, sm_count, stream)
+                  : launch_sage_hopper<SageTraits<128, false, kPvFp8, kConsumers, kQk16>>(p, sm_count, stream);
+  return Unsupported(std::string(kQk16 ? kQk16V8Name : kSageName) + "'s Hopper kernel has head sizes 64 and 128, not " +
+                     std::to_string(p.head_size) + "; select FLASH_ATTN for this layer");
 }
 
 }  // namespace diffattn::sage

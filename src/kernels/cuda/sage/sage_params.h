@@ -50,6 +50,10 @@ struct SageParams {
   int num_m_blocks = 0, num_tiles = 0;
 };
 
+// What messages call the kernels' two uses (kernel parameters carry no names).
+inline constexpr char kSageName[] = "SAGE_ATTN";
+inline constexpr char kQk16V8Name[] = "FLASHINFER_ATTN's QK16/V8 mode";
+
 // Keys per chunk of the statistics pass (K's channel sums and V's channel maxima).
 inline constexpr int kStatChunk = 128;
 

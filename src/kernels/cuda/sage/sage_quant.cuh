@@ -78,8 +78,9 @@ __device__ __forceinline__ float block_max(float x, float* scratch) {
 
 // One (chunk, batch * kv head) of the statistics, 256 threads: each thread holds four channels of every
 // (256 / (kD / 4))-th key of the chunk; the key lanes' partials are then added in a fixed order.
+// Without k_stats (QkMode::k16, whose K is not smoothed) K is not read and its sums are zero.
 template <bool kBf16, int kD>
-__device__ __forceinline__ void sage_stats_block(const SageParams& p, bool v_stats, int chunk, int bh) {
+__device__ __forceinline__ void sage_stats_block(const SageParams& p, bool k_stats, bool v_stats, int chunk, int bh) {
   constexpr int kLanesPerKey = kD / 4, kKeyLanes = 256 / kLanesPerKey;
   __shared__ float4 s_sum[256], s_max[256];
   __shared__ int s_cnt[kKeyLanes];
@@ -98,7 +99,7 @@ __device__ __forceinline__ void sage_stats_block(const SageParams& p, bool v_sta
       live[u] = key < key1 && key_valid(p, b, key);
       const std::int64_t kat = b * p.k_stride_b + static_cast<std::int64_t>(key) * p.k_stride_s + hkv * p.k_stride_h + c0;
       const std::int64_t vat = b * p.v_stride_b + static_cast<std::int64_t>(key) * p.v_stride_s + hkv * p.v_stride_h + c0;
-      k[u] = live[u] ? load4<kBf16>(p.k, kat, p.vec_k) : make_float4(0.f, 0.f, 0.f, 0.f);
+      k[u] = live[u] && k_stats ? load4<kBf16>(p.k, kat, p.vec_k) : make_float4(0.f, 0.f, 0.f, 0.f);
       v[u] = live[u] && v_stats ? load4<kBf16>(p.v, vat, p.vec_v) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 #pragma unroll
@@ -210,16 +211,17 @@ __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblo
 }
 
 // grid (ceil(Sq / kQRowsPerBlock) * B * Hq + stat_chunks * B * Hkv), 256 threads: the Q pass's
-// blocks, then the statistics pass's. One launch reads Q, K and V once.
+// blocks, then the statistics pass's. One launch reads Q, K and V once. QkMode::k16 launches no Q
+// blocks (q_blocks 0) and only V's statistics (k_stats false).
 template <bool kBf16, int kD>
-__global__ void __launch_bounds__(256) sage_prepass_kernel(const SageParams p, bool v_stats, int q_blocks) {
+__global__ void __launch_bounds__(256) sage_prepass_kernel(const SageParams p, bool k_stats, bool v_stats, int q_blocks) {
   const int qb = (p.seqlen_q + kQRowsPerBlock - 1) / kQRowsPerBlock;
   const int block = blockIdx.x;
   if (block < q_blocks) {
     sage_quant_q_block<kBf16, kD>(p, block % qb, block / qb);
   } else {
     const int s = block - q_blocks;
-    sage_stats_block<kBf16, kD>(p, v_stats, s % p.stat_chunks, s / p.stat_chunks);
+    sage_stats_block<kBf16, kD>(p, k_stats, v_stats, s % p.stat_chunks, s / p.stat_chunks);
   }
 }
 
