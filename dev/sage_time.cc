@@ -1,6 +1,8 @@
-// SAGE_ATTN's Hopper and Ampere kernels beside FLASH_ATTN's on the workloads of bench/workloads.csv: best-of-N
-// times (quantization included), TFLOP/s, and the difference from FLASH_ATTN's output (relative L2,
-// cosine). A development probe; the product's benchmark is bench/gpu_attention_bench.cu.
+// SAGE_ATTN's Hopper and Ampere kernels (and FLASHINFER_ATTN's QK16/V8 kernel, which shares the Hopper
+// one) beside FLASH_ATTN's on the workloads of bench/workloads.csv: best-of-N times (quantization
+// included), TFLOP/s, and the difference from FLASH_ATTN's output (relative L2, cosine). A
+// development probe; the product's benchmark is bench/gpu_attention_bench.cu.
+//   sage_time [workload-substrings] [rounds] [modes, e.g. fp8/3,qk16/2,qk16/3: only those, no Ampere rows]
 // Build on the GPU machine after the default preset (see dev/README.md).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -51,15 +53,23 @@ static TensorView view(void* p, long b, long s, long h, long d) {
 int main(int argc, char** argv) {
   const char* only = argc > 1 ? argv[1] : "";
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 5;
+  const std::string mode_filter = argc > 3 ? argv[3] : "";
   std::mt19937 rng(1234);
   std::normal_distribution<float> nd(0.f, 1.f);
   // Each mode at two and three consumer warpgroups (sage_config.h's rule picks one of them).
-  const struct {
+  struct Mode {
     const char* name;
     sage::PvMode pv;
     int groups;
-  } modes[] = {{"fp8/2", sage::PvMode::kFp8, 2}, {"fp8/3", sage::PvMode::kFp8, 3}, {"fp16/2", sage::PvMode::kFp16, 2},
-               {"fp16/3", sage::PvMode::kFp16, 3}};
+    bool qk16;
+  };
+  const Mode all_modes[] = {{"fp8/2", sage::PvMode::kFp8, 2, false},   {"fp8/3", sage::PvMode::kFp8, 3, false},
+                            {"fp16/2", sage::PvMode::kFp16, 2, false}, {"fp16/3", sage::PvMode::kFp16, 3, false},
+                            {"qk16/2", sage::PvMode::kFp8, 2, true},   {"qk16/3", sage::PvMode::kFp8, 3, true}};
+  std::vector<Mode> modes;
+  for (const Mode& m : all_modes)
+    if (mode_filter.empty() ? !m.qk16 : ("," + mode_filter + ",").find("," + std::string(m.name) + ",") != std::string::npos)
+      modes.push_back(m);
   std::printf("%-28s %9s", "workload", "flash ms");
   for (const auto& m : modes) std::printf(" | %6s ms  x flash  TFLOP/s relL2    cosine  ", m.name);
   std::printf("\n");
@@ -113,7 +123,10 @@ int main(int argc, char** argv) {
     std::printf("%-28s %9.3f", w.name.c_str(), t_flash);
     for (const auto& m : modes) {
       cudaMemset(o, 0xff, nq * 2);  // NaN: an unwritten element shows
-      const float t = time([&] { return sage::run_sage_attn_cuda(ps, m.pv, nullptr, sage::SageKernelChoice{m.groups}); });
+      const float t = time([&] {
+        return m.qk16 ? sage::run_qk16_v8_cuda(ps, nullptr, sage::SageKernelChoice{m.groups})
+                      : sage::run_sage_attn_cuda(ps, m.pv, nullptr, sage::SageKernelChoice{m.groups});
+      });
       cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost);
       double dd = 0, rr = 0, gg = 0, dot = 0;
       for (size_t i = 0; i < nq; i += 7) {
@@ -125,7 +138,7 @@ int main(int argc, char** argv) {
     }
     // The Ampere/Ada kernels (run here as compute_80 code on the Hopper GPU): SAGE_ATTN's against
     // FLASH_ATTN's, both against the Hopper FLASH_ATTN output.
-    {
+    if (mode_filter.empty()) {
       AttentionProblem pa = p;
       pa.out = view(o, w.b, w.sq, w.h, w.d);
       const float t_fa = time([&] { return flash::run_flash_attn_ampere_cuda(pa, nullptr); });

@@ -98,7 +98,10 @@ bool lse_check(const AttentionProblem& p, testing::OracleOutput& t, double* wors
 }
 
 // FP8 P*V's budget on the harness's inputs (as SAGE_ATTN's FP8 mode; the 16-bit scores add nothing).
-constexpr double kRelL2 = 0.06, kCosine = 0.998, kLseTolerance = 0.02;
+constexpr double kRelL2 = 0.06, kCosine = 0.998;
+// The LSE sums the E4M3 P values (the row sums come out of the P*V product), so a row of few keys
+// carries their rounding: SAGE_ATTN's FP8 mode has the same budget.
+constexpr double kLseTolerance = 0.05;
 
 // The GPU kernel computes the CPU implementation's quantized V and the same E4M3 P; what differs is
 // ex2.approx, fp32 summation order and the tensor cores' sums. So the GPU output stays closer to the

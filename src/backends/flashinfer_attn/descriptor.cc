@@ -52,7 +52,7 @@ void register_flashinfer_attn(Registry& registry) {
   d.kernels = {{DeviceKind::kCpu, "tiled, vectorised; QK16/V8: FP8 E4M3 V, per-channel scales"},
                {DeviceKind::kCuda,
                 "FLASH_ATTN's: sm_90a with dense masks on its listed walk (empty key blocks skipped), sm_80 mma.sync; "
-                "no QK16/V8",
+                "QK16/V8 on sm_90a (16-bit Q*K^T, FP8 P*V)",
                 {{80, 90}}}};
   // The CPU kernel is part of every build. On CUDA the kernels are FLASH_ATTN's: the probe reports
   // them as features.flashinfer (kDiffattnPrefillKernels) where those run; a described platform's
