@@ -2,7 +2,7 @@
 // one) beside FLASH_ATTN's on the workloads of bench/workloads.csv: best-of-N times (quantization
 // included), TFLOP/s, and the difference from FLASH_ATTN's output (relative L2, cosine). A
 // development probe; the product's benchmark is bench/gpu_attention_bench.cu.
-//   sage_time [workload-substrings] [rounds] [modes, e.g. fp8/3,qk16/2,qk16/3: only those, no Ampere rows]
+//   sage_time [workload-substrings] [rounds] [modes, e.g. fp8/3,qk16/2,qk16/3,qk16/3p4: only those, no Ampere rows]
 // Build on the GPU machine after the default preset (see dev/README.md).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -18,8 +18,22 @@
 
 #include "kernels/cuda/flash/run_flash_attn.h"
 #include "kernels/cuda/sage/run_sage_attn.h"
+#include "kernels/cuda/sage/sage_hopper_launch.cuh"
 
 using namespace diffattn;
+
+// QK16/V8's three-group kernel with every kPoly-th exponential on the FMA pipe (the built-in one
+// has none), bf16 hd128 only.
+template <int kPoly>
+static Status qk16_poly(const AttentionProblem& p) {
+  return sage::run_sage_attn_cuda_with(
+      p, sage::PvMode::kFp8, nullptr, 3,
+      [](const sage::SageParams& params, int sms, void* s) {
+        return sage::launch_sage_hopper<sage::SageTraits<128, true, true, 3, true, kPoly>>(params, sms,
+                                                                                        static_cast<cudaStream_t>(s));
+      },
+      sage::QkMode::k16);
+}
 
 struct Work {
   std::string name;
@@ -62,10 +76,12 @@ int main(int argc, char** argv) {
     sage::PvMode pv;
     int groups;
     bool qk16;
+    int poly = 0;  // > 0: qk16_poly<poly>
   };
   const Mode all_modes[] = {{"fp8/2", sage::PvMode::kFp8, 2, false},   {"fp8/3", sage::PvMode::kFp8, 3, false},
                             {"fp16/2", sage::PvMode::kFp16, 2, false}, {"fp16/3", sage::PvMode::kFp16, 3, false},
-                            {"qk16/2", sage::PvMode::kFp8, 2, true},   {"qk16/3", sage::PvMode::kFp8, 3, true}};
+                            {"qk16/2", sage::PvMode::kFp8, 2, true},   {"qk16/3", sage::PvMode::kFp8, 3, true},
+                            {"qk16/3p4", sage::PvMode::kFp8, 3, true, 4}, {"qk16/3p8", sage::PvMode::kFp8, 3, true, 8}};
   std::vector<Mode> modes;
   for (const Mode& m : all_modes)
     if (mode_filter.empty() ? !m.qk16 : ("," + mode_filter + ",").find("," + std::string(m.name) + ",") != std::string::npos)
@@ -123,7 +139,13 @@ int main(int argc, char** argv) {
     std::printf("%-28s %9.3f", w.name.c_str(), t_flash);
     for (const auto& m : modes) {
       cudaMemset(o, 0xff, nq * 2);  // NaN: an unwritten element shows
+      if (m.poly > 0 && w.d != 128) {
+        std::printf(" | %9s", "-");
+        continue;
+      }
       const float t = time([&] {
+        if (m.poly == 4) return qk16_poly<4>(ps);
+        if (m.poly == 8) return qk16_poly<8>(ps);
         return m.qk16 ? sage::run_qk16_v8_cuda(ps, nullptr, sage::SageKernelChoice{m.groups})
                       : sage::run_sage_attn_cuda(ps, m.pv, nullptr, sage::SageKernelChoice{m.groups});
       });

@@ -225,10 +225,11 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
 }  // namespace
 
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
-                               const SageKernelLaunch& launch) {
+                               const SageKernelLaunch& launch, QkMode qk) {
   if (consumer_groups != 2 && consumer_groups != 3)
     return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 or 3 consumer warpgroups, not " + std::to_string(consumer_groups));
-  return quantize_and_launch(problem, pv, QkMode::kInt8, stream, 64 * consumer_groups, /*hopper=*/true, launch);
+  return quantize_and_launch(problem, qk == QkMode::k16 ? PvMode::kFp8 : pv, qk, stream, 64 * consumer_groups,
+                             /*hopper=*/true, launch);
 }
 
 Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) {

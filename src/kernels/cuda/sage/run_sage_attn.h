@@ -27,7 +27,7 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
 struct SageParams;
 using SageKernelLaunch = std::function<Status(const SageParams& params, int sm_count, void* stream)>;
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
-                               const SageKernelLaunch& launch);
+                               const SageKernelLaunch& launch, QkMode qk = QkMode::kInt8);
 
 // SAGE_ATTN's Ampere/Ada kernel (mma.sync; INT8 Q K^T, P V in the input dtype: the accurate mode's
 // arithmetic), built as compute_80 PTX so that any GPU from sm_80 runs it; calling it directly

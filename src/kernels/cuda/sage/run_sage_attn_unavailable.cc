@@ -8,7 +8,8 @@ Status run_sage_attn_cuda(const AttentionProblem&, PvMode, void*, const SageKern
                      "rebuild with the CUDA toolkit installed, or run SAGE_ATTN on CPU tensors");
 }
 
-Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int, const SageKernelLaunch&) {
+Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int, const SageKernelLaunch&,
+                               QkMode) {
   return run_sage_attn_cuda(problem, pv, stream);
 }
 
