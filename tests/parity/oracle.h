@@ -5,9 +5,11 @@
 // FlashAttention-3's tests do. Fully masked rows give zeros and LSE -inf.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "diffattn/problem.h"
@@ -61,12 +63,20 @@ inline bool oracle_mask_keeps(const AttentionProblem& p, std::int64_t b, std::in
   return read_element(m, element_offset(m, {mb, mh, i, j})) != 0.0;
 }
 
-inline OracleOutput reference_attention(const AttentionProblem& p, OraclePrecision precision) {
+// kSame: OraclePrecision::kSameAsInputs (a compile-time choice, so the float64 loops carry no
+// rounding branches).
+template <bool kSame>
+OracleOutput reference_attention_in(const AttentionProblem& p) {
   const DType dt = p.q.dtype;
-  const bool same = precision == OraclePrecision::kSameAsInputs;
-  auto r = [&](double x) { return same ? round_to(dt, x) : x; };
+  auto r = [&](double x) {
+    if constexpr (kSame) return round_to(dt, x);
+    else return x;
+  };
   // fp32 arithmetic for the plain computation's sums, as a same-precision GEMM accumulates.
-  auto acc = [&](double x) { return same ? static_cast<double>(static_cast<float>(x)) : x; };
+  auto acc = [](double x) {
+    if constexpr (kSame) return static_cast<double>(static_cast<float>(x));
+    else return x;
+  };
 
   OracleOutput o;
   o.batch = p.q.size(0);
@@ -79,20 +89,44 @@ inline OracleOutput reference_attention(const AttentionProblem& p, OraclePrecisi
   const double scale = p.softmax_scale();
   const std::int64_t group = p.q.size(2) / p.k.size(2);
 
-  for (const OracleSequence& s : oracle_sequences(p)) {
-    for (std::int64_t h = 0; h < o.heads; ++h) {
+  // Each (sequence, head) is one work item on its own thread: its q, k and v are read into doubles
+  // once (the values read_element gives), so the loops below run on plain arrays; the arithmetic
+  // and its order within a row are those of the plain definition, and items write disjoint rows.
+  const std::vector<OracleSequence> seqs = oracle_sequences(p);
+  const std::int64_t items = static_cast<std::int64_t>(seqs.size()) * o.heads;
+  std::atomic<std::int64_t> next{0};
+  auto worker = [&] {
+    std::vector<double> qs, ks, vs, scores, probs;
+    std::vector<bool> kept;
+    for (std::int64_t item = next++; item < items; item = next++) {
+      const OracleSequence& s = seqs[static_cast<std::size_t>(item / o.heads)];
+      const std::int64_t h = item % o.heads;
       const std::int64_t hk = h / group;
-      std::vector<double> scores(static_cast<std::size_t>(s.kv_len));
-      std::vector<bool> kept(static_cast<std::size_t>(s.kv_len));
+      qs.resize(static_cast<std::size_t>(s.q_len * d));
+      ks.resize(static_cast<std::size_t>(s.kv_len * d));
+      vs.resize(static_cast<std::size_t>(s.kv_len * dv));
+      for (std::int64_t i = 0; i < s.q_len; ++i)
+        for (std::int64_t e = 0; e < d; ++e)
+          qs[static_cast<std::size_t>(i * d + e)] = read_element(p.q, element_offset(p.q, {s.batch, s.q_begin + i, h, e}));
+      for (std::int64_t j = 0; j < s.kv_len; ++j) {
+        for (std::int64_t e = 0; e < d; ++e)
+          ks[static_cast<std::size_t>(j * d + e)] =
+              read_element(p.k, element_offset(p.k, {s.batch, s.kv_begin + j, hk, e}));
+        for (std::int64_t e = 0; e < dv; ++e)
+          vs[static_cast<std::size_t>(j * dv + e)] =
+              read_element(p.v, element_offset(p.v, {s.batch, s.kv_begin + j, hk, e}));
+      }
+      scores.resize(static_cast<std::size_t>(s.kv_len));
+      probs.resize(static_cast<std::size_t>(s.kv_len));
+      kept.resize(static_cast<std::size_t>(s.kv_len));
       for (std::int64_t i = 0; i < s.q_len; ++i) {
         const std::int64_t qi = s.q_begin + i;
+        const double* qrow = qs.data() + i * d;
         double mx = -std::numeric_limits<double>::infinity();
         for (std::int64_t j = 0; j < s.kv_len; ++j) {
-          const std::int64_t kj = s.kv_begin + j;
+          const double* krow = ks.data() + j * d;
           double dot = 0.0;
-          for (std::int64_t e = 0; e < d; ++e)
-            dot = acc(dot + read_element(p.q, element_offset(p.q, {s.batch, qi, h, e})) *
-                                read_element(p.k, element_offset(p.k, {s.batch, kj, hk, e})));
+          for (std::int64_t e = 0; e < d; ++e) dot = acc(dot + qrow[e] * krow[e]);
           const bool keep = (!p.causal || j <= i) && oracle_mask_keeps(p, s.mask_batch, h, i, j);
           kept[static_cast<std::size_t>(j)] = keep;
           scores[static_cast<std::size_t>(j)] = r(acc(dot * scale));
@@ -106,18 +140,27 @@ inline OracleOutput reference_attention(const AttentionProblem& p, OraclePrecisi
           sum = acc(sum + sc);
         }
         o.lse_at(s.batch, h, qi) = acc(mx + std::log(sum));
+        for (std::int64_t j = 0; j < s.kv_len; ++j)
+          probs[static_cast<std::size_t>(j)] = r(acc(scores[static_cast<std::size_t>(j)] / sum));
         for (std::int64_t e = 0; e < dv; ++e) {
           double value = 0.0;
-          for (std::int64_t j = 0; j < s.kv_len; ++j) {
-            const double prob = r(acc(scores[static_cast<std::size_t>(j)] / sum));
-            value = acc(value + prob * read_element(p.v, element_offset(p.v, {s.batch, s.kv_begin + j, hk, e})));
-          }
+          for (std::int64_t j = 0; j < s.kv_len; ++j)
+            value = acc(value + probs[static_cast<std::size_t>(j)] * vs[static_cast<std::size_t>(j * dv + e)]);
           o.at(s.batch, qi, h, e) = r(value);
         }
       }
     }
-  }
+  };
+  const auto threads = std::min<std::int64_t>(items, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (std::int64_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
   return o;
+}
+
+inline OracleOutput reference_attention(const AttentionProblem& p, OraclePrecision precision) {
+  return precision == OraclePrecision::kSameAsInputs ? reference_attention_in<true>(p) : reference_attention_in<false>(p);
 }
 
 struct Errors {
