@@ -14,6 +14,7 @@
 #include "diffattn/registry.h"
 #include "kernels/cpu/sage_cpu.h"
 #include "kernels/cuda/sage/run_sage_attn.h"
+#include "parity/harness.h"
 #include "parity/parity_check.h"
 #include "parity/properties.h"
 
@@ -209,6 +210,49 @@ TEST(GpuQk16V8, TheBackendRunsItOnCudaTensorsAndRefusesDenseMasksUnwritten) {
   EXPECT_NE(refused.message().find("leave quant.dtype_vo unset"), std::string::npos) << refused.message();
   ASSERT_TRUE(masked_device.copy_back());
   EXPECT_EQ(testing::check_untouched(masked->problem), "");
+}
+
+// The parity harness's cases on the GPU: every case FLASHINFER_ATTN takes here either runs QK16/V8
+// within the 8-bit rule against the float64 oracle (parity/quantized_tolerance.h; fully masked rows
+// exact), or, where the CUDA kernel does not take it (dense masks, packed batches, head size 256,
+// strides TMA cannot load), is refused with nothing written.
+TEST(GpuQk16V8, ParityCasesRunWithinTheEightBitRuleOrAreRefusedUnwritten) {
+  SKIP_WITHOUT_HOPPER();
+  const auto seed = testing::fresh_seed();
+  std::mt19937_64 rng(seed);
+  auto info = probe_cuda_platform(0);
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  const auto platform = make_platform(*info, global_registry());
+  const BackendDescriptor& d = **global_registry().find("FLASHINFER_ATTN");
+  int ran = 0, refused = 0, masked = 0;
+  for (const ParityCase& c : testing::parity_cases()) {
+    if (!testing::case_unsupported_reasons(d, *platform, testing::case_shape(c)).empty()) continue;
+    auto data = testing::make_case_data(c, rng);
+    testing::OracleOutput truth = testing::reference_attention(data->problem, testing::OraclePrecision::kFloat64);
+    testing::poison(data->problem.out);
+    if (data->problem.lse) testing::poison(*data->problem.lse);
+    testing::DeviceCase device(*data);
+    ASSERT_TRUE(device.ok()) << c.name();
+    auto backend = fp8_v_backend(data->problem);
+    ASSERT_TRUE(backend.ok()) << c.name() << ": " << backend.status().message();
+    const Status s = (*backend)->forward(device.problem(), nullptr);
+    ASSERT_TRUE(device.copy_back()) << c.name();
+    const std::string what = c.name() + " (seed " + std::to_string(seed) + ")";
+    if (!s.ok()) {
+      EXPECT_TRUE(s.code() == ErrorCode::kUnsupported || s.code() == ErrorCode::kInvalidInput) << what << ": " << s.ToString();
+      EXPECT_EQ(testing::check_untouched(data->problem), "") << what;
+      ++refused;
+      continue;
+    }
+    EXPECT_EQ(testing::compare_quantized(data->problem, truth), "") << what;
+    if (c.fully_masked_rows) EXPECT_EQ(testing::check_fully_masked_rows(c, data->problem), "") << what;
+    ++ran;
+    masked += c.mask != testing::MaskShape::kNone;
+  }
+  std::printf("[ PARITY   ] FLASHINFER_ATTN QK16/V8 on %s: %d cases within the 8-bit rule (%d masked), %d refused\n",
+              info->describe().c_str(), ran, masked, refused);
+  EXPECT_GE(ran, 4);
+  EXPECT_GE(masked, 1);
 }
 
 #else
