@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "parity/cases.h"
+#include "parity/host_tensors.h"
 
 namespace diffattn::testing {
 
@@ -93,5 +95,22 @@ class DeviceCase {
   AttentionProblem problem_;
   bool ok_ = true;
 };
+
+// A [B, S, H, D] output's elements, in (b, s, h, e) order.
+inline std::vector<double> output_values(const TensorView& out) {
+  std::vector<double> v;
+  for (std::int64_t b = 0; b < out.size(0); ++b)
+    for (std::int64_t i = 0; i < out.size(1); ++i)
+      for (std::int64_t h = 0; h < out.size(2); ++h)
+        for (std::int64_t e = 0; e < out.size(3); ++e) v.push_back(read_element(out, element_offset(out, {b, i, h, e})));
+  return v;
+}
+
+// ||x - ref|| / ||ref|| (the absolute norm where ref is all zero).
+inline double relative_l2(const std::vector<double>& x, const std::vector<double>& ref) {
+  double d = 0, r = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) d += (x[i] - ref[i]) * (x[i] - ref[i]), r += ref[i] * ref[i];
+  return r > 0 ? std::sqrt(d / r) : std::sqrt(d);
+}
 
 }  // namespace diffattn::testing

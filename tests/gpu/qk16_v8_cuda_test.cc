@@ -50,16 +50,6 @@ ParityCase fp8_v_case(std::int64_t d, DType dtype, int idx) {
   return c;
 }
 
-std::vector<double> read_out(const TensorView& out) {
-  std::vector<double> v;
-  for (std::int64_t b = 0; b < out.size(0); ++b)
-    for (std::int64_t i = 0; i < out.size(1); ++i)
-      for (std::int64_t h = 0; h < out.size(2); ++h)
-        for (std::int64_t e = 0; e < out.size(3); ++e)
-          v.push_back(testing::read_element(out, testing::element_offset(out, {b, i, h, e})));
-  return v;
-}
-
 std::vector<double> oracle_out(testing::OracleOutput& t) {
   std::vector<double> v;
   for (std::int64_t b = 0; b < t.batch; ++b)
@@ -67,12 +57,6 @@ std::vector<double> oracle_out(testing::OracleOutput& t) {
       for (std::int64_t h = 0; h < t.heads; ++h)
         for (std::int64_t e = 0; e < t.head_size_v; ++e) v.push_back(t.at(b, i, h, e));
   return v;
-}
-
-double rel_l2(const std::vector<double>& x, const std::vector<double>& ref) {
-  double d = 0, r = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) d += (x[i] - ref[i]) * (x[i] - ref[i]), r += ref[i] * ref[i];
-  return r > 0 ? std::sqrt(d / r) : std::sqrt(d);
 }
 
 double cosine(const std::vector<double>& x, const std::vector<double>& y) {
@@ -121,15 +105,16 @@ TEST(GpuQk16V8, AgreesWithTheCpuImplementationOfTheSameArithmetic) {
         testing::OracleOutput truth = testing::reference_attention(data->problem, testing::OraclePrecision::kFloat64);
         const std::vector<double> exact = oracle_out(truth);
         ASSERT_TRUE(sage::run_sage_attn_cpu(data->problem, sage::PvMode::kFp8, sage::QkMode::k16).ok()) << c.name();
-        const std::vector<double> cpu = read_out(data->problem.out);
+        const std::vector<double> cpu = testing::output_values(data->problem.out);
         testing::poison(data->problem.out);
         testing::DeviceCase device(*data);
         ASSERT_TRUE(device.ok()) << c.name();
         const Status s = sage::run_qk16_v8_cuda(device.problem(), nullptr, sage::SageKernelChoice{groups});
         ASSERT_TRUE(s.ok()) << c.name() << ": " << s.ToString();
         ASSERT_TRUE(device.copy_back()) << c.name();
-        const std::vector<double> gpu = read_out(data->problem.out);
-        const double e_cpu = rel_l2(cpu, exact), e_gpu = rel_l2(gpu, exact), apart = rel_l2(gpu, cpu);
+        const std::vector<double> gpu = testing::output_values(data->problem.out);
+        const double e_cpu = testing::relative_l2(cpu, exact), e_gpu = testing::relative_l2(gpu, exact);
+        const double apart = testing::relative_l2(gpu, cpu);
         double lse_diff = 0;
         const bool lse_ok = lse_check(data->problem, truth, &lse_diff);
         std::printf("[qk16v8] %-60s groups %d cpu %.4f gpu %.4f (x%.3f) gpu-cpu %.4f cos %.6f lse %.4f\n",
@@ -193,10 +178,10 @@ TEST(GpuQk16V8, TheBackendRunsItOnCudaTensorsAndRefusesDenseMasksUnwritten) {
   ASSERT_TRUE(backend.ok()) << backend.status().message();
   ASSERT_TRUE((*backend)->forward(device.problem(), nullptr).ok());
   ASSERT_TRUE(device.copy_back());
-  const std::vector<double> through_backend = read_out(data->problem.out);
+  const std::vector<double> through_backend = testing::output_values(data->problem.out);
   ASSERT_TRUE(sage::run_qk16_v8_cuda(device.problem(), nullptr).ok());
   ASSERT_TRUE(device.copy_back());
-  EXPECT_EQ(read_out(data->problem.out), through_backend) << "seed " << seed;
+  EXPECT_EQ(testing::output_values(data->problem.out), through_backend) << "seed " << seed;
 
   ParityCase dense = c;
   dense.mask = testing::MaskShape::kDense;

@@ -211,22 +211,6 @@ TEST(GpuSageAttn, FullyMaskedRowsAreZeroWithLseMinusInfinity) {
   }
 }
 
-// The output's elements, in (b, s, h, e) order.
-std::vector<double> read_out(const TensorView& out) {
-  std::vector<double> v;
-  for (std::int64_t b = 0; b < out.size(0); ++b)
-    for (std::int64_t i = 0; i < out.size(1); ++i)
-      for (std::int64_t h = 0; h < out.size(2); ++h)
-        for (std::int64_t e = 0; e < out.size(3); ++e) v.push_back(testing::read_element(out, testing::element_offset(out, {b, i, h, e})));
-  return v;
-}
-
-double rel_l2(const std::vector<double>& x, const std::vector<double>& ref) {
-  double d = 0, r = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) d += (x[i] - ref[i]) * (x[i] - ref[i]), r += ref[i] * ref[i];
-  return r > 0 ? std::sqrt(d / r) : std::sqrt(d);
-}
-
 // The GPU kernels compute the CPU implementation's quantized values; what differs is ex2.approx,
 // the FFMA score, fp32 summation order and the tensor cores' sums. So the GPU output must stay
 // closer to the CPU's than either is to exact attention, and its error against float64 may exceed
@@ -248,14 +232,15 @@ TEST(GpuSageAttn, AgreesWithTheCpuImplementationOfTheSameArithmetic) {
             for (std::int64_t h = 0; h < truth.heads; ++h)
               for (std::int64_t e = 0; e < truth.head_size_v; ++e) exact.push_back(truth.at(b, i, h, e));
         ASSERT_TRUE(sage::run_sage_attn_cpu(data->problem, pv).ok()) << c.name();
-        const std::vector<double> cpu = read_out(data->problem.out);
+        const std::vector<double> cpu = testing::output_values(data->problem.out);
         testing::DeviceCase device(*data);
         ASSERT_TRUE(device.ok()) << c.name();
         const Status s = sage::run_sage_attn_cuda(device.problem(), pv, nullptr);
         ASSERT_TRUE(s.ok()) << c.name() << ": " << s.ToString();
         ASSERT_TRUE(device.copy_back()) << c.name();
-        const std::vector<double> gpu = read_out(data->problem.out);
-        const double e_cpu = rel_l2(cpu, exact), e_gpu = rel_l2(gpu, exact), apart = rel_l2(gpu, cpu);
+        const std::vector<double> gpu = testing::output_values(data->problem.out);
+        const double e_cpu = testing::relative_l2(cpu, exact), e_gpu = testing::relative_l2(gpu, exact);
+        const double apart = testing::relative_l2(gpu, cpu);
         const bool fp8 = pv == sage::PvMode::kFp8;
         std::printf("[sage] %-60s %s cpu %.4f gpu %.4f (x%.3f) gpu-cpu %.4f\n", c.name().c_str(), fp8 ? "fp8 " : "fp16",
                     e_cpu, e_gpu, e_gpu / e_cpu, apart);

@@ -152,43 +152,39 @@ class ItemRunner {
 
  private:
   [[gnu::always_inline]] void scores(const WorkItem& w, std::int64_t kv_head, std::int64_t j0, std::int64_t keys, RowState& st) const {
-    const std::uint8_t* valid = ops_.valid.data() + w.batch * skv_;
     if (qk_ == QkMode::k16) {
-      const std::int64_t heads_q = p_.q.size(2), heads_kv = p_.k.size(2), sq = p_.q.size(1);
-      const std::int64_t qh = w.batch * heads_q + w.head, kh = w.batch * heads_kv + kv_head;
-      for (std::int64_t r = 0; r < w.q_rows; ++r) {
-        const std::int64_t i = w.q_begin + r;
-        const float* q = ops_.qf.data() + (qh * sq + i) * d_;
-        float* s = st.s.data() + r * kKvBlock;
-        for (std::int64_t jj = 0; jj < keys; ++jj) {
-          const std::int64_t j = j0 + jj;
-          if (!valid[j] || (p_.causal && j > i)) {
-            s[jj] = kNegInf;
-            continue;
-          }
-          const float* k = ops_.kf.data() + (kh * skv_ + j) * d_;
-          float dot = 0.f;
-          for (std::int64_t c = 0; c < d_; ++c) dot += q[c] * k[c];
-          s[jj] = dot * ops_.scale_log2;
-        }
-      }
+      const std::int64_t qh = w.batch * p_.q.size(2) + w.head, kh = w.batch * p_.k.size(2) + kv_head;
+      fill_scores(w, j0, keys, st, [&](std::int64_t i, std::int64_t j) {
+        const float* q = ops_.qf.data() + (qh * p_.q.size(1) + i) * d_;
+        const float* k = ops_.kf.data() + (kh * skv_ + j) * d_;
+        float dot = 0.f;
+        for (std::int64_t c = 0; c < d_; ++c) dot += q[c] * k[c];
+        return dot * ops_.scale_log2;
+      });
       return;
     }
     const std::int64_t qh = w.batch * ops_.q.heads + w.head, kh = w.batch * ops_.k.heads + kv_head;
+    fill_scores(w, j0, keys, st, [&](std::int64_t i, std::int64_t j) {
+      const std::int16_t* q = ops_.q16.data() + (qh * ops_.q.seqlen + i) * d_;
+      const std::int16_t* k = ops_.k16.data() + (kh * skv_ + j) * d_;
+      const float qs = ops_.q.scales[static_cast<std::size_t>(qh * ops_.q.groups() + i / kQGroup)];
+      const float ks = ops_.k.scales[static_cast<std::size_t>(kh * ops_.k.groups() + j / kKGroup)];
+      return static_cast<float>(dot_i32(q, k, d_)) * (qs * ks);
+    });
+  }
+
+  // The block's scores, score(i, j) for each row and key; -inf for padding keys and (causal) keys
+  // past the row.
+  template <typename Score>
+  [[gnu::always_inline]] void fill_scores(const WorkItem& w, std::int64_t j0, std::int64_t keys, RowState& st,
+                                          const Score& score) const {
+    const std::uint8_t* valid = ops_.valid.data() + w.batch * skv_;
     for (std::int64_t r = 0; r < w.q_rows; ++r) {
       const std::int64_t i = w.q_begin + r;
-      const std::int16_t* q = ops_.q16.data() + (qh * ops_.q.seqlen + i) * d_;
-      const float qs = ops_.q.scales[static_cast<std::size_t>(qh * ops_.q.groups() + i / kQGroup)];
       float* s = st.s.data() + r * kKvBlock;
       for (std::int64_t jj = 0; jj < keys; ++jj) {
         const std::int64_t j = j0 + jj;
-        if (!valid[j] || (p_.causal && j > i)) {
-          s[jj] = kNegInf;
-          continue;
-        }
-        const std::int16_t* k = ops_.k16.data() + (kh * skv_ + j) * d_;
-        const float ks = ops_.k.scales[static_cast<std::size_t>(kh * ops_.k.groups() + j / kKGroup)];
-        s[jj] = static_cast<float>(dot_i32(q, k, d_)) * (qs * ks);
+        s[jj] = !valid[j] || (p_.causal && j > i) ? kNegInf : score(i, j);
       }
     }
   }
