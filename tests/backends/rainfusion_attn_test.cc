@@ -97,6 +97,13 @@ TEST(RainfusionTiles, FramePatchesComeFirstThenTheTextInTilesOf128) {
   std::set<std::int64_t> seen(t.slot.begin(), t.slot.end());
   EXPECT_EQ(seen.size(), t.slot.size());
   for (std::int64_t s : t.slot) EXPECT_LT(s % 128, t.valid[s / 128]);
+  // The map the CUDA kernels evaluate in place: every slot holds its token, or -1 where it pads.
+  const RainTileMap map = rain_tile_map(g);
+  std::vector<std::int64_t> token_of_slot(static_cast<std::size_t>(map.padded_length()), -1);
+  for (std::size_t token = 0; token < t.slot.size(); ++token)
+    token_of_slot[static_cast<std::size_t>(t.slot[token])] = static_cast<std::int64_t>(token);
+  for (std::int64_t slot = 0; slot < map.padded_length(); ++slot)
+    EXPECT_EQ(map.token_at(slot), token_of_slot[static_cast<std::size_t>(slot)]) << "slot " << slot;
   const RainTiles low = tile_sequence_for_rainfusion({2, 4, 80});  // under 8 rows: patches 4 x 32
   EXPECT_EQ(low.patch_h, 4);
   EXPECT_EQ(low.patch_w, 32);

@@ -88,11 +88,19 @@ Status RainfusionAttnBackend::forward(const AttentionProblem& problem, void* str
   if (dense) return on_gpu ? flash::run_flash_attn_cuda(problem, stream) : run_sdpa_cpu(problem);
   RainFusionParams params;
   params.sparsity = options_.sparsity;
-  RainFusionPlan plan;
-  DIFFATTN_RETURN_IF_ERROR(on_gpu ? run_rainfusion_cuda(problem, params, stream, &plan)
-                                  : run_rainfusion_cpu(problem, params, &plan));
   const std::int64_t layer = problem.denoising && problem.denoising->layer ? *problem.denoising->layer : -1;
   const std::int64_t step = problem.denoising ? problem.denoising->index : -1;
+  // The plan is read back only for the call that logs it: on the GPU that read waits for the stream.
+  bool log_plan = false;
+  {
+    std::lock_guard lock(logged_mu_);
+    log_plan = !logged_.count({layer, step});
+  }
+  RainFusionPlan plan;
+  RainFusionPlan* wanted = log_plan ? &plan : nullptr;
+  DIFFATTN_RETURN_IF_ERROR(on_gpu ? run_rainfusion_cuda(problem, params, stream, wanted)
+                                  : run_rainfusion_cpu(problem, params, wanted));
+  if (!log_plan) return Status::Ok();
   std::lock_guard lock(logged_mu_);
   if (logged_.emplace(layer, step).second)
     log_info("RAINFUSION_ATTN role='" + role_ + "' layer " + std::to_string(layer) + " step " + std::to_string(step) +

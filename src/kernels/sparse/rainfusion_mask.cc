@@ -9,6 +9,8 @@
 #include <numeric>
 #include <utility>
 
+#include "kernels/sparse/rainfusion_list_shape.h"
+
 namespace diffattn {
 namespace {
 
@@ -164,8 +166,7 @@ std::int64_t rain_keep_tiles(double sparsity, std::int64_t video_tiles) {
 }
 
 std::int64_t rain_listed_video_tiles(const RainTiles& tiles, std::int64_t keep) {
-  const std::int64_t sink = std::min(tiles.patches_per_frame(), tiles.video_tiles);
-  return std::max(sink, std::min(keep, tiles.video_tiles));
+  return RainListShape::of(tiles.video_tiles, tiles.text_tiles, tiles.patches_per_frame(), keep).listed;
 }
 
 void rain_select_tiles(const RainTiles& tiles, RainPattern pattern, std::int64_t query, const double* scores,

@@ -65,13 +65,27 @@ Status check_rainfusion_call(const AttentionProblem& p, const RainFusionParams& 
   return Status::Ok();
 }
 
+RainListShape rain_list_shape(const RainTiles& tiles, std::int64_t keep) {
+  return RainListShape::of(tiles.video_tiles, tiles.text_tiles, tiles.patches_per_frame(), keep);
+}
+
+Status check_rain_list_size(const RainListShape& shape, std::int64_t heads_total) {
+  if (heads_total * shape.per_head() <= std::numeric_limits<std::int32_t>::max()) return Status::Ok();
+  return Unsupported("RAINFUSION_ATTN: the block lists of " + std::to_string(heads_total) + " heads would hold " +
+                     std::to_string(heads_total * shape.per_head()) + " entries, more than int32 offsets address; "
+                     "split the call's batch");
+}
+
+double rain_video_density(const RainListShape& shape) {
+  return static_cast<double>(shape.listed) / static_cast<double>(shape.video_tiles);
+}
+
 std::vector<std::int64_t> rain_sampled_slots(const RainTiles& tiles, const VideoGeometry& g, int sampled) {
   const std::int64_t video_tokens = g.tokens(), samples = std::min<std::int64_t>(sampled, video_tokens);
   std::vector<std::int64_t> slots(static_cast<std::size_t>(std::max<std::int64_t>(samples, 0)));
-  for (std::int64_t s = 0; s < samples; ++s) {
-    const std::int64_t token = g.text_before + (2 * s + 1) * video_tokens / (2 * samples);
-    slots[static_cast<std::size_t>(s)] = tiles.slot[static_cast<std::size_t>(token)];
-  }
+  const RainTileMap map = rain_tile_map(g);
+  for (std::int64_t s = 0; s < samples; ++s)
+    slots[static_cast<std::size_t>(s)] = tiles.slot[static_cast<std::size_t>(map.sampled_token(s, samples))];
   return slots;
 }
 
@@ -97,12 +111,9 @@ Status build_rainfusion_plan(const VideoGeometry& g, const RainFusionParams& par
   }
 
   // Every row's length is known before its tiles are: the offsets first, then the rows in parallel.
-  const std::int64_t listed = rain_listed_video_tiles(tiles, keep);
-  const std::int64_t video_row = listed + tiles.text_tiles, per_head = video * video_row + tiles.text_tiles * count;
-  if (heads_total * per_head > std::numeric_limits<std::int32_t>::max())
-    return Unsupported("RAINFUSION_ATTN: the block lists of " + std::to_string(heads_total) + " heads would hold " +
-                       std::to_string(heads_total * per_head) + " entries, more than int32 offsets address; "
-                       "split the call's batch");
+  const RainListShape shape = rain_list_shape(tiles, keep);
+  const std::int64_t listed = shape.listed;
+  DIFFATTN_RETURN_IF_ERROR(check_rain_list_size(shape, heads_total));
   BlockSparseLayout& layout = plan.layout;
   layout.q_tile = layout.k_tile = static_cast<int>(kRainTileTokens);
   layout.batch = batch;
@@ -110,11 +121,9 @@ Status build_rainfusion_plan(const VideoGeometry& g, const RainFusionParams& par
   layout.q_tiles = layout.k_tiles = count;
   layout.tile_rows = tiles.valid;
   layout.offsets.resize(static_cast<std::size_t>(heads_total * count + 1));
-  layout.offsets[0] = 0;
-  for (std::int64_t r = 0; r < heads_total * count; ++r)
-    layout.offsets[static_cast<std::size_t>(r + 1)] =
-        layout.offsets[static_cast<std::size_t>(r)] + static_cast<std::int32_t>(r % count < video ? video_row : count);
-  layout.indices.resize(static_cast<std::size_t>(heads_total * per_head));
+  for (std::int64_t r = 0; r <= heads_total * count; ++r)
+    layout.offsets[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(shape.offset(r));
+  layout.indices.resize(static_cast<std::size_t>(heads_total * shape.per_head()));
 
   const std::int64_t items_per_head = (count + kTilesPerItem - 1) / kTilesPerItem;
   std::int64_t short_rows = 0;  // rows whose scores did not rank (NaN)
@@ -148,8 +157,7 @@ Status build_rainfusion_plan(const VideoGeometry& g, const RainFusionParams& par
     return InvalidInput("RAINFUSION_ATTN: the block scores of " + std::to_string(short_rows) +
                         " query tiles are not numbers (q or k holds inf or NaN); pass finite inputs");
 
-  const std::int64_t video_pairs = heads_total * video * listed;
-  plan.video_density = static_cast<double>(video_pairs) / static_cast<double>(heads_total * video * video);
+  plan.video_density = rain_video_density(shape);
   plan.density = block_sparse_density(layout);
   return Status::Ok();
 }

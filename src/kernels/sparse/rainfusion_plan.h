@@ -14,6 +14,7 @@
 #include "diffattn/problem.h"
 #include "diffattn/status.h"
 #include "kernels/sparse/block_sparse_layout.h"
+#include "kernels/sparse/rainfusion_list_shape.h"
 #include "kernels/sparse/rainfusion_mask.h"
 #include "kernels/sparse/rainfusion_tiles.h"
 
@@ -38,6 +39,14 @@ struct RainFusionPlan {
 // The refusals both paths make before anything runs: a call without its video geometry, with a
 // mask, cu_seqlens, causal flag or lse, or with params out of range.
 Status check_rainfusion_call(const AttentionProblem& problem, const RainFusionParams& params);
+
+// The lists' shape at a budget of `keep` video key tiles (rain_keep_tiles), and the refusal where
+// `heads_total` heads of it outgrow the int32 offsets.
+RainListShape rain_list_shape(const RainTiles& tiles, std::int64_t keep);
+Status check_rain_list_size(const RainListShape& shape, std::int64_t heads_total);
+
+// Listed (video query tile, video key tile) pairs over all of them.
+double rain_video_density(const RainListShape& shape);
 
 // The padded slots of the sampled video queries: min(sampled, video tokens) of them, spread evenly
 // over the video's tokens, the same for every head.

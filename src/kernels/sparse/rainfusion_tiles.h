@@ -10,21 +10,16 @@
 // "the same frame" (spatial heads), "the same place in other frames" (temporal heads) and "the
 // first frame" (the sink) are whole sets of tiles. Tokens are copied into this padded order, as
 // FASTVIDEO_VSA's cubes are (kernels/sparse/vsa_cubes.h says why); the layout's tile rows keep the
-// padding slots out of the arithmetic.
+// padding slots out of the arithmetic. RainTileMap (rainfusion_tile_map.h) is the arithmetic; these
+// are its tables, which the CPU path reads.
 
 #include <cstdint>
 #include <vector>
 
 #include "diffattn/problem.h"
+#include "kernels/sparse/rainfusion_tile_map.h"
 
 namespace diffattn {
-
-// 128 tokens, patches of 8 rows x 16 columns: the CUDA fine pass runs the block-sparse Hopper
-// kernel's 128 x 128 tiling (near dense FLASH_ATTN's rate, twice its 64 x 64 tiling's;
-// docs/backends/sparse.md), and the host handles a quarter of the block scores and list entries.
-inline constexpr std::int64_t kRainTileTokens = 128;
-inline constexpr std::int64_t kRainPatchRows = 8;
-inline constexpr std::int64_t kRainPatchCols = kRainTileTokens / kRainPatchRows;
 
 struct RainTiles {
   std::int64_t frames = 0;
@@ -45,5 +40,7 @@ struct RainTiles {
 
 // `g` has positive extents and non-negative text counts.
 RainTiles tile_sequence_for_rainfusion(const VideoGeometry& g);
+
+RainTileMap rain_tile_map(const VideoGeometry& g);
 
 }  // namespace diffattn

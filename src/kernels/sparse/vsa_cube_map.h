@@ -6,11 +6,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define DIFFATTN_HOST_DEVICE __host__ __device__
-#else
-#define DIFFATTN_HOST_DEVICE
-#endif
+#include "kernels/sparse/host_device.h"
 
 namespace diffattn {
 

@@ -1,5 +1,5 @@
-// RAINFUSION_ATTN on CUDA tensors: checks, the GPU's scores, the plan on the host, the fine pass
-// and the copy back, in that order; out is written by the last step only.
+// RAINFUSION_ATTN on CUDA tensors: checks, then on the stream the copy into tile order, the scores,
+// the plan, the fine pass and the copy back, in that order; out is written by the last step only.
 
 #include "kernels/cuda/sparse/rainfusion_cuda.h"
 
@@ -15,9 +15,11 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/run_flash_attn.h"
-#include "kernels/cuda/pinned_staging.h"
 #include "kernels/cuda/scoped_device.h"
+#include "kernels/cuda/stream_workspace.h"
 #include "kernels/cuda/sparse/rainfusion_kernels.cuh"
+#include "kernels/cuda/sparse/rainfusion_plan_kernels.cuh"
+#include "kernels/sparse/rainfusion_mask.h"
 
 namespace diffattn {
 namespace {
@@ -33,33 +35,6 @@ constexpr bool fine_tiles_are_rain_tiles() {
   return true;
 }
 static_assert(fine_tiles_are_rain_tiles(), "kRainTileTokens must be the block-sparse kernel's large tile");
-
-// Device memory of one call, taken and given back on the call's stream.
-class StreamBuffers {
- public:
-  explicit StreamBuffers(cudaStream_t stream) : stream_(stream) {}
-  StreamBuffers(const StreamBuffers&) = delete;
-  StreamBuffers& operator=(const StreamBuffers&) = delete;
-  ~StreamBuffers() {
-    for (void* p : held_) (void)cudaFreeAsync(p, stream_);
-  }
-
-  template <typename T>
-  Result<T*> take(std::int64_t count, const char* what) {
-    void* p = nullptr;
-    const std::size_t bytes = std::max<std::size_t>(static_cast<std::size_t>(count) * sizeof(T), 1);
-    const cudaError_t err = cudaMallocAsync(&p, bytes, stream_);
-    if (err != cudaSuccess)
-      return CudaError("RAINFUSION_ATTN: cannot allocate " + std::to_string(bytes) + " bytes on the GPU for " +
-                       std::string(what) + ": " + cudaGetErrorString(err));
-    held_.push_back(p);
-    return static_cast<T*>(p);
-  }
-
- private:
-  cudaStream_t stream_;
-  std::vector<void*> held_;
-};
 
 constexpr std::int64_t kMaxGridY = 65535;
 
@@ -86,10 +61,10 @@ Status check_cuda_call(const AttentionProblem& p) {
 }
 
 // The copies run one block per padded row of the batch.
-Status check_padded_rows(std::int64_t batch, const RainTiles& tiles) {
-  if (batch * tiles.padded_length() <= std::numeric_limits<std::int32_t>::max()) return Status::Ok();
+Status check_padded_rows(std::int64_t batch, const RainTileMap& map) {
+  if (batch * map.padded_length() <= std::numeric_limits<std::int32_t>::max()) return Status::Ok();
   return Unsupported("RAINFUSION_ATTN on CUDA tensors takes at most 2^31 - 1 padded tokens over the batch, got " +
-                     std::to_string(batch * tiles.padded_length()) + "; split the call's batch");
+                     std::to_string(batch * map.padded_length()) + "; split the call's batch");
 }
 
 Status check_hopper(int device) {
@@ -102,15 +77,6 @@ Status check_hopper(int device) {
                      "; run it on CPU tensors, or select FLASH_ATTN for dense attention");
 }
 
-Status check_not_capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
-  if (capture == cudaStreamCaptureStatusNone) return Status::Ok();
-  return Unsupported("RAINFUSION_ATTN's sparse pass builds its block lists on the host between GPU steps, so it "
-                     "cannot be captured in a CUDA graph; run the call outside the capture, or set "
-                     "block_sparse.sparsity to 0 (dense attention) for captured calls");
-}
-
 Strides strides_of(const TensorView& t) { return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)}; }
 
 // Whether every (token, head) row of `t` can move in 16-byte pieces.
@@ -121,31 +87,27 @@ bool rows_of_16_bytes(const TensorView& t) {
 
 constexpr int kCopyThreads = 128;
 
-void gather(const TensorView& t, std::uint16_t* dst, const std::int32_t* token_of_slot, std::int64_t padded,
-            cudaStream_t stream) {
+void gather(const TensorView& t, std::uint16_t* dst, const RainTileMap& map, cudaStream_t stream) {
   const auto* src = static_cast<const std::uint16_t*>(t.data);
-  const dim3 grid(static_cast<unsigned>(t.size(0) * padded));
+  const dim3 grid(static_cast<unsigned>(t.size(0) * map.padded_length()));
   const int heads = static_cast<int>(t.size(2)), dim = static_cast<int>(t.size(3));
   if (rows_of_16_bytes(t))
-    rainfusion::gather_into_tiles<8><<<grid, kCopyThreads, 0, stream>>>(src, strides_of(t), dst, token_of_slot, padded,
-                                                                        heads, dim);
+    rainfusion::gather_into_tiles<8><<<grid, kCopyThreads, 0, stream>>>(src, strides_of(t), dst, map, heads, dim);
   else
-    rainfusion::gather_into_tiles<1><<<grid, kCopyThreads, 0, stream>>>(src, strides_of(t), dst, token_of_slot, padded,
-                                                                        heads, dim);
+    rainfusion::gather_into_tiles<1><<<grid, kCopyThreads, 0, stream>>>(src, strides_of(t), dst, map, heads, dim);
 }
 
-void scatter(const std::uint16_t* src, const TensorView& out, const std::int32_t* slot_of_token, std::int64_t padded,
-             cudaStream_t stream) {
+void scatter(const std::uint16_t* src, const TensorView& out, const RainTileMap& map, cudaStream_t stream) {
   auto* dst = static_cast<std::uint16_t*>(out.data);
   const std::int64_t tokens = out.size(1);
   const dim3 grid(static_cast<unsigned>(out.size(0) * tokens));
   const int heads = static_cast<int>(out.size(2)), dim = static_cast<int>(out.size(3));
   if (rows_of_16_bytes(out))
-    rainfusion::scatter_from_tiles<8><<<grid, kCopyThreads, 0, stream>>>(src, dst, strides_of(out), slot_of_token,
-                                                                         tokens, padded, heads, dim);
+    rainfusion::scatter_from_tiles<8><<<grid, kCopyThreads, 0, stream>>>(src, dst, strides_of(out), map, tokens, heads,
+                                                                         dim);
   else
-    rainfusion::scatter_from_tiles<1><<<grid, kCopyThreads, 0, stream>>>(src, dst, strides_of(out), slot_of_token,
-                                                                         tokens, padded, heads, dim);
+    rainfusion::scatter_from_tiles<1><<<grid, kCopyThreads, 0, stream>>>(src, dst, strides_of(out), map, tokens, heads,
+                                                                         dim);
 }
 
 // Where the score kernels read and write, and the sizes they run over.
@@ -199,47 +161,45 @@ Status enqueue_scores(DType dtype, std::int64_t head_size, const ScoreArgs& a, c
   return cuda::check_launch("RAINFUSION_ATTN's score kernels");
 }
 
-// The tiling as the GPU reads it, int32, at offsets into one upload: each token's slot (at 0), each
-// slot's token (-1: padding), each tile's valid rows, and the sampled queries' slots.
-struct TileLists {
-  std::size_t token_of_slot = 0, valid = 0, sample_slots = 0, size = 0;
 
-  TileLists(const RainTiles& tiles, std::size_t samples)
-      : token_of_slot(tiles.slot.size()),
-        valid(token_of_slot + static_cast<std::size_t>(tiles.padded_length())),
-        sample_slots(valid + tiles.valid.size()),
-        size(sample_slots + samples) {}
-
-  void write(const RainTiles& tiles, const std::vector<std::int64_t>& samples, std::int32_t* out) const {
-    std::fill(out + token_of_slot, out + valid, -1);
-    for (std::size_t i = 0; i < tiles.slot.size(); ++i) {
-      out[i] = static_cast<std::int32_t>(tiles.slot[i]);
-      out[token_of_slot + static_cast<std::size_t>(tiles.slot[i])] = static_cast<std::int32_t>(i);
-    }
-    std::copy(tiles.valid.begin(), tiles.valid.end(), out + valid);
-    for (std::size_t s = 0; s < samples.size(); ++s) out[sample_slots + s] = static_cast<std::int32_t>(samples[s]);
+// The GPU's plan, read back for a caller that asked for it (tests, the backend's log line): the
+// stream is waited for here.
+Status read_back_plan(const RainListShape& shape, std::int64_t heads_total, const std::int32_t* patterns,
+                      const double* captured, const std::int32_t* offsets, const std::int32_t* indices,
+                      cudaStream_t stream, RainFusionPlan& plan) {
+  const std::int64_t rows = heads_total * shape.tiles();
+  std::vector<std::int32_t> pattern_codes(static_cast<std::size_t>(heads_total));
+  std::vector<double> held(static_cast<std::size_t>(heads_total * rainfusion::kPatternCount));
+  BlockSparseLayout& layout = plan.layout;
+  layout.offsets.resize(static_cast<std::size_t>(rows + 1));
+  layout.indices.resize(static_cast<std::size_t>(heads_total * shape.per_head()));
+  const auto copy = [&](void* to, const void* from, std::size_t bytes) {
+    return cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, stream);
+  };
+  cudaError_t e = copy(pattern_codes.data(), patterns, pattern_codes.size() * sizeof(std::int32_t));
+  if (e == cudaSuccess) e = copy(held.data(), captured, held.size() * sizeof(double));
+  if (e == cudaSuccess) e = copy(layout.offsets.data(), offsets, layout.offsets.size() * sizeof(std::int32_t));
+  if (e == cudaSuccess) e = copy(layout.indices.data(), indices, layout.indices.size() * sizeof(std::int32_t));
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(e, "reading RAINFUSION_ATTN's plan back from the GPU"));
+  plan.patterns.resize(static_cast<std::size_t>(heads_total));
+  plan.captured.assign(rainfusion::kPatternCount, std::vector<double>(static_cast<std::size_t>(heads_total)));
+  for (std::size_t bh = 0; bh < pattern_codes.size(); ++bh) {
+    plan.patterns[bh] = kRainPatterns[pattern_codes[bh]];
+    for (std::size_t p = 0; p < rainfusion::kPatternCount; ++p)
+      plan.captured[p][bh] = held[bh * rainfusion::kPatternCount + p];
   }
-};
+  plan.density = block_sparse_density(layout);
+  return Status::Ok();
+}
 
-// Puts the plan's lists (offsets, indices, tile rows) on the device for the fine pass: from
-// page-locked memory, asynchronously, on the stream; `staging` is held until the copy is done.
-Result<flash::DeviceBlockSparseLists> upload_block_lists(const BlockSparseLayout& layout, StreamBuffers& mem,
-                                                         cuda::PinnedStaging& staging, cudaStream_t stream) {
-  const std::size_t offsets = layout.offsets.size(), indices = layout.indices.size(), rows = layout.tile_rows.size();
-  const std::size_t entries = offsets + indices + rows;
-  DIFFATTN_RETURN_IF_ERROR(staging.acquire(entries * sizeof(std::int32_t)));
-  auto* host = staging.as<std::int32_t>();
-  std::copy(layout.offsets.begin(), layout.offsets.end(), host);
-  std::copy(layout.indices.begin(), layout.indices.end(), host + offsets);
-  std::copy(layout.tile_rows.begin(), layout.tile_rows.end(), host + offsets + indices);
-  DIFFATTN_ASSIGN_OR_RETURN(std::int32_t* device, mem.take<std::int32_t>(static_cast<std::int64_t>(entries),
-                                                                          "the block lists"));
-  const cudaError_t copied =
-      cudaMemcpyAsync(device, host, entries * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream);
-  DIFFATTN_RETURN_IF_ERROR(staging.hold_until(stream));
-  DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(copied, "copying RAINFUSION_ATTN's block lists to the GPU"));
-  return flash::DeviceBlockSparseLists{layout.q_tile, layout.k_tile, device, device + offsets,
-                                       rows > 0 ? device + offsets + indices : nullptr};
+static_assert(static_cast<int>(RainPattern::kSpatial) == rainfusion::kSpatial &&
+                  static_cast<int>(RainPattern::kTemporal) == rainfusion::kTemporal &&
+                  static_cast<int>(RainPattern::kTextural) == rainfusion::kTextural,
+              "the plan kernels read RainPattern's values");
+
+unsigned blocks_for(std::int64_t items, int per_block) {
+  return static_cast<unsigned>((items + per_block - 1) / per_block);
 }
 
 }  // namespace
@@ -252,112 +212,122 @@ Status run_rainfusion_cuda(const AttentionProblem& p, const RainFusionParams& pa
   DIFFATTN_RETURN_IF_ERROR(device.enter(p.q.device.index));
   DIFFATTN_RETURN_IF_ERROR(check_hopper(p.q.device.index));
   const auto stream = static_cast<cudaStream_t>(stream_arg);
-  DIFFATTN_RETURN_IF_ERROR(check_not_capturing(stream));
 
   const VideoGeometry& g = *p.video;
-  RainFusionPlan plan;
-  plan.tiles = tile_sequence_for_rainfusion(g);
-  const RainTiles& tiles = plan.tiles;
+  const RainTileMap map = rain_tile_map(g);
   const std::int64_t batch = p.q.size(0), heads_q = p.q.size(2), heads_kv = p.k.size(2), d = p.q.size(3);
-  const std::int64_t count = tiles.count(), padded = tiles.padded_length(), video = tiles.video_tiles;
+  const std::int64_t count = map.tiles(), padded = map.padded_length(), video = map.video_tiles();
   const std::int64_t heads_total = batch * heads_q;
-  DIFFATTN_RETURN_IF_ERROR(check_padded_rows(batch, tiles));
-  if (batch == 0) {  // nothing to attend
-    if (plan_out != nullptr) *plan_out = std::move(plan);
-    return Status::Ok();
+  DIFFATTN_RETURN_IF_ERROR(check_padded_rows(batch, map));
+  const RainListShape shape =
+      RainListShape::of(video, map.text_tiles(), map.patches_per_frame(), rain_keep_tiles(params.sparsity, video));
+  DIFFATTN_RETURN_IF_ERROR(check_rain_list_size(shape, heads_total));
+  if (plan_out != nullptr) {
+    plan_out->tiles = tile_sequence_for_rainfusion(g);
+    plan_out->video_density = rain_video_density(shape);
   }
-  const std::vector<std::int64_t> sample_slots = rain_sampled_slots(tiles, g, params.sampled_queries);
-  const auto samples = static_cast<std::int64_t>(sample_slots.size());
-  const TileLists lists(tiles, sample_slots.size());
+  if (batch == 0) return Status::Ok();  // nothing to attend
+  const std::int64_t samples = std::min<std::int64_t>(params.sampled_queries, map.video_tokens());
+  const std::int64_t rows = heads_total * count, entries = heads_total * samples * rainfusion::kPatternCount;
 
-  // One page-locked buffer carries the tile lists up and the scores down: [tile lists | scores | mass].
-  const std::size_t list_bytes = lists.size * sizeof(std::int32_t);
-  const std::size_t score_bytes = static_cast<std::size_t>(heads_total * video * video) * sizeof(float);
-  const std::size_t mass_bytes = static_cast<std::size_t>(heads_total * samples * video) * sizeof(float);
-  cuda::PinnedStaging host;
-  DIFFATTN_RETURN_IF_ERROR(host.acquire(list_bytes + score_bytes + mass_bytes));
-  lists.write(tiles, sample_slots, host.as<std::int32_t>());
-
-  StreamBuffers mem(stream);
-  DIFFATTN_ASSIGN_OR_RETURN(std::int32_t* dev_lists,
-                            mem.take<std::int32_t>(static_cast<std::int64_t>(lists.size), "the tile lists"));
+  cuda::StreamWorkspace ws(stream);
   const std::int64_t elems_q = batch * padded * heads_q * d, elems_kv = batch * padded * heads_kv * d;
-  DIFFATTN_ASSIGN_OR_RETURN(std::uint16_t* qp, mem.take<std::uint16_t>(elems_q, "q in tile order"));
-  DIFFATTN_ASSIGN_OR_RETURN(std::uint16_t* kp, mem.take<std::uint16_t>(elems_kv, "k in tile order"));
-  DIFFATTN_ASSIGN_OR_RETURN(std::uint16_t* vp, mem.take<std::uint16_t>(elems_kv, "v in tile order"));
-  DIFFATTN_ASSIGN_OR_RETURN(std::uint16_t* op, mem.take<std::uint16_t>(elems_q, "the fine pass's out"));
-  DIFFATTN_ASSIGN_OR_RETURN(float* mean_q, mem.take<float>(batch * video * heads_q * d, "the tiles' mean q"));
-  DIFFATTN_ASSIGN_OR_RETURN(float* mean_k, mem.take<float>(batch * video * heads_kv * d, "the tiles' mean k"));
-  DIFFATTN_ASSIGN_OR_RETURN(float* scores, mem.take<float>(heads_total * video * video, "the block scores"));
-  DIFFATTN_ASSIGN_OR_RETURN(float2* stats, mem.take<float2>(heads_total * samples * video, "the sampled scores"));
-  DIFFATTN_ASSIGN_OR_RETURN(float* mass, mem.take<float>(heads_total * samples * video, "the sampled mass"));
-  const std::int32_t* slot_of_token = dev_lists;
-  const std::int32_t* token_of_slot = dev_lists + lists.token_of_slot;
-  const cudaError_t uploaded =
-      cudaMemcpyAsync(dev_lists, host.as<std::int32_t>(), list_bytes, cudaMemcpyHostToDevice, stream);
-  // Held past the upload should a step below fail before the stream is waited for.
-  DIFFATTN_RETURN_IF_ERROR(host.hold_until(stream));
-  DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(uploaded, "copying RAINFUSION_ATTN's tile lists to the GPU"));
+  const std::size_t qp_at = ws.place(elems_q * sizeof(std::uint16_t));
+  const std::size_t kp_at = ws.place(elems_kv * sizeof(std::uint16_t));
+  const std::size_t vp_at = ws.place(elems_kv * sizeof(std::uint16_t));
+  const std::size_t op_at = ws.place(elems_q * sizeof(std::uint16_t));
+  const std::size_t mean_q_at = ws.place(batch * video * heads_q * d * sizeof(float));
+  const std::size_t mean_k_at = ws.place(batch * video * heads_kv * d * sizeof(float));
+  const std::size_t scores_at = ws.place(heads_total * video * video * sizeof(float));
+  const std::size_t stats_at = ws.place(heads_total * samples * video * sizeof(float2));
+  const std::size_t mass_at = ws.place(heads_total * samples * video * sizeof(float));
+  const std::size_t held_at = ws.place(entries * sizeof(double));
+  const std::size_t captured_at = ws.place(heads_total * rainfusion::kPatternCount * sizeof(double));
+  const std::size_t patterns_at = ws.place(heads_total * sizeof(std::int32_t));
+  const std::size_t valid_at = ws.place(count * sizeof(std::int32_t));
+  const std::size_t slots_at = ws.place(samples * sizeof(std::int32_t));
+  const std::size_t offsets_at = ws.place((rows + 1) * sizeof(std::int32_t));
+  const std::size_t indices_at = ws.place(heads_total * shape.per_head() * sizeof(std::int32_t));
+  DIFFATTN_RETURN_IF_ERROR(ws.allocate("RAINFUSION_ATTN", "q, k, v and out in tile order, block scores, lists"));
+  auto* qp = ws.at<std::uint16_t>(qp_at);
+  auto* kp = ws.at<std::uint16_t>(kp_at);
+  auto* vp = ws.at<std::uint16_t>(vp_at);
+  auto* op = ws.at<std::uint16_t>(op_at);
+  auto* scores = ws.at<float>(scores_at);
+  auto* mass = ws.at<float>(mass_at);
+  auto* held = ws.at<double>(held_at);
+  auto* captured = ws.at<double>(captured_at);
+  auto* patterns = ws.at<std::int32_t>(patterns_at);
+  auto* valid = ws.at<std::int32_t>(valid_at);
+  auto* sample_slots = ws.at<std::int32_t>(slots_at);
+  auto* offsets = ws.at<std::int32_t>(offsets_at);
+  auto* indices = ws.at<std::int32_t>(indices_at);
 
-  gather(p.q, qp, token_of_slot, padded, stream);
-  gather(p.k, kp, token_of_slot, padded, stream);
-  gather(p.v, vp, token_of_slot, padded, stream);
+  constexpr int kTableThreads = 256;
+  rainfusion::tile_tables<<<blocks_for(std::max(count, samples), kTableThreads), kTableThreads, 0, stream>>>(
+      map, static_cast<int>(samples), valid, sample_slots);
+  gather(p.q, qp, map, stream);
+  gather(p.k, kp, map, stream);
+  gather(p.v, vp, map, stream);
   DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("RAINFUSION_ATTN's copy into tile order"));
-  ScoreArgs args{qp,
-                 kp,
-                 dev_lists + lists.valid,
-                 dev_lists + lists.sample_slots,
-                 mean_q,
-                 mean_k,
-                 scores,
-                 stats,
-                 mass,
-                 batch,
-                 count,
-                 static_cast<int>(video),
-                 static_cast<int>(heads_q),
-                 static_cast<int>(heads_kv),
-                 static_cast<int>(samples),
-                 p.softmax_scale()};
+  const ScoreArgs args{qp,
+                       kp,
+                       valid,
+                       sample_slots,
+                       ws.at<float>(mean_q_at),
+                       ws.at<float>(mean_k_at),
+                       scores,
+                       ws.at<float2>(stats_at),
+                       mass,
+                       batch,
+                       count,
+                       static_cast<int>(video),
+                       static_cast<int>(heads_q),
+                       static_cast<int>(heads_kv),
+                       static_cast<int>(samples),
+                       p.softmax_scale()};
   DIFFATTN_RETURN_IF_ERROR(enqueue_scores(p.q.dtype, d, args, stream));
 
-  // The scores come to the host in one trip; the stream is waited for once, here.
-  float* host_scores = host.as<float>(list_bytes);
-  float* host_mass = host.as<float>(list_bytes + score_bytes);
-  cudaError_t copied = cudaMemcpyAsync(host_scores, scores, score_bytes, cudaMemcpyDeviceToHost, stream);
-  if (copied == cudaSuccess) copied = cudaMemcpyAsync(host_mass, mass, mass_bytes, cudaMemcpyDeviceToHost, stream);
-  const cudaError_t synced = cudaStreamSynchronize(stream);
-  DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(copied, "copying RAINFUSION_ATTN's scores to the host"));
-  DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(synced, "RAINFUSION_ATTN's score kernels"));
+  // The plan: each head's pattern from its sampled queries, then every row of the lists.
+  rainfusion::SelectGeometry select;
+  select.video = static_cast<int>(video);
+  select.frames = static_cast<int>(map.frames);
+  select.patches_h = static_cast<int>(map.patches_h);
+  select.patches_w = static_cast<int>(map.patches_w);
+  select.sink = static_cast<int>(shape.sink);
+  select.more = static_cast<int>(std::min(shape.keep, video) - shape.sink);
+  rainfusion::sampled_pattern_mass<<<blocks_for(entries, rainfusion::kPlanWarps), rainfusion::kPlanThreads, 0,
+                                     stream>>>(select, scores, mass, sample_slots, static_cast<int>(samples), entries,
+                                               held);
+  constexpr int kHeadThreads = 128;
+  rainfusion::choose_patterns<<<blocks_for(heads_total, kHeadThreads), kHeadThreads, 0, stream>>>(
+      held, static_cast<int>(samples), heads_total, patterns, captured);
+  rainfusion::list_offsets<<<blocks_for(rows + 1, kTableThreads), kTableThreads, 0, stream>>>(shape, rows, offsets);
+  rainfusion::list_tiles<<<blocks_for(rows, rainfusion::kPlanWarps), rainfusion::kPlanThreads, 0, stream>>>(
+      select, shape, scores, patterns, rows, indices);
+  DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("RAINFUSION_ATTN's plan kernels"));
 
-  RainScoreSource<float> source;
-  source.block_scores = [host_scores, video](std::int64_t bh, std::int64_t first, std::int64_t, std::vector<float>&) {
-    return host_scores + (bh * video + first) * video;
-  };
-  source.sampled_mass = [host_mass, video, samples](std::int64_t bh, std::int64_t sample, std::int64_t,
-                                                    std::vector<double>& out) {
-    const float* m = host_mass + (bh * samples + sample) * video;
-    out.assign(m, m + video);
-  };
-  DIFFATTN_RETURN_IF_ERROR(build_rainfusion_plan(g, params, batch, heads_q, source, plan));
-
-  // The plan is this file's own, built by build_rainfusion_plan: the lists go up without the host
-  // overload's re-check of every entry.
-  cuda::PinnedStaging staged_lists;
-  DIFFATTN_ASSIGN_OR_RETURN(flash::DeviceBlockSparseLists block_lists,
-                            upload_block_lists(plan.layout, mem, staged_lists, stream));
   AttentionProblem fine;
   fine.q = TensorView::Contiguous(qp, p.q.dtype, {batch, padded, heads_q, d}, p.q.device);
   fine.k = TensorView::Contiguous(kp, p.q.dtype, {batch, padded, heads_kv, d}, p.q.device);
   fine.v = TensorView::Contiguous(vp, p.q.dtype, {batch, padded, heads_kv, d}, p.q.device);
   fine.out = TensorView::Contiguous(op, p.q.dtype, {batch, padded, heads_q, d}, p.q.device);
   fine.scale = p.softmax_scale();
-  DIFFATTN_RETURN_IF_ERROR(flash::run_block_sparse_cuda(fine, block_lists, stream));
+  const flash::DeviceBlockSparseLists lists{static_cast<int>(kRainTileTokens), static_cast<int>(kRainTileTokens),
+                                            offsets, indices, valid};
+  DIFFATTN_RETURN_IF_ERROR(flash::run_block_sparse_cuda(fine, lists, stream));
+  if (plan_out != nullptr) {
+    BlockSparseLayout& layout = plan_out->layout;
+    layout.q_tile = layout.k_tile = static_cast<int>(kRainTileTokens);
+    layout.batch = batch;
+    layout.heads = heads_q;
+    layout.q_tiles = layout.k_tiles = count;
+    layout.tile_rows = plan_out->tiles.valid;
+    DIFFATTN_RETURN_IF_ERROR(read_back_plan(shape, heads_total, patterns, captured, offsets, indices, stream, *plan_out));
+  }
 
-  scatter(op, p.out, slot_of_token, padded, stream);
-  DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("RAINFUSION_ATTN's copy back into token order"));
-  if (plan_out != nullptr) *plan_out = std::move(plan);
-  return Status::Ok();
+  scatter(op, p.out, map, stream);
+  return cuda::check_launch("RAINFUSION_ATTN's copy back into token order");
 }
 
 }  // namespace diffattn

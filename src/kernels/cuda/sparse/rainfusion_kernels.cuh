@@ -1,5 +1,5 @@
 #pragma once
-// RAINFUSION_ATTN's GPU steps around the fine pass (kernels/cuda/sparse/rainfusion_cuda.cu runs
+// RAINFUSION_ATTN's GPU steps before and after its plan (kernels/cuda/sparse/rainfusion_cuda.cu runs
 // them): the copies into and out of padded tile order, the video tiles' mean Q and K, their block
 // scores, and each sampled query's attention mass per video key tile, all in float32. Padded
 // buffers are [B, tiles * kTileTokens, H, D], contiguous, tile t's valid rows first and its
@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/sparse/rainfusion_tiles.h"
+#include "kernels/sparse/rainfusion_tile_map.h"
 
 namespace diffattn::rainfusion {
 
@@ -31,14 +31,14 @@ __device__ __forceinline__ float to_float<__half>(__half v) { return __half2floa
 template <>
 __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-// Row b * padded + slot of the padded buffer (one block each) from token token_of_slot[slot] of
-// `src`, zeros for padding slots (-1). The 2-byte elements are copied as they are, kVec at a time
-// (8: 16-byte accesses, where the source's rows allow them).
+// Row b * padded + slot of the padded buffer (one block each) from the token the map puts at that
+// slot, zeros for padding slots. The 2-byte elements are copied as they are, kVec at a time (8:
+// 16-byte accesses, where the source's rows allow them).
 template <int kVec>
-__global__ void gather_into_tiles(const std::uint16_t* src, Strides st, std::uint16_t* dst,
-                                  const std::int32_t* token_of_slot, std::int64_t padded, int heads, int dim) {
-  const std::int64_t row = blockIdx.x, b = row / padded;
-  const std::int32_t token = token_of_slot[row % padded];
+__global__ void gather_into_tiles(const std::uint16_t* src, Strides st, std::uint16_t* dst, RainTileMap map,
+                                  int heads, int dim) {
+  const std::int64_t row = blockIdx.x, padded = map.padded_length(), b = row / padded;
+  const std::int64_t token = map.token_at(row % padded);
   const int chunks = heads * dim / kVec;
   std::uint16_t* out = dst + row * heads * dim;
   for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
@@ -56,11 +56,10 @@ __global__ void gather_into_tiles(const std::uint16_t* src, Strides st, std::uin
 // The reverse for the output: token `token` of batch entry b (one block each, b * tokens + token)
 // from its slot's row of the padded result, into `dst` with its strides.
 template <int kVec>
-__global__ void scatter_from_tiles(const std::uint16_t* src, std::uint16_t* dst, Strides st,
-                                   const std::int32_t* slot_of_token, std::int64_t tokens, std::int64_t padded,
-                                   int heads, int dim) {
+__global__ void scatter_from_tiles(const std::uint16_t* src, std::uint16_t* dst, Strides st, RainTileMap map,
+                                   std::int64_t tokens, int heads, int dim) {
   const std::int64_t row = blockIdx.x, b = row / tokens, token = row % tokens;
-  const std::uint16_t* in = src + (b * padded + slot_of_token[token]) * heads * dim;
+  const std::uint16_t* in = src + (b * map.padded_length() + map.slot_of(token)) * heads * dim;
   const int chunks = heads * dim / kVec;
   for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
     const int e0 = c * kVec, h = e0 / dim, e = e0 % dim;

@@ -18,6 +18,7 @@
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/run_flash_attn.h"
 #include "kernels/cuda/scoped_device.h"
+#include "kernels/cuda/stream_workspace.h"
 #include "kernels/cuda/sparse/vsa_coarse_kernel.cuh"
 #include "kernels/cuda/sparse/vsa_cube_kernels.cuh"
 #include "kernels/cuda/sparse/vsa_cuda_config.h"
@@ -95,45 +96,6 @@ bool takes_vectors(const TensorView& t) {
   return t.stride(3) == 1 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 && t.stride(2) % 8 == 0 &&
          reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0;
 }
-
-// One allocation for every intermediate, from the stream's pool, handed back on the stream. Parts
-// are placed first (place), the whole allocated once (allocate), then read back by offset (at).
-class Workspace {
- public:
-  explicit Workspace(cudaStream_t stream) : stream_(stream) {}
-  Workspace(const Workspace&) = delete;
-  Workspace& operator=(const Workspace&) = delete;
-  ~Workspace() {
-    if (base_ != nullptr) (void)cudaFreeAsync(base_, stream_);
-  }
-
-  // The offset of a part of `bytes`, 256-byte aligned.
-  std::size_t place(std::size_t bytes) {
-    const std::size_t offset = total_;
-    total_ += (bytes + 255) / 256 * 256;
-    return offset;
-  }
-
-  Status allocate() {
-    const cudaError_t e = cudaMallocAsync(&base_, total_, stream_);
-    if (e == cudaSuccess) return Status::Ok();
-    (void)cudaGetLastError();
-    base_ = nullptr;
-    return CudaError("FASTVIDEO_VSA on CUDA cannot allocate its " + std::to_string(total_ >> 20) +
-                     " MiB workspace (padded q/k/v, fine output, cube means, key lists): " + cudaGetErrorString(e) +
-                     "; free device memory or run fewer sequences per call");
-  }
-
-  template <typename T>
-  T* at(std::size_t offset) const {
-    return reinterpret_cast<T*>(static_cast<char*>(base_) + offset);
-  }
-
- private:
-  cudaStream_t stream_;
-  void* base_ = nullptr;
-  std::size_t total_ = 0;
-};
 
 struct Shapes {
   std::int64_t batch, heads_q, heads_kv, dim, cubes, padded, rows, topk;
@@ -234,7 +196,7 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   const auto elements = [&](std::int64_t rows, std::int64_t heads) {
     return static_cast<std::size_t>(s.batch * rows * heads * s.dim);
   };
-  Workspace ws(stream);
+  cuda::StreamWorkspace ws(stream);
   const std::size_t q_pad_at = ws.place(elements(s.padded, s.heads_q) * sizeof(T));
   const std::size_t k_pad_at = ws.place(elements(s.padded, s.heads_kv) * sizeof(T));
   const std::size_t v_pad_at = ws.place(elements(s.padded, s.heads_kv) * sizeof(T));
@@ -246,7 +208,7 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   const std::size_t offsets_at = ws.place(static_cast<std::size_t>(s.rows + 1) * sizeof(std::int32_t));
   const std::size_t indices_at = ws.place(static_cast<std::size_t>(s.rows * s.topk) * sizeof(std::int32_t));
   const std::size_t tile_rows_at = ws.place(static_cast<std::size_t>(s.cubes) * sizeof(std::int32_t));
-  DIFFATTN_RETURN_IF_ERROR(ws.allocate());
+  DIFFATTN_RETURN_IF_ERROR(ws.allocate("FASTVIDEO_VSA", "padded q/k/v, fine output, cube means, key lists"));
   T* q_pad = ws.at<T>(q_pad_at);
   T* k_pad = ws.at<T>(k_pad_at);
   T* v_pad = ws.at<T>(v_pad_at);
