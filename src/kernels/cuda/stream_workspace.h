@@ -1,5 +1,6 @@
 #pragma once
-// One device allocation for a call's intermediates, from the stream's pool and handed back on the
+// One device allocation for a call's intermediates, stream-ordered from diffattn's workspace pool
+// (kernels/cuda/workspace_pool.h, which keeps it cached for the next call) and handed back on the
 // stream, so that the call stays capturable in a CUDA graph. Parts are placed first (place), the
 // whole allocated once (allocate), then read back by offset (at).
 
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "diffattn/status.h"
+#include "kernels/cuda/workspace_pool.h"
 
 namespace diffattn::cuda {
 
@@ -30,7 +32,7 @@ class StreamWorkspace {
 
   // `owner` names the backend and `holds` what the workspace carries, for the error.
   Status allocate(const std::string& owner, const std::string& holds) {
-    const cudaError_t e = cudaMallocAsync(&base_, total_ > 0 ? total_ : 1, stream_);
+    const cudaError_t e = workspace_alloc(&base_, total_ > 0 ? total_ : 1, stream_);
     if (e == cudaSuccess) return Status::Ok();
     (void)cudaGetLastError();
     base_ = nullptr;

@@ -11,6 +11,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "kernels/cuda/flash/flash_hopper_launch.cuh"
+#include "kernels/cuda/workspace_pool.h"
 
 namespace diffattn::flash {
 namespace {
@@ -162,9 +163,8 @@ DenseMaskStatus build_dense_mask_lists(const DenseMaskView& mask, int q_tile, in
       static_cast<std::size_t>(entries)};                        // partial
   std::size_t total = 0;
   for (std::size_t s : sizes) total += align256(s);
-  cudaMemPool_t pool = hopper_detail::workspace_pool();
   void* ws = nullptr;
-  cudaError_t e = pool != nullptr ? cudaMallocFromPoolAsync(&ws, total, pool, stream) : cudaMallocAsync(&ws, total, stream);
+  cudaError_t e = cuda::workspace_alloc(&ws, total, stream);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return {false, "dense mask lists: cannot allocate " + std::to_string(total >> 20) + " MiB on the device: " +

@@ -5,12 +5,12 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <mutex>
 #include <string>
 
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_fwd_hopper.cuh"
 #include "kernels/cuda/flash/flash_hopper.h"
+#include "kernels/cuda/workspace_pool.h"
 
 namespace diffattn::flash {
 namespace hopper_detail {
@@ -75,34 +75,9 @@ inline LaunchStatus make_map(CUtensorMap* map, const char* name, const void* bas
   return {};
 }
 
-// The launch workspaces (split partials, packed key masks) come from a pool of our own per device that keeps up to 256 MiB cached
-// across synchronisations (the default pool would hand its memory back at every sync) and leaves
-// the caller's default pool alone. nullptr when the device has no memory-pool support.
-inline cudaMemPool_t workspace_pool() {
-  constexpr int kMaxDevices = 64;
-  static std::mutex mu;
-  static cudaMemPool_t pools[kMaxDevices] = {};
-  static bool tried[kMaxDevices] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!tried[device]) {
-    tried[device] = true;
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    cudaMemPool_t pool = nullptr;
-    if (cudaMemPoolCreate(&pool, &props) == cudaSuccess) {
-      cuuint64_t keep = 256ull << 20;
-      (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-      pools[device] = pool;
-    } else {
-      (void)cudaGetLastError();
-    }
-  }
-  return pools[device];
-}
+// The launch workspaces (split partials, packed key masks) come from diffattn's own pool
+// (kernels/cuda/workspace_pool.h).
+using cuda::workspace_pool;
 
 // Packs a bool key mask [B, Skv] into bits, one word per 32 keys (one warp per word), zero past
 // Skv and over the padding words the last key block may read.

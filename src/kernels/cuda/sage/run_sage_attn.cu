@@ -18,6 +18,7 @@
 #include "kernels/cuda/sage/sage_params.h"
 #include "kernels/cuda/sage/sage_quant.cuh"
 #include "kernels/cuda/scoped_device.h"
+#include "kernels/cuda/workspace_pool.h"
 
 namespace diffattn::sage {
 namespace {
@@ -83,9 +84,7 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream, 
       B * Hkv * D * 4};                             // v_amax
   std::size_t total = 0;
   for (std::size_t s : sizes) total += align256(s);
-  cudaMemPool_t pool = flash::hopper_detail::workspace_pool();
-  cudaError_t e = pool != nullptr ? cudaMallocFromPoolAsync(&ws.base, total, pool, stream)
-                                  : cudaMallocAsync(&ws.base, total, stream);
+  cudaError_t e = cuda::workspace_alloc(&ws.base, total, stream);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     ws.base = nullptr;
