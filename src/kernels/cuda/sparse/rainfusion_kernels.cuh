@@ -132,7 +132,8 @@ __global__ void __launch_bounds__(256) block_scores(const float* mean_q, const f
 
 inline constexpr int kStatsThreads = 256;
 inline constexpr int kWarps = kStatsThreads / 32;
-inline constexpr int kSampleChunk = 2 * kWarps;  // sampled queries in shared memory at a time, two per warp
+inline constexpr int kQueriesPerWarp = 4;
+inline constexpr int kSampleChunk = kQueriesPerWarp * kWarps;  // sampled queries in shared memory at a time
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -171,10 +172,11 @@ __global__ void __launch_bounds__(kStatsThreads)
     sampled_tile_stats(const T* qp, const T* kp, const std::int32_t* sample_slots, int samples,
                        const std::int32_t* valid, std::int64_t count, int video, int heads_q, int heads_kv,
                        float scale, float2* stats) {
-  // The keys stay in the inputs' precision, so that a whole tile fits in static shared memory;
-  // rows of kDim + 2 elements (an odd number of words) keep the lanes' reads on distinct banks.
+  // Keys and queries stay in the inputs' precision (exact: they are the inputs' values), so that a
+  // key tile and a chunk of queries fit in static shared memory; key rows of kDim + 2 elements (an
+  // odd number of words) keep the lanes' reads on distinct banks.
   __shared__ T keys[kTileTokens][kDim + 2];
-  __shared__ float queries[kSampleChunk][kDim];
+  __shared__ T queries[kSampleChunk][kDim];
   const int j = blockIdx.x, bh = blockIdx.y, b = bh / heads_q, h = bh % heads_q, hk = h / (heads_q / heads_kv);
   const int rows = valid[j], warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t padded = count * kTileTokens;
@@ -188,27 +190,32 @@ __global__ void __launch_bounds__(kStatsThreads)
     __syncthreads();  // the keys are in, and the previous chunk's queries are read
     for (int i = threadIdx.x; i < n * kDim; i += kStatsThreads) {
       const int s = i / kDim, e = i % kDim;
-      queries[s][e] = to_float(qp[((b * padded + sample_slots[s0 + s]) * heads_q + h) * kDim + e]);
+      queries[s][e] = qp[((b * padded + sample_slots[s0 + s]) * heads_q + h) * kDim + e];
     }
     __syncthreads();
-    // Warp w scores queries w and w + 8 of the chunk together: each key read serves both.
+    // Warp w scores queries w, w + 8, w + 16 and w + 24 of the chunk together: each key read
+    // serves all four (a query past the chunk repeats its last one, unwritten).
     if (warp >= n) continue;
-    const bool second = warp + kWarps < n;
-    const float* qa = queries[warp];
-    const float* qb = queries[second ? warp + kWarps : warp];
-    float dots_a[kKeysPerLane] = {}, dots_b[kKeysPerLane] = {};
-#pragma unroll 8
-    for (int e = 0; e < kDim; ++e) {
+    int query[kQueriesPerWarp];
 #pragma unroll
-      for (int i = 0; i < kKeysPerLane; ++i) {
-        const float k = to_float(keys[lane + 32 * i][e]);
-        dots_a[i] = fmaf(qa[e], k, dots_a[i]);
-        dots_b[i] = fmaf(qb[e], k, dots_b[i]);
+    for (int q = 0; q < kQueriesPerWarp; ++q) query[q] = min(warp + q * kWarps, n - 1);
+    float dots[kQueriesPerWarp][kKeysPerLane] = {};
+#pragma unroll 4
+    for (int e = 0; e < kDim; ++e) {
+      float k[kKeysPerLane];
+#pragma unroll
+      for (int i = 0; i < kKeysPerLane; ++i) k[i] = to_float(keys[lane + 32 * i][e]);
+#pragma unroll
+      for (int q = 0; q < kQueriesPerWarp; ++q) {
+        const float x = to_float(queries[query[q]][e]);
+#pragma unroll
+        for (int i = 0; i < kKeysPerLane; ++i) dots[q][i] = fmaf(x, k[i], dots[q][i]);
       }
     }
     float2* out = stats + (static_cast<std::int64_t>(bh) * samples + s0 + warp) * video + j;
-    write_tile_stats(dots_a, rows, scale, out);
-    if (second) write_tile_stats(dots_b, rows, scale, out + static_cast<std::int64_t>(kWarps) * video);
+#pragma unroll
+    for (int q = 0; q < kQueriesPerWarp; ++q)
+      if (warp + q * kWarps < n) write_tile_stats(dots[q], rows, scale, out + static_cast<std::int64_t>(q) * kWarps * video);
   }
 }
 
