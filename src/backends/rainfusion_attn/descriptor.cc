@@ -50,8 +50,8 @@ void register_rainfusion_attn(Registry& registry) {
                                      "sm_90 only). Run it on CPU tensors, or select {suggest} instead.")};
   d.kernels = {{DeviceKind::kCpu, "frame patches, per-head pattern from sampled scores, block-sparse fine pass"},
                {DeviceKind::kCuda,
-                "sm_90a: tile and sampled scores on the GPU, masks on the host, block-sparse fine pass on the Hopper "
-                "kernel"}};
+                "sm_90a: tile and sampled scores, head patterns and masks on the GPU, block-sparse fine pass on the "
+                "Hopper kernel"}};
   // The CPU implementation is always built; the CUDA path needs the Hopper kernels, which the
   // platform reports with FLASH_ATTN's (the architecture need above keeps it to sm_90).
   d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
