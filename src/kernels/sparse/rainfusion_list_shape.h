@@ -28,11 +28,15 @@ struct RainListShape {
 
   DIFFATTN_HOST_DEVICE constexpr std::int64_t tiles() const { return video_tiles + text_tiles; }
   DIFFATTN_HOST_DEVICE constexpr std::int64_t video_row() const { return listed + text_tiles; }
-  DIFFATTN_HOST_DEVICE constexpr std::int64_t per_head() const { return video_tiles * video_row() + text_tiles * tiles(); }
+  DIFFATTN_HOST_DEVICE constexpr std::int64_t per_head() const {
+    return video_tiles * video_row() + text_tiles * tiles();
+  }
   // Where row r (= (b * Hq + h) * tiles + query tile) starts; r = heads x tiles gives the total.
   DIFFATTN_HOST_DEVICE constexpr std::int64_t offset(std::int64_t r) const {
     const std::int64_t head = r / tiles(), t = r % tiles();
-    return head * per_head() + (t < video_tiles ? t * video_row() : video_tiles * video_row() + (t - video_tiles) * tiles());
+    const std::int64_t in_head =
+        t < video_tiles ? t * video_row() : video_tiles * video_row() + (t - video_tiles) * tiles();
+    return head * per_head() + in_head;
   }
 };
 

@@ -87,14 +87,25 @@ bool rows_of_16_bytes(const TensorView& t) {
 
 constexpr int kCopyThreads = 128;
 
-void gather(const TensorView& t, std::uint16_t* dst, const RainTileMap& map, cudaStream_t stream) {
+// `t` into padded tile order at `dst`, with the video tiles' means where `means` is given.
+template <typename T>
+void gather_typed(const TensorView& t, std::uint16_t* dst, const RainTileMap& map, float* means, cudaStream_t stream) {
+  using rainfusion::kGatherThreads;
   const auto* src = static_cast<const std::uint16_t*>(t.data);
-  const dim3 grid(static_cast<unsigned>(t.size(0) * map.padded_length()));
   const int heads = static_cast<int>(t.size(2)), dim = static_cast<int>(t.size(3));
-  if (rows_of_16_bytes(t))
-    rainfusion::gather_into_tiles<8><<<grid, kCopyThreads, 0, stream>>>(src, strides_of(t), dst, map, heads, dim);
+  const bool vec = rows_of_16_bytes(t);
+  const int runs = heads * dim / (vec ? 8 : 1);
+  const dim3 grid(static_cast<unsigned>(t.size(0) * map.tiles()),
+                  static_cast<unsigned>((runs + kGatherThreads - 1) / kGatherThreads));
+  if (vec)
+    rainfusion::gather_tile<8, T><<<grid, kGatherThreads, 0, stream>>>(src, strides_of(t), dst, map, heads, dim, means);
   else
-    rainfusion::gather_into_tiles<1><<<grid, kCopyThreads, 0, stream>>>(src, strides_of(t), dst, map, heads, dim);
+    rainfusion::gather_tile<1, T><<<grid, kGatherThreads, 0, stream>>>(src, strides_of(t), dst, map, heads, dim, means);
+}
+
+void gather(const TensorView& t, std::uint16_t* dst, const RainTileMap& map, float* means, cudaStream_t stream) {
+  if (t.dtype == DType::kFloat16) gather_typed<__half>(t, dst, map, means, stream);
+  else gather_typed<__nv_bfloat16>(t, dst, map, means, stream);
 }
 
 void scatter(const std::uint16_t* src, const TensorView& out, const RainTileMap& map, cudaStream_t stream) {
@@ -126,19 +137,11 @@ struct ScoreArgs {
   float scale;
 };
 
-constexpr int kMeanThreads = 256;
-
 template <typename T, int kDim>
 void launch_scores(const ScoreArgs& a, cudaStream_t stream) {
   const auto* qp = static_cast<const T*>(a.qp);
   const auto* kp = static_cast<const T*>(a.kp);
-  const int width_q = a.heads_q * kDim, width_k = a.heads_kv * kDim, batch = static_cast<int>(a.batch);
-  rainfusion::video_tile_means<T>
-      <<<dim3(a.video, batch, (width_q + kMeanThreads - 1) / kMeanThreads), kMeanThreads, 0, stream>>>(
-          qp, a.valid, a.count, width_q, a.video, a.mean_q);
-  rainfusion::video_tile_means<T>
-      <<<dim3(a.video, batch, (width_k + kMeanThreads - 1) / kMeanThreads), kMeanThreads, 0, stream>>>(
-          kp, a.valid, a.count, width_k, a.video, a.mean_k);
+  const int batch = static_cast<int>(a.batch);
   const int score_tiles = (a.video + rainfusion::kScoreTile - 1) / rainfusion::kScoreTile;
   rainfusion::block_scores<<<dim3(score_tiles, score_tiles, batch * a.heads_q), dim3(16, 16), 0, stream>>>(
       a.mean_q, a.mean_k, a.scores, a.video, a.heads_q, a.heads_kv, kDim, a.scale);
@@ -266,9 +269,9 @@ Status run_rainfusion_cuda(const AttentionProblem& p, const RainFusionParams& pa
   constexpr int kTableThreads = 256;
   rainfusion::tile_tables<<<blocks_for(std::max(count, samples), kTableThreads), kTableThreads, 0, stream>>>(
       map, static_cast<int>(samples), valid, sample_slots);
-  gather(p.q, qp, map, stream);
-  gather(p.k, kp, map, stream);
-  gather(p.v, vp, map, stream);
+  gather(p.q, qp, map, ws.at<float>(mean_q_at), stream);
+  gather(p.k, kp, map, ws.at<float>(mean_k_at), stream);
+  gather(p.v, vp, map, nullptr, stream);
   DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("RAINFUSION_ATTN's copy into tile order"));
   const ScoreArgs args{qp,
                        kp,
@@ -323,7 +326,8 @@ Status run_rainfusion_cuda(const AttentionProblem& p, const RainFusionParams& pa
     layout.heads = heads_q;
     layout.q_tiles = layout.k_tiles = count;
     layout.tile_rows = plan_out->tiles.valid;
-    DIFFATTN_RETURN_IF_ERROR(read_back_plan(shape, heads_total, patterns, captured, offsets, indices, stream, *plan_out));
+    DIFFATTN_RETURN_IF_ERROR(
+        read_back_plan(shape, heads_total, patterns, captured, offsets, indices, stream, *plan_out));
   }
 
   scatter(op, p.out, map, stream);

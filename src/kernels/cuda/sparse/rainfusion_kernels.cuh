@@ -31,26 +31,54 @@ __device__ __forceinline__ float to_float<__half>(__half v) { return __half2floa
 template <>
 __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-// Row b * padded + slot of the padded buffer (one block each) from the token the map puts at that
-// slot, zeros for padding slots. The 2-byte elements are copied as they are, kVec at a time (8:
-// 16-byte accesses, where the source's rows allow them).
-template <int kVec>
-__global__ void gather_into_tiles(const std::uint16_t* src, Strides st, std::uint16_t* dst, RainTileMap map,
-                                  int heads, int dim) {
-  const std::int64_t row = blockIdx.x, padded = map.padded_length(), b = row / padded;
-  const std::int64_t token = map.token_at(row % padded);
-  const int chunks = heads * dim / kVec;
-  std::uint16_t* out = dst + row * heads * dim;
-  for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
-    const int e0 = c * kVec, h = e0 / dim, e = e0 % dim;
+inline constexpr int kGatherThreads = 128;
+
+// One tile of batch entry b into padded tile order (grid: (B x tiles, column blocks); each thread
+// one run of kVec elements of the rows' H x D, down the tile's kTileTokens slots), zeros for padding
+// slots; the 2-byte elements are copied as they are (kVec = 8: 16-byte accesses, where the source's
+// rows allow them). With `means`, a video tile's mean over its valid rows is written too, [B, video
+// tiles, H x D] in float32, summed row by row in slot order.
+template <int kVec, typename T>
+__global__ void __launch_bounds__(kGatherThreads)
+    gather_tile(const std::uint16_t* src, Strides st, std::uint16_t* dst, RainTileMap map, int heads, int dim,
+                float* means) {
+  static_assert(sizeof(T) == sizeof(std::uint16_t), "16-bit inputs");
+  __shared__ std::int64_t token_of_row[kTileTokens];
+  const std::int64_t tiles = map.tiles(), b = blockIdx.x / tiles, tile = blockIdx.x % tiles;
+  for (int r = threadIdx.x; r < kTileTokens; r += blockDim.x) token_of_row[r] = map.token_at(tile * kTileTokens + r);
+  __syncthreads();
+  const int width = heads * dim, c = blockIdx.y * blockDim.x + threadIdx.x;
+  if (c * kVec >= width) return;
+  const int e0 = c * kVec, h = e0 / dim, e = e0 % dim;
+  const std::uint16_t* from = src + b * st.b + h * st.h + e * st.e;
+  std::uint16_t* to = dst + (b * tiles + tile) * kTileTokens * width + e0;
+  float sum[kVec] = {};
+  for (int r = 0; r < kTileTokens; ++r) {
+    const std::int64_t token = token_of_row[r];
     if constexpr (kVec == 8) {
       uint4 v = make_uint4(0, 0, 0, 0);
-      if (token >= 0) v = *reinterpret_cast<const uint4*>(src + b * st.b + token * st.s + h * st.h + e);
-      reinterpret_cast<uint4*>(out)[c] = v;
+      if (token >= 0) v = *reinterpret_cast<const uint4*>(from + token * st.s);
+      *reinterpret_cast<uint4*>(to + static_cast<std::int64_t>(r) * width) = v;
+      if (means != nullptr && token >= 0) {
+        const T* x = reinterpret_cast<const T*>(&v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) sum[i] += to_float(x[i]);
+      }
     } else {
-      out[e0] = token >= 0 ? src[b * st.b + token * st.s + h * st.h + e * st.e] : std::uint16_t{0};
+      const std::uint16_t v = token >= 0 ? from[token * st.s] : std::uint16_t{0};
+      to[static_cast<std::int64_t>(r) * width] = v;
+      if (means != nullptr && token >= 0) {
+        T x;
+        memcpy(&x, &v, sizeof v);
+        sum[0] += to_float(x);
+      }
     }
   }
+  if (means == nullptr || tile >= map.video_tiles()) return;
+  const float rows = static_cast<float>(map.valid(tile));
+  float* out = means + (b * map.video_tiles() + tile) * width + e0;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) out[i] = sum[i] / rows;
 }
 
 // The reverse for the output: token `token` of batch entry b (one block each, b * tokens + token)
@@ -69,20 +97,6 @@ __global__ void scatter_from_tiles(const std::uint16_t* src, std::uint16_t* dst,
       dst[b * st.b + token * st.s + h * st.h + e * st.e] = in[e0];
     }
   }
-}
-
-// Means over each video tile's valid rows: [B, video tiles, width] from a padded buffer of
-// `count` tiles whose rows are `width` (H x D) wide. Grid: (video tiles, B, width / blockDim).
-template <typename T>
-__global__ void video_tile_means(const T* x, const std::int32_t* valid, std::int64_t count, int width, int video,
-                                 float* means) {
-  const int t = blockIdx.x, b = blockIdx.y, e = blockIdx.z * blockDim.x + threadIdx.x;
-  if (e >= width) return;
-  const int rows = valid[t];
-  const T* src = x + (static_cast<std::int64_t>(b) * count + t) * kTileTokens * width + e;
-  float sum = 0.f;
-  for (int r = 0; r < rows; ++r) sum += to_float(src[static_cast<std::int64_t>(r) * width]);
-  means[(static_cast<std::int64_t>(b) * video + t) * width + e] = sum / static_cast<float>(rows);
 }
 
 inline constexpr int kScoreTile = 64;  // block scores per block: 64 x 64, 4 x 4 per thread
@@ -215,7 +229,8 @@ __global__ void __launch_bounds__(kStatsThreads)
     float2* out = stats + (static_cast<std::int64_t>(bh) * samples + s0 + warp) * video + j;
 #pragma unroll
     for (int q = 0; q < kQueriesPerWarp; ++q)
-      if (warp + q * kWarps < n) write_tile_stats(dots[q], rows, scale, out + static_cast<std::int64_t>(q) * kWarps * video);
+      if (warp + q * kWarps < n)
+        write_tile_stats(dots[q], rows, scale, out + static_cast<std::int64_t>(q) * kWarps * video);
   }
 }
 

@@ -55,7 +55,8 @@ struct SelectGeometry {
       const int row = query % per_frame() / patches_w, col = query % patches_w;
       const auto within = [&](int r) {
         if (r < 0) return 0;
-        return (min(row + r, patches_h - 1) - max(row - r, 0) + 1) * (min(col + r, patches_w - 1) - max(col - r, 0) + 1);
+        const int rows = min(row + r, patches_h - 1) - max(row - r, 0) + 1;
+        return rows * (min(col + r, patches_w - 1) - max(col - r, 0) + 1);
       };
       return (within(d) - within(d - 1)) * (frames - 1);
     }
