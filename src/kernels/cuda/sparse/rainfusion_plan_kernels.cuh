@@ -7,17 +7,20 @@
 // One warp selects one row: a video query tile's video key tiles under one pattern
 // (rain_select_tiles' order: the sink, every candidate nearer than the distance at which the budget
 // runs out, then the candidates at that distance by higher score, lower index first). The score
-// ranking is a radix select over order-preserving 32-bit keys, 8 bits a pass, with a 256-bin
-// histogram per warp in shared memory; the kept tiles come out in ascending order by ballots.
+// ranking is warp_rank_cut's radix select (kernels/cuda/sparse/warp_rank_cut.cuh); the kept tiles
+// come out in ascending order by ballots.
 // Scores that are not numbers rank above every number (NaN inputs give NaN outputs, as dense
 // attention's do); the lists stay full.
 
 #include <cstdint>
 
+#include "kernels/cuda/sparse/warp_rank_cut.cuh"
 #include "kernels/sparse/rainfusion_list_shape.h"
 #include "kernels/sparse/rainfusion_tile_map.h"
 
 namespace diffattn::rainfusion {
+
+using sparse::order_key;
 
 // RainPattern's values (kernels/sparse/rainfusion_mask.h), as the device code reads them.
 inline constexpr int kSpatial = 0, kTemporal = 1, kTextural = 2, kPatternCount = 3;
@@ -64,13 +67,6 @@ struct SelectGeometry {
   }
 };
 
-// Scores as unsigned keys in the same order (-0 with +0; NaN above every number).
-__device__ __forceinline__ unsigned order_key(float v) {
-  unsigned u = __float_as_uint(v);
-  if (u == 0x80000000u) u = 0;
-  return (u & 0x80000000u) != 0 ? ~u : u | 0x80000000u;
-}
-
 // A row's selection: candidates nearer than `boundary` are kept; at it, all of them (take_all) or
 // those whose key is above `threshold` and the first `ties` (by index) whose key equals it.
 struct WarpSelection {
@@ -92,44 +88,11 @@ __device__ __forceinline__ WarpSelection warp_select(const SelectGeometry& g, in
   s.take_all = remaining == g.candidates_at(pattern, query, d);
   if (s.take_all) return s;
 
-  const int lane = threadIdx.x % 32;
-  unsigned prefix = 0, mask = 0;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = lane; b < 256; b += 32) hist[b] = 0;
-    __syncwarp();
-    for (int j = g.sink + lane; j < g.video; j += 32) {
-      if (g.distance(pattern, query, j) != d) continue;
-      const unsigned key = order_key(scores[j]);
-      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
-    }
-    __syncwarp();
-    // Lane l holds bins 255 - 8l down to 248 - 8l: the scan runs from the highest bin down.
-    int counts[8], sum = 0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) sum += counts[i] = static_cast<int>(hist[255 - 8 * lane - i]);
-    int inclusive = sum;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int up = __shfl_up_sync(0xffffffffu, inclusive, o);
-      if (lane >= o) inclusive += up;
-    }
-    const int owner = __ffs(__ballot_sync(0xffffffffu, inclusive >= remaining)) - 1;
-    int bin = 0, above = 0;
-    if (lane == owner) {
-      above = inclusive - sum;
-      int i = 0;
-      while (above + counts[i] < remaining) above += counts[i++];
-      bin = 255 - 8 * lane - i;
-    }
-    bin = __shfl_sync(0xffffffffu, bin, owner);
-    above = __shfl_sync(0xffffffffu, above, owner);
-    remaining -= above;
-    prefix |= static_cast<unsigned>(bin) << shift;
-    mask |= 0xFFu << shift;
-    __syncwarp();  // every lane has read `hist` before the next pass clears it
-  }
-  s.threshold = prefix;
-  s.ties = remaining;
+  const sparse::RankCut cut = sparse::warp_rank_cut(
+      g.video, remaining, [&](int j) { return j >= g.sink && g.distance(pattern, query, j) == d; },
+      [&](int j) { return order_key(scores[j]); }, hist);
+  s.threshold = cut.threshold;
+  s.ties = cut.ties;
   return s;
 }
 

@@ -9,8 +9,11 @@
 #include <cstdint>
 
 #include "kernels/cuda/sparse/vsa_cuda_config.h"
+#include "kernels/cuda/sparse/warp_rank_cut.cuh"
 
 namespace diffattn::vsa {
+
+using sparse::order_key;
 
 struct CoarseParams {
   const float* q_means = nullptr;  // [B, cubes, Hq, D]
@@ -22,38 +25,21 @@ struct CoarseParams {
   float scale = 0.f;
 };
 
-// Float bits as an unsigned key of the same order (larger float, larger key); -0 is +0, as the
-// CPU's comparison has them equal.
-__device__ inline unsigned order_key(float s) {
-  const unsigned u = __float_as_uint(s == 0.f ? 0.f : s);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
 // One warp: the `topk` highest of `scores[0, cubes)`, ties to the lower index, written ascending.
-// The k-th highest key is found bit by bit (the largest threshold that at least topk keys reach),
-// then every key above it is taken with the lowest-index keys equal to it.
-__device__ inline void warp_top_k(const float* scores, int cubes, int topk, std::int32_t* out) {
+// The cut is warp_rank_cut's radix select over the scores' order-preserving keys, in `hist` (the
+// warp's 256 words of shared memory); then every key above it is taken with the lowest-index keys
+// equal to it.
+__device__ inline void warp_top_k(const float* scores, int cubes, int topk, std::int32_t* out,
+                                  unsigned* hist) {
   const unsigned lane = threadIdx.x % 32, below = (1u << lane) - 1u;
   if (topk == cubes) {
     for (int j = lane; j < cubes; j += 32) out[j] = j;
     return;
   }
-  unsigned threshold = 0;
-  for (int bit = 31; bit >= 0; --bit) {
-    const unsigned candidate = threshold | (1u << bit);
-    int reaching = 0;
-    for (int j0 = 0; j0 < cubes; j0 += 32) {
-      const int j = j0 + static_cast<int>(lane);
-      reaching += __popc(__ballot_sync(~0u, j < cubes && order_key(scores[j]) >= candidate));
-    }
-    if (reaching >= topk) threshold = candidate;
-  }
-  int above = 0;
-  for (int j0 = 0; j0 < cubes; j0 += 32) {
-    const int j = j0 + static_cast<int>(lane);
-    above += __popc(__ballot_sync(~0u, j < cubes && order_key(scores[j]) > threshold));
-  }
-  const int ties = topk - above;
+  const sparse::RankCut cut = sparse::warp_rank_cut(
+      cubes, topk, [](int) { return true; }, [&](int j) { return order_key(scores[j]); }, hist);
+  const unsigned threshold = cut.threshold;
+  const int ties = cut.ties;
   int written = 0, tied = 0;
   for (int j0 = 0; j0 < cubes && written < topk; j0 += 32) {
     const int j = j0 + static_cast<int>(lane);
@@ -132,12 +118,15 @@ __global__ void coarse_top_k_kernel(CoarseParams p) {
   __syncthreads();
 
   // Each warp's query cubes: top-k from the scores, then the scores become softmax numerators.
+  // The key tile is free until the value tiles are staged: it holds the warps' histograms.
+  static_assert(kCoarseKeyTile * (kDim + 4) >= kCoarseWarps * 256, "the key tile holds every warp's histogram");
+  unsigned* hist = reinterpret_cast<unsigned*>(tile) + warp * 256;
   for (int qi = 0; qi < kPerWarp; ++qi) {
     const int q = warp * kPerWarp + qi, c = c0 + q;
     if (c >= p.cubes) break;
     float* row = scores + static_cast<std::int64_t>(q) * p.cubes;
     const std::int64_t r = (b * p.heads_q + h) * p.cubes + c;
-    warp_top_k(row, p.cubes, p.topk, p.indices + r * p.topk);
+    warp_top_k(row, p.cubes, p.topk, p.indices + r * p.topk, hist);
     if (p.coarse_out == nullptr) continue;
     __syncwarp();
     float m = -INFINITY;
