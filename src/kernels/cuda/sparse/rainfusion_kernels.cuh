@@ -11,13 +11,12 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/dense/mma_utils.cuh"
 #include "kernels/sparse/rainfusion_tile_map.h"
 
 namespace diffattn::rainfusion {
 
 inline constexpr int kTileTokens = static_cast<int>(kRainTileTokens);
-inline constexpr int kKeysPerLane = kTileTokens / 32;  // a warp scores a key tile, each lane every 32nd key
-static_assert(kTileTokens % 32 == 0, "sampled_tile_stats spreads a key tile over a warp's lanes");
 
 // Element strides of a [B, S, H, D] view.
 struct Strides {
@@ -146,8 +145,8 @@ __global__ void __launch_bounds__(256) block_scores(const float* mean_q, const f
 
 inline constexpr int kStatsThreads = 256;
 inline constexpr int kWarps = kStatsThreads / 32;
-inline constexpr int kQueriesPerWarp = 4;
-inline constexpr int kSampleChunk = kQueriesPerWarp * kWarps;  // sampled queries in shared memory at a time
+inline constexpr int kSampleChunk = 32;  // sampled queries at a time: two 16-row MMA tiles
+static_assert(kTileTokens == kWarps * 16, "each warp scores 16 keys of the tile");
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -158,79 +157,119 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// One query's stats over a key tile whose lanes hold the dot products of keys lane + 32 i.
-__device__ __forceinline__ void write_tile_stats(const float (&dots)[kKeysPerLane], int rows, float scale,
-                                                 float2* out) {
-  const int lane = threadIdx.x % 32;
-  float logits[kKeysPerLane];
-  float m = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kKeysPerLane; ++i) {
-    logits[i] = lane + 32 * i < rows ? dots[i] * scale : -INFINITY;
-    m = fmaxf(m, logits[i]);
-  }
-  m = warp_max(m);
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < kKeysPerLane; ++i) sum += lane + 32 * i < rows ? expf(logits[i] - m) : 0.f;
-  sum = warp_sum(sum);
-  if (lane == 0) *out = make_float2(m, sum);
+// Reduces over the four lanes of a quad (lanes 4g .. 4g + 3), which hold one row of an MMA tile.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 // For each sampled query s of head bh and video key tile j: the largest of its scores against the
 // tile's valid keys, and the sum of their exponentials relative to it, at
-// stats[(bh * samples + s) * video + j]. Grid: (video tiles, B x Hq); each lane scores keys
-// lane + 32 i.
+// stats[(bh * samples + s) * video + j]. Grid: (video tiles, B x Hq). The scores are one small
+// product on the tensor cores (mma.sync m16n8k16, fp32 accumulation): 32 sampled queries at a
+// time against the tile's 128 keys, warp w taking keys 16w .. 16w + 15; the rows' maxima and sums
+// are then reduced over the quads and the warps through shared memory.
 template <typename T, int kDim>
 __global__ void __launch_bounds__(kStatsThreads)
     sampled_tile_stats(const T* qp, const T* kp, const std::int32_t* sample_slots, int samples,
                        const std::int32_t* valid, std::int64_t count, int video, int heads_q, int heads_kv,
                        float scale, float2* stats) {
-  // Keys and queries stay in the inputs' precision (exact: they are the inputs' values), so that a
-  // key tile and a chunk of queries fit in static shared memory; key rows of kDim + 2 elements (an
-  // odd number of words) keep the lanes' reads on distinct banks.
-  __shared__ T keys[kTileTokens][kDim + 2];
-  __shared__ T queries[kSampleChunk][kDim];
+  // Rows of kDim + 8 elements: 16-byte aligned, and a quad's fragment reads from eight rows fall
+  // on distinct banks.
+  constexpr int kRow = kDim + 8, kVecs = kDim / 8;
+  __shared__ alignas(16) T keys[kTileTokens][kRow];
+  __shared__ alignas(16) T queries[kSampleChunk][kRow];
+  __shared__ float part_max[kWarps][kSampleChunk], part_sum[kWarps][kSampleChunk];
   const int j = blockIdx.x, bh = blockIdx.y, b = bh / heads_q, h = bh % heads_q, hk = h / (heads_q / heads_kv);
-  const int rows = valid[j], warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int rows = valid[j], warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const std::int64_t padded = count * kTileTokens;
   const T* tile = kp + ((b * padded + static_cast<std::int64_t>(j) * kTileTokens) * heads_kv + hk) * kDim;
-  for (int i = threadIdx.x; i < kTileTokens * kDim; i += kStatsThreads) {  // padding rows are zero
-    const int r = i / kDim, e = i % kDim;
-    keys[r][e] = tile[static_cast<std::int64_t>(r) * heads_kv * kDim + e];
+  for (int i = threadIdx.x; i < kTileTokens * kVecs; i += kStatsThreads) {  // padding rows are zero
+    const int r = i / kVecs, v = i % kVecs;
+    *reinterpret_cast<uint4*>(&keys[r][v * 8]) =
+        *reinterpret_cast<const uint4*>(tile + static_cast<std::int64_t>(r) * heads_kv * kDim + v * 8);
   }
+  const auto word = [](const T* at) { return *reinterpret_cast<const std::uint32_t*>(at); };
   for (int s0 = 0; s0 < samples; s0 += kSampleChunk) {
     const int n = min(kSampleChunk, samples - s0);
-    __syncthreads();  // the keys are in, and the previous chunk's queries are read
-    for (int i = threadIdx.x; i < n * kDim; i += kStatsThreads) {
-      const int s = i / kDim, e = i % kDim;
-      queries[s][e] = qp[((b * padded + sample_slots[s0 + s]) * heads_q + h) * kDim + e];
+    __syncthreads();  // the keys are in, and the previous chunk's queries and partials are read
+    for (int i = threadIdx.x; i < kSampleChunk * kVecs; i += kStatsThreads) {
+      const int s = i / kVecs, v = i % kVecs;
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (s < n)
+        x = *reinterpret_cast<const uint4*>(qp + ((b * padded + sample_slots[s0 + s]) * heads_q + h) * kDim + v * 8);
+      *reinterpret_cast<uint4*>(&queries[s][v * 8]) = x;
     }
     __syncthreads();
-    // Warp w scores queries w, w + 8, w + 16 and w + 24 of the chunk together: each key read
-    // serves all four (a query past the chunk repeats its last one, unwritten).
-    if (warp >= n) continue;
-    int query[kQueriesPerWarp];
+    float acc[2][2][4] = {};  // [query tile][key tile of 8][fragment]
 #pragma unroll
-    for (int q = 0; q < kQueriesPerWarp; ++q) query[q] = min(warp + q * kWarps, n - 1);
-    float dots[kQueriesPerWarp][kKeysPerLane] = {};
-#pragma unroll 4
-    for (int e = 0; e < kDim; ++e) {
-      float k[kKeysPerLane];
+    for (int k0 = 0; k0 < kDim; k0 += 16) {
+      std::uint32_t a[2][4];
 #pragma unroll
-      for (int i = 0; i < kKeysPerLane; ++i) k[i] = to_float(keys[lane + 32 * i][e]);
+      for (int mt = 0; mt < 2; ++mt) {
+        const T* q = &queries[mt * 16 + g][k0 + 2 * c];
+        a[mt][0] = word(q);
+        a[mt][1] = word(q + 8 * kRow);
+        a[mt][2] = word(q + 8);
+        a[mt][3] = word(q + 8 * kRow + 8);
+      }
 #pragma unroll
-      for (int q = 0; q < kQueriesPerWarp; ++q) {
-        const float x = to_float(queries[query[q]][e]);
+      for (int nt = 0; nt < 2; ++nt) {
+        const T* k = &keys[warp * 16 + nt * 8 + g][k0 + 2 * c];
+        const std::uint32_t b0 = word(k), b1 = word(k + 8);
 #pragma unroll
-        for (int i = 0; i < kKeysPerLane; ++i) dots[q][i] = fmaf(x, k[i], dots[q][i]);
+        for (int mt = 0; mt < 2; ++mt) cuda::MmaOp<T>::run(acc[mt][nt], a[mt], b0, b1);
       }
     }
-    float2* out = stats + (static_cast<std::int64_t>(bh) * samples + s0 + warp) * video + j;
+    // Fragment e of acc[mt][nt]: query row mt * 16 + g + 8 (e / 2), key warp * 16 + nt * 8 + 2c + e % 2.
 #pragma unroll
-    for (int q = 0; q < kQueriesPerWarp; ++q)
-      if (warp + q * kWarps < n)
-        write_tile_stats(dots[q], rows, scale, out + static_cast<std::int64_t>(q) * kWarps * video);
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float m = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = warp * 16 + nt * 8 + 2 * c + e;
+            float& logit = acc[mt][nt][half * 2 + e];
+            logit = key < rows ? logit * scale : -INFINITY;
+            m = fmaxf(m, logit);
+          }
+        m = quad_max(m);
+        if (c == 0) part_max[warp][mt * 16 + g + 8 * half] = m;
+      }
+    __syncthreads();
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = mt * 16 + g + 8 * half;
+        float m = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) m = fmaxf(m, part_max[w][row]);
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float logit = acc[mt][nt][half * 2 + e];
+            sum += logit == -INFINITY ? 0.f : expf(logit - m);
+          }
+        sum = quad_sum(sum);
+        if (c == 0) part_sum[warp][row] = sum;
+      }
+    __syncthreads();
+    if (threadIdx.x < n) {
+      const int row = threadIdx.x;
+      float m = -INFINITY, sum = 0.f;
+      for (int w = 0; w < kWarps; ++w) m = fmaxf(m, part_max[w][row]), sum += part_sum[w][row];
+      stats[(static_cast<std::int64_t>(bh) * samples + s0 + row) * video + j] = make_float2(m, sum);
+    }
   }
 }
 
