@@ -97,13 +97,25 @@ TEST(RainfusionTiles, FramePatchesComeFirstThenTheTextInTilesOf128) {
   std::set<std::int64_t> seen(t.slot.begin(), t.slot.end());
   EXPECT_EQ(seen.size(), t.slot.size());
   for (std::int64_t s : t.slot) EXPECT_LT(s % 128, t.valid[s / 128]);
-  // The map the CUDA kernels evaluate in place: every slot holds its token, or -1 where it pads.
-  const RainTileMap map = rain_tile_map(g);
-  std::vector<std::int64_t> token_of_slot(static_cast<std::size_t>(map.padded_length()), -1);
-  for (std::size_t token = 0; token < t.slot.size(); ++token)
-    token_of_slot[static_cast<std::size_t>(t.slot[token])] = static_cast<std::int64_t>(token);
-  for (std::int64_t slot = 0; slot < map.padded_length(); ++slot)
-    EXPECT_EQ(map.token_at(slot), token_of_slot[static_cast<std::size_t>(slot)]) << "slot " << slot;
+  // The map the CUDA kernels evaluate in place: every slot holds its token, or -1 where it pads;
+  // here and on the frames under a patch's height or width below.
+  const auto expect_map_inverts_slots = [](const VideoGeometry& geometry) {
+    const RainTiles tiles = tile_sequence_for_rainfusion(geometry);
+    const RainTileMap map = rain_tile_map(geometry);
+    std::vector<std::int64_t> token_of_slot(static_cast<std::size_t>(map.padded_length()), -1);
+    for (std::size_t token = 0; token < tiles.slot.size(); ++token)
+      token_of_slot[static_cast<std::size_t>(tiles.slot[token])] = static_cast<std::int64_t>(token);
+    for (std::int64_t slot = 0; slot < map.padded_length(); ++slot)
+      EXPECT_EQ(map.token_at(slot), token_of_slot[static_cast<std::size_t>(slot)])
+          << geometry.frames << "x" << geometry.height << "x" << geometry.width << " slot " << slot;
+  };
+  expect_map_inverts_slots(g);
+  VideoGeometry low_text{2, 4, 80};
+  low_text.text_before = 130;
+  expect_map_inverts_slots(low_text);
+  VideoGeometry narrow_text{2, 20, 10};
+  narrow_text.text_after = 3;
+  expect_map_inverts_slots(narrow_text);
   const RainTiles low = tile_sequence_for_rainfusion({2, 4, 80});  // under 8 rows: patches 4 x 32
   EXPECT_EQ(low.patch_h, 4);
   EXPECT_EQ(low.patch_w, 32);
