@@ -77,7 +77,7 @@ std::vector<std::int32_t> listed(const BlockSparseLayout& layout, std::int64_t r
 static_assert(kRainTileTokens == 128, "the tilings below are written out for 128-token tiles");
 
 TEST(RainfusionTiles, FramePatchesComeFirstThenTheTextInTilesOf128) {
-  VideoGeometry g{3, 10, 20};  // patches of 8 x 16, partial in both directions
+  VideoGeometry g{3, 13, 28};  // patches of 8 x 16, partial in both directions
   g.text_before = 5, g.text_after = 150;
   const RainTiles t = tile_sequence_for_rainfusion(g);
   EXPECT_EQ(t.patch_h, 8);
@@ -86,14 +86,14 @@ TEST(RainfusionTiles, FramePatchesComeFirstThenTheTextInTilesOf128) {
   EXPECT_EQ(t.patches_w, 2);
   EXPECT_EQ(t.video_tiles, 12);
   EXPECT_EQ(t.text_tiles, 2);
-  EXPECT_THAT(t.valid, ElementsAre(128, 32, 32, 8, 128, 32, 32, 8, 128, 32, 32, 8, 128, 27));
-  EXPECT_EQ(t.slot[0], 12 * 128);                    // the first text token opens the first text tile
-  EXPECT_EQ(t.slot[5], 0);                           // the video's first token
-  EXPECT_EQ(t.slot[5 + 16], 128);                    // column 16 opens the four-column patch
-  EXPECT_EQ(t.slot[5 + 20 + 16], 128 + 4);           // its next row
-  EXPECT_EQ(t.slot[5 + 20 * 8], 2 * 128);            // row 8 opens the one-row patch
-  EXPECT_EQ(t.slot[5 + 200], 4 * 128);               // frame 1
-  EXPECT_EQ(t.slot[5 + 600 + 149], 13 * 128 + 26);   // the last text token
+  EXPECT_THAT(t.valid, ElementsAre(128, 96, 80, 60, 128, 96, 80, 60, 128, 96, 80, 60, 128, 27));
+  EXPECT_EQ(t.slot[0], 12 * 128);                     // the first text token opens the first text tile
+  EXPECT_EQ(t.slot[5], 0);                            // the video's first token
+  EXPECT_EQ(t.slot[5 + 16], 128);                     // column 16 opens the twelve-column patch
+  EXPECT_EQ(t.slot[5 + 28 + 16], 128 + 12);           // its next row
+  EXPECT_EQ(t.slot[5 + 28 * 8], 2 * 128);             // row 8 opens the five-row patch
+  EXPECT_EQ(t.slot[5 + 364], 4 * 128);                // frame 1
+  EXPECT_EQ(t.slot[5 + 3 * 364 + 149], 13 * 128 + 26);  // the last text token
   std::set<std::int64_t> seen(t.slot.begin(), t.slot.end());
   EXPECT_EQ(seen.size(), t.slot.size());
   for (std::int64_t s : t.slot) EXPECT_LT(s % 128, t.valid[s / 128]);
@@ -124,6 +124,34 @@ TEST(RainfusionTiles, FramePatchesComeFirstThenTheTextInTilesOf128) {
   EXPECT_EQ(narrow.patch_h, 12);
   EXPECT_EQ(narrow.patch_w, 10);
   EXPECT_THAT(narrow.valid, ElementsAre(120, 80, 120, 80));
+}
+
+// Every patch is a padded tile that the fine pass computes whole, so a frame gets the shape that
+// cuts it into the fewest; 8 x 16 among equals.
+TEST(RainfusionTiles, PatchShapeCutsEachFrameIntoTheFewestTiles) {
+  struct Frame {
+    std::int64_t height, width, patch_h, patch_w, patches;
+  };
+  const Frame frames[] = {
+      {45, 80, 8, 16, 30},   // Wan2.1 720p: 8 x 16 is as few as any (the last patch row of 5)
+      {30, 52, 15, 8, 14},   // Wan2.1 480p: 14 patches of 15 x 8 instead of 16 of 8 x 16
+      {60, 104, 6, 21, 50},  // 50 instead of 56
+      {16, 32, 8, 16, 4},    // whole 8 x 16 patches
+      {10, 20, 6, 20, 2},    // two patches instead of four
+      {13, 28, 8, 16, 4},    // four patches either way: 8 x 16
+  };
+  for (const Frame& f : frames) {
+    const RainTiles t = tile_sequence_for_rainfusion({2, f.height, f.width});
+    EXPECT_EQ(t.patch_h, f.patch_h) << f.height << " x " << f.width;
+    EXPECT_EQ(t.patch_w, f.patch_w) << f.height << " x " << f.width;
+    EXPECT_EQ(t.patches_per_frame(), f.patches) << f.height << " x " << f.width;
+    // No shape the rule admits gives fewer patches.
+    for (std::int64_t rows = 4; rows <= std::min<std::int64_t>(32, f.height); ++rows) {
+      const std::int64_t cols = std::min<std::int64_t>(f.width, 128 / rows);
+      if (cols < 4 || rows > 4 * cols || cols > 4 * rows) continue;
+      EXPECT_GE(((f.height + rows - 1) / rows) * ((f.width + cols - 1) / cols), f.patches) << rows << " x " << cols;
+    }
+  }
 }
 
 TEST(RainfusionMask, EachPatternFillsTheBudgetInItsOrderAfterTheSink) {
@@ -212,7 +240,7 @@ TEST(RainfusionCpu, DensityFollowsTheTargetAndTextIsKeptDense) {
 TEST(RainfusionCpu, TheSparsePassIsTheOracleOverTheListedTiles) {
   std::uint64_t seed = 0;
   std::mt19937_64 rng = fresh_rng(seed);
-  VideoGeometry joint{3, 9, 20};  // 2 x 2 patches a frame, partial in both directions
+  VideoGeometry joint{2, 13, 28};  // 2 x 2 patches of 8 x 16 a frame, partial in both directions
   joint.text_after = 37;
   VideoGeometry prefix{3, 16, 12};  // patches of 10 x 12, the second of 6 rows
   prefix.text_before = 150;

@@ -56,9 +56,10 @@ VideoGeometry geometry(std::int64_t frames, std::int64_t height, std::int64_t wi
   return g;
 }
 
-// Several 128-token tiles a frame with partial patches at the far edges, text after, before or on
-// both sides of the video (over two tiles where it is long), frames under 8 tokens high (patches
-// 5 x 25) and under 16 wide (patches 10 x 12, the last of 8 rows).
+// Several 128-token tiles a frame with partial patches at the far edges (patches of 6 x 20 and
+// 6 x 21, the fewest for those frames), text after, before or on both sides of the video (over two
+// tiles where it is long), frames under 8 tokens high (patches 5 x 25) and under 16 wide (patches
+// 10 x 12, the last of 8 rows).
 const VideoGeometry kGeometries[] = {geometry(3, 10, 20, 0, 150), geometry(4, 12, 40, 37, 0),
                                      geometry(4, 5, 60, 20, 150), geometry(5, 28, 12, 0, 0)};
 

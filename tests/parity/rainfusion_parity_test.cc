@@ -22,7 +22,7 @@ std::vector<testing::ParityCase> rainfusion_cases() {
   for (const testing::ParityCase& c : testing::parity_cases())
     if (c.video) cases.push_back(c);
   testing::ParityCase patches = cases.front();
-  patches.video = VideoGeometry{3, 12, 20};  // 2 x 2 patches of up to 8 x 16 a frame, partial in both directions
+  patches.video = VideoGeometry{3, 13, 28};  // 2 x 2 patches of up to 8 x 16 a frame, partial in both directions
   patches.seq_q = patches.seq_kv = patches.video->sequence_length();
   testing::ParityCase joint = cases.front();
   joint.video->text_after = 150;  // [video; text]

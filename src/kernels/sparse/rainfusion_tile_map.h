@@ -10,9 +10,9 @@
 
 namespace diffattn {
 
-// 128 tokens, patches of 8 rows x 16 columns: the CUDA fine pass runs the block-sparse Hopper
-// kernel's 128 x 128 tiling (near dense FLASH_ATTN's rate, twice its 64 x 64 tiling's;
-// docs/backends/sparse.md).
+// 128 tokens, patches of 8 rows x 16 columns where that cuts a frame into as few tiles as any shape
+// does: the CUDA fine pass runs the block-sparse Hopper kernel's 128 x 128 tiling (near dense
+// FLASH_ATTN's rate, twice its 64 x 64 tiling's; docs/backends/sparse.md).
 inline constexpr std::int64_t kRainTileTokens = 128;
 inline constexpr std::int64_t kRainPatchRows = 8;
 inline constexpr std::int64_t kRainPatchCols = kRainTileTokens / kRainPatchRows;
@@ -27,7 +27,8 @@ struct RainTileMap {
   std::int64_t patches_h = 0, patches_w = 0;  // patches per frame along height and width
 
   // The map of a sequence with positive video extents and non-negative text counts. A frame under
-  // a patch's extent on one side gets patches as long as a tile allows on the other.
+  // a patch's extent on one side gets patches as long as a tile allows on the other; any other
+  // frame gets the patch shape that cuts it into the fewest tiles (rain_patch_shape).
   DIFFATTN_HOST_DEVICE static constexpr RainTileMap of(std::int64_t frames, std::int64_t height, std::int64_t width,
                                                        std::int64_t text_before, std::int64_t text_after) {
     RainTileMap m;
@@ -39,8 +40,7 @@ struct RainTileMap {
       m.patch_w = width;
       m.patch_h = height < kRainTileTokens / width ? height : kRainTileTokens / width;
     } else {
-      m.patch_h = kRainPatchRows;
-      m.patch_w = kRainPatchCols;
+      choose_patch_shape(height, width, m.patch_h, m.patch_w);
     }
     m.patches_h = (height + m.patch_h - 1) / m.patch_h;
     m.patches_w = (width + m.patch_w - 1) / m.patch_w;
@@ -104,6 +104,27 @@ struct RainTileMap {
   // The sampled video query s of `samples` (samples <= video tokens): evenly spread over the video.
   DIFFATTN_HOST_DEVICE constexpr std::int64_t sampled_token(std::int64_t s, std::int64_t samples) const {
     return text_before + (2 * s + 1) * video_tokens() / (2 * samples);
+  }
+
+  // The patch shape of a frame at least kRainPatchRows x kRainPatchCols tokens: of the shapes of at
+  // most kRainTileTokens tokens, 4 to 32 rows high and at most 4 times longer one way than the
+  // other, the one that cuts the frame into the fewest patches, since every patch is a padded tile
+  // that the fine pass computes whole (a 30 x 52 frame: 14 patches of 15 x 8 instead of 16 of
+  // 8 x 16); among equals the one nearest 8 x 16 (|rows - 8| + |columns - 16|), then the lower.
+  DIFFATTN_HOST_DEVICE static constexpr void choose_patch_shape(std::int64_t height, std::int64_t width,
+                                                                std::int64_t& patch_h, std::int64_t& patch_w) {
+    std::int64_t best_count = -1, best_distance = 0;
+    for (std::int64_t rows = 4; rows <= 32 && rows <= height; ++rows) {
+      const std::int64_t cols = width < kRainTileTokens / rows ? width : kRainTileTokens / rows;
+      if (cols < 4 || rows > 4 * cols || cols > 4 * rows) continue;
+      const std::int64_t count = ((height + rows - 1) / rows) * ((width + cols - 1) / cols);
+      const std::int64_t distance = (rows > kRainPatchRows ? rows - kRainPatchRows : kRainPatchRows - rows) +
+                                    (cols > kRainPatchCols ? cols - kRainPatchCols : kRainPatchCols - cols);
+      if (best_count < 0 || count < best_count || (count == best_count && distance < best_distance)) {
+        best_count = count, best_distance = distance;
+        patch_h = rows, patch_w = cols;
+      }
+    }
   }
 
  private:
