@@ -12,7 +12,10 @@
 //     bench/gpu_sparse_bench.cu src/kernels/cuda/flash/flash_hopper.cu src/kernels/cuda/flash/flash_hopper_sparse.cu \
 //     -o build/dev/gpu_sparse_bench -lcuda
 //   gpu_sparse_bench [--work a,b] [--densities 1,0.5,0.25,0.125] [--rounds 5] [--dump DIR] [--csv FILE]
-//                        [--check-only] [--fp16] [--small] [--tile-rows]
+//                        [--check-only] [--fp16] [--small] [--tile-rows] [--ampere]
+//
+// --ampere: the mma.sync walk (the block-sparse kernel of sm_80..sm_89) against FLASH_ATTN's dense
+// mma.sync kernel instead of the Hopper pair; on a Hopper GPU both run from their compute_80 code.
 //
 // --small: the 64 x 64 tiling (per-group lists); --tile-rows (square tiles, self-attention): every
 // fifth tile gets a random count of valid rows, and keys past it must never be attended; --share F:
@@ -37,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/dense/sdpa_launch.h"
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_hopper.h"
 
@@ -204,6 +208,31 @@ static HopperArgs make_args(const Work& w, const Bufs& b, bool bf16, int sm_coun
   return a;
 }
 
+// The same problem for the mma.sync kernels.
+static diffattn::cuda::SdpaParams make_sdpa_params(const Work& w, const Bufs& b, bool bf16) {
+  diffattn::cuda::SdpaParams p;
+  p.dtype = bf16 ? diffattn::DType::kBFloat16 : diffattn::DType::kFloat16;
+  p.q = b.q;
+  p.k = b.k;
+  p.v = b.v;
+  p.out = b.out;
+  p.lse = b.lse;
+  p.q_batch_stride = p.o_batch_stride = (long long)w.Sq * w.H * w.D;
+  p.k_batch_stride = p.v_batch_stride = (long long)w.Skv * w.H * w.D;
+  p.q_row_stride = p.k_row_stride = p.v_row_stride = p.o_row_stride = (long long)w.H * w.D;
+  p.q_head_stride = p.k_head_stride = p.v_head_stride = p.o_head_stride = w.D;
+  p.lse_batch_stride = (long long)w.H * w.Sq;
+  p.lse_head_stride = w.Sq;
+  p.batch = w.B;
+  p.heads_q = p.heads_kv = w.H;
+  p.seqlen_q = w.Sq;
+  p.seqlen_kv = w.Skv;
+  p.head_dim = p.head_dim_v = w.D;
+  p.scale = 1.0f / std::sqrt((float)w.D);
+  p.scale_log2 = p.scale * 1.4426950408889634f;
+  return p;
+}
+
 // Max over sampled rows of max |out - ref| / max |ref| (float64 reference over the listed keys),
 // and the LSE's largest absolute error. Rows with an empty list must be zeros with LSE -inf.
 struct Check {
@@ -280,6 +309,11 @@ static Check check(const Work& w, const Bufs& b, const Layout& L, int q_tile, in
   return c;
 }
 
+// bf16 / fp16, "s" for the 64 x 64 tiling, "a" for the mma.sync pair.
+static std::string dtype_label(bool bf16, bool small, bool ampere) {
+  return std::string(bf16 ? "bf16" : "fp16") + (small ? "s" : "") + (ampere ? "a" : "");
+}
+
 static std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -296,7 +330,7 @@ int main(int argc, char** argv) {
   std::string workloads_file = "bench/workloads.csv";
 #endif
   int rounds = 5;
-  bool check_only = false, bf16 = true, small = false, tile_rows = false;
+  bool check_only = false, bf16 = true, small = false, tile_rows = false, ampere = false;
   double share = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -311,6 +345,7 @@ int main(int argc, char** argv) {
     else if (a == "--fp16") bf16 = false;
     else if (a == "--small") small = true;
     else if (a == "--tile-rows") tile_rows = true;
+    else if (a == "--ampere") ampere = true;
     else if (a == "--share") share = std::stod(next());
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -358,6 +393,7 @@ int main(int argc, char** argv) {
     fill_random<<<1024, 256>>>(b.v, nk, 3, bf16);
     CK(cudaDeviceSynchronize());
     const HopperArgs dense_args = make_args(w, b, bf16, sm_count);
+    const diffattn::cuda::SdpaParams dense_sdpa = make_sdpa_params(w, b, bf16);
     const double dense_flops = 4.0 * w.D * (double)w.B * w.H * w.Sq * w.Skv;
     for (double density : densities) {
       Layout L = random_layout(w, tile.block_m, tile.block_n, density, rng, share);
@@ -390,11 +426,23 @@ int main(int argc, char** argv) {
       sparse_args.params.bs_offsets = b.offsets;
       sparse_args.params.bs_indices = b.indices;
       sparse_args.params.bs_tile_rows = rows_dev;
+      diffattn::cuda::SdpaParams sparse_sdpa = dense_sdpa;
+      sparse_sdpa.bs_offsets = b.offsets;
+      sparse_sdpa.bs_indices = b.indices;
+      sparse_sdpa.bs_tile_rows = rows_dev;
+      // One call of each kernel of the pair; the message of a refusal, else empty.
+      const auto run_sparse = [&]() -> std::string {
+        if (ampere) return diffattn::cuda::launch_sdpa_mma_block_sparse(sparse_sdpa, tile.block_m, stream).message();
+        return launch_flash_hopper_block_sparse(sparse_args, small, stream).message;
+      };
+      const auto run_dense = [&]() -> std::string {
+        if (ampere) return diffattn::cuda::launch_sdpa_mma(dense_sdpa, stream).message();
+        return launch_flash_hopper(dense_args, stream).message;
+      };
       // Poison the output so that rows the kernel leaves out show.
       CK(cudaMemset(b.out, 0xFF, nq * 2));
-      LaunchStatus st = launch_flash_hopper_block_sparse(sparse_args, small, stream);
-      if (!st.ok()) {
-        std::printf("%s: launch refused: %s\n", w.name.c_str(), st.message.c_str());
+      if (const std::string refused = run_sparse(); !refused.empty()) {
+        std::printf("%s: launch refused: %s\n", w.name.c_str(), refused.c_str());
         return 1;
       }
       CK(cudaStreamSynchronize(stream));
@@ -405,14 +453,14 @@ int main(int argc, char** argv) {
         std::vector<double> ts, td;
         for (int r = 0; r < rounds + 1; ++r) {  // the first round warms up
           CK(cudaEventRecord(e0, stream));
-          launch_flash_hopper(dense_args, stream);
+          run_dense();
           CK(cudaEventRecord(e1, stream));
           CK(cudaEventSynchronize(e1));
           float t = 0;
           CK(cudaEventElapsedTime(&t, e0, e1));
           if (r > 0) td.push_back(t);
           CK(cudaEventRecord(e0, stream));
-          launch_flash_hopper_block_sparse(sparse_args, small, stream);
+          run_sparse();
           CK(cudaEventRecord(e1, stream));
           CK(cudaEventSynchronize(e1));
           CK(cudaEventElapsedTime(&t, e0, e1));
@@ -426,11 +474,11 @@ int main(int argc, char** argv) {
       const double flops = layout_flops(w, L, tile.block_m, tile.block_n);
       const double tf = check_only ? 0 : flops / ms / 1e9, dtf = check_only ? 0 : dense_flops / dense_ms / 1e9;
       std::printf("%-28s %-5s %8.3f %8.4f %10.3f %10.1f %10.3f %8.1f %8.3f %9.2f %9.2e %s\n", w.name.c_str(),
-                  bf16 ? (small ? "bf16s" : "bf16") : (small ? "fp16s" : "fp16"), density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
+                  dtype_label(bf16, small, ampere).c_str(), density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
                   ms > 0 ? dense_ms / ms : 0.0, c.out_err, c.ok ? "ok" : "FAIL");
       if (csv)
         std::fprintf(csv, "%s,%s,%g,%.5f,%.4f,%.1f,%.4f,%.1f,%.4f,%.3f,%.3e,%.3e,%d\n", w.name.c_str(),
-                     bf16 ? (small ? "bf16s" : "bf16") : (small ? "fp16s" : "fp16"), density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
+                     dtype_label(bf16, small, ampere).c_str(), density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
                      ms > 0 ? dense_ms / ms : 0.0, c.out_err, c.lse_err, c.ok ? 1 : 0);
       CK(cudaFree(b.offsets));
       CK(cudaFree(b.indices));

@@ -46,6 +46,25 @@ if [ ! -x $sd ]; then
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 small=tiny-hd128,ragged-hd128,cross-hd128,ragged-hd64,square-4k-hd128,square-4k-hd64
+# AMPERE=1: the mma.sync walk (the block-sparse kernel of sm_80..sm_89, run here from its compute_80
+# code) against FLASH_ATTN's dense mma.sync kernel: checks, memcheck, timings; then stop.
+if [ "${AMPERE:-0}" = 1 ]; then
+  echo "== the mma.sync walk: checks (both tilings, bf16 and fp16, tile rows)"
+  for flags in "" "--fp16" "--tile-rows" "--small" "--small --fp16 --tile-rows"; do
+    timeout 120 $sd --ampere $flags --workloads-file bench/sparse_check_workloads.csv --work $small \
+      --densities 1,0.5,0.125,0.01 --check-only 2>&1 | tee -a "$OUT/ampere-check.log" | grep -E "FAIL|refused|correctness"
+  done
+  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $sd --ampere --workloads-file \
+    bench/sparse_check_workloads.csv --work tiny-hd128,ragged-hd64 --densities 1,0.3 --check-only --small --tile-rows \
+    > "$OUT/ampere-memcheck.log" 2>&1
+  echo "memcheck exit $? ($(grep -E 'ERROR SUMMARY' "$OUT/ampere-memcheck.log" | tr '\n' ' '))"
+  echo "== the mma.sync walk: timings against the dense mma.sync kernel"
+  for flags in "" "--small"; do
+    timeout 250 $sd --ampere $flags --work ${WORK:-wan2.1-14b-480p-self,square-16k-hd64} \
+      --densities 1,0.5,0.25,0.125 --rounds ${ROUNDS:-3} --csv "$OUT/ampere-sparse${flags:+-64}.csv" 2>&1
+  done | tee "$OUT/ampere-time.log"
+  exit 0
+fi
 echo "== checks (bf16, fp16)"
 timeout 120 $sd --workloads-file bench/sparse_check_workloads.csv --work $small --densities 1,0.5,0.125,0.01 --check-only 2>&1 | tee "$OUT/check.log"
 timeout 120 $sd --workloads-file bench/sparse_check_workloads.csv --work $small --densities 1,0.3 --check-only --fp16 2>&1 | tee -a "$OUT/check.log"

@@ -239,16 +239,20 @@ TEST(FastvideoVsaCpu, OtherBackendsRefuseAGate) {
   EXPECT_EQ(testing::check_untouched(p), "");
 }
 
-TEST(FastvideoVsaBackend, RunsOnTheCpuAndOnHopperWhereTheBuildHoldsItsKernels) {
+TEST(FastvideoVsaBackend, RunsOnTheCpuAndOnAmpereToHopperWhereTheBuildHoldsItsKernels) {
   const BackendDescriptor& d = **global_registry().find("FASTVIDEO_VSA");
   EXPECT_FALSE(d.unavailable_reason(probe_cpu_platform()).has_value());
   PlatformInfo h200;
   h200.kind = PlatformKind::kCuda, h200.cc_major = 9, h200.cc_minor = 0;
-  const auto reason = d.unavailable_reason(h200);  // a build without the Hopper kernels
+  const auto reason = d.unavailable_reason(h200);  // a build without the CUDA kernels
   ASSERT_TRUE(reason.has_value());
-  EXPECT_THAT(*reason, HasSubstr("Hopper block-sparse kernel"));
+  EXPECT_THAT(*reason, HasSubstr("block-sparse kernels"));
   h200.features.flash_attn = true;
   EXPECT_FALSE(d.unavailable_reason(h200).has_value());
+  ASSERT_EQ(d.cuda.needs.size(), 1u);
+  ASSERT_EQ(d.cuda.needs[0].archs.size(), 1u);
+  EXPECT_EQ(d.cuda.needs[0].archs[0].min, 80);
+  EXPECT_EQ(d.cuda.needs[0].archs[0].max, 90);
   EXPECT_TRUE(d.caps.needs_video_geometry);
   EXPECT_TRUE(d.caps.gate);
   ASSERT_EQ(d.kernels.size(), 2u);

@@ -1,7 +1,8 @@
-// Block-sparse attention on the Hopper kernel against the block-sparse CPU kernel on the same
-// inputs and the same key-tile lists: both tilings (the large tile of each head size and the 64 x 64
-// per-group tiles), bf16 and fp16, hd64 and hd128, GQA, Sq != Skv, empty lists, padded tiles
-// (tile_rows), random and every-tile layouts; and the refusals, which leave out untouched.
+// Block-sparse attention on the Hopper kernel and on the mma.sync walk (the Ampere/Ada kernel, run
+// from its compute_80 code on newer GPUs) against the block-sparse CPU kernel on the same inputs and
+// the same key-tile lists: both tilings (the large tile of each head size and the 64 x 64 tiles),
+// bf16 and fp16, hd64 and hd128, GQA, Sq != Skv, empty lists, padded tiles (tile_rows), random and
+// every-tile layouts; and the refusals, which leave out untouched.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,11 +29,15 @@ namespace {
 
 #if DIFFATTN_HAVE_CUDA
 
+using flash::BlockSparseKernel;
 using testing::fresh_seed;
 using testing::hopper_present;
+using testing::sm80_or_newer_present;
 
 #define SKIP_WITHOUT_HOPPER() \
   if (!hopper_present()) GTEST_SKIP() << "no sm_90 device here: the block-sparse kernel is Hopper's"
+#define SKIP_WITHOUT_SM80() \
+  if (!sm80_or_newer_present()) GTEST_SKIP() << "no sm_80 or newer device here for the mma.sync walk"
 
 
 // Each (batch, head, query tile) lists round(density x key tiles) random distinct key tiles;
@@ -77,7 +82,8 @@ testing::ParityCase make_case(DType dtype, std::int64_t d, std::int64_t batch, s
 
 // Runs `layout` on the CPU and the GPU over the same inputs; returns the failure text (empty: pass).
 // Rows past a padded tile's valid rows are not compared (the CPU leaves them, the GPU fills them).
-std::string check_layout(const testing::ParityCase& c, const BlockSparseLayout& layout, std::mt19937_64& rng) {
+std::string check_layout(const testing::ParityCase& c, const BlockSparseLayout& layout, std::mt19937_64& rng,
+                         BlockSparseKernel kernel = BlockSparseKernel::kForDevice) {
   auto data = testing::make_case_data(c, rng);
   AttentionProblem& hp = data->problem;
   // The CPU oracle first, into copies of out and lse.
@@ -95,7 +101,8 @@ std::string check_layout(const testing::ParityCase& c, const BlockSparseLayout& 
   testing::poison(*hp.lse);
   testing::DeviceCase device(*data);
   if (!device.ok()) return "could not copy the case to the GPU";
-  if (Status s = flash::run_block_sparse_cuda(device.problem(), layout, nullptr); !s.ok()) return "gpu: " + s.message();
+  if (Status s = flash::run_block_sparse_cuda(device.problem(), layout, nullptr, kernel); !s.ok())
+    return "gpu: " + s.message();
   if (!device.copy_back()) return "could not copy the outputs back";
   const double tol = c.dtype == DType::kBFloat16 ? 1.6e-2 : 3e-3;
   std::size_t at = 0, row = 0;
@@ -122,24 +129,25 @@ std::string check_layout(const testing::ParityCase& c, const BlockSparseLayout& 
   return "";
 }
 
-TEST(GpuBlockSparse, LargeTilesMatchTheCpuKernel) {
-  SKIP_WITHOUT_HOPPER();
+void check_large_tiles(BlockSparseKernel kernel) {
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
   int idx = 0;
   for (DType dtype : {DType::kBFloat16, DType::kFloat16})
     for (std::int64_t d : {64, 128}) {
       const flash::HopperTile tile = flash::block_sparse_tile(static_cast<int>(d));
-      const auto c = make_case(dtype, d, 1 + idx % 2, 700 + 37 * idx, idx % 2 ? 700 + 37 * idx : 1100, 4, idx % 2 ? 2 : 4);
+      const std::int64_t sq = 700 + 37 * idx;
+      const auto c = make_case(dtype, d, 1 + idx % 2, sq, idx % 2 ? sq : 1100, 4, idx % 2 ? 2 : 4);
       for (double density : {1.0, 0.4})
-        EXPECT_EQ(check_layout(c, random_layout(c, tile.block_m, tile.block_n, density, idx % 2 ? 5 : 0, rng), rng), "")
+        EXPECT_EQ(check_layout(c, random_layout(c, tile.block_m, tile.block_n, density, idx % 2 ? 5 : 0, rng), rng,
+                               kernel),
+                  "")
             << c.name() << " density " << density << " (seed " << seed << ")";
       ++idx;
     }
 }
 
-TEST(GpuBlockSparse, SmallTilesWithTheirOwnListsPerGroupMatchTheCpuKernel) {
-  SKIP_WITHOUT_HOPPER();
+void check_small_tiles(BlockSparseKernel kernel) {
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
   int idx = 0;
@@ -148,14 +156,13 @@ TEST(GpuBlockSparse, SmallTilesWithTheirOwnListsPerGroupMatchTheCpuKernel) {
       // An odd count of 64-row query tiles leaves the last CTA's second group without a tile.
       const auto c = make_case(dtype, d, 2, 64 * 9 + 17 * idx, idx % 2 ? 64 * 9 + 17 * idx : 1000, 3, idx % 2 ? 1 : 3);
       for (double density : {1.0, 0.3})
-        EXPECT_EQ(check_layout(c, random_layout(c, 64, 64, density, idx % 2 ? 0 : 4, rng), rng), "")
+        EXPECT_EQ(check_layout(c, random_layout(c, 64, 64, density, idx % 2 ? 0 : 4, rng), rng, kernel), "")
             << c.name() << " density " << density << " (seed " << seed << ")";
       ++idx;
     }
 }
 
-TEST(GpuBlockSparse, PaddedTilesNeverAttendToTheirPaddingKeys) {
-  SKIP_WITHOUT_HOPPER();
+void check_padded_tiles(BlockSparseKernel kernel) {
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
   for (std::int64_t d : {64, 128})
@@ -164,17 +171,48 @@ TEST(GpuBlockSparse, PaddedTilesNeverAttendToTheirPaddingKeys) {
       BlockSparseLayout layout = random_layout(c, tile, tile, 0.6, 0, rng);
       std::uniform_int_distribution<std::int32_t> rows(1, tile);
       for (std::int64_t t = 0; t < layout.q_tiles; ++t) layout.tile_rows.push_back(t % 3 == 1 ? rows(rng) : tile);
-      EXPECT_EQ(check_layout(c, layout, rng), "") << c.name() << " tile " << tile << " (seed " << seed << ")";
+      EXPECT_EQ(check_layout(c, layout, rng, kernel), "") << c.name() << " tile " << tile << " (seed " << seed << ")";
     }
+}
+
+TEST(GpuBlockSparse, LargeTilesMatchTheCpuKernel) {
+  SKIP_WITHOUT_HOPPER();
+  check_large_tiles(BlockSparseKernel::kForDevice);
+}
+
+TEST(GpuBlockSparse, SmallTilesWithTheirOwnListsPerGroupMatchTheCpuKernel) {
+  SKIP_WITHOUT_HOPPER();
+  check_small_tiles(BlockSparseKernel::kForDevice);
+}
+
+TEST(GpuBlockSparse, PaddedTilesNeverAttendToTheirPaddingKeys) {
+  SKIP_WITHOUT_HOPPER();
+  check_padded_tiles(BlockSparseKernel::kForDevice);
+}
+
+// The mma.sync walk on the same lists: the kernel Ampere and Ada run.
+TEST(GpuBlockSparse, AmpereWalkLargeTilesMatchTheCpuKernel) {
+  SKIP_WITHOUT_SM80();
+  check_large_tiles(BlockSparseKernel::kAmpere);
+}
+
+TEST(GpuBlockSparse, AmpereWalkSmallTilesMatchTheCpuKernel) {
+  SKIP_WITHOUT_SM80();
+  check_small_tiles(BlockSparseKernel::kAmpere);
+}
+
+TEST(GpuBlockSparse, AmpereWalkPaddedTilesNeverAttendToTheirPaddingKeys) {
+  SKIP_WITHOUT_SM80();
+  check_padded_tiles(BlockSparseKernel::kAmpere);
 }
 
 // A refused call leaves out as it was (NaN poison).
 std::string expect_refused(const testing::ParityCase& c, const BlockSparseLayout& layout, ErrorCode code,
-                           std::mt19937_64& rng) {
+                           std::mt19937_64& rng, BlockSparseKernel kernel = BlockSparseKernel::kForDevice) {
   auto data = testing::make_case_data(c, rng);
   testing::DeviceCase device(*data);
   if (!device.ok()) return "could not copy the case to the GPU";
-  const Status s = flash::run_block_sparse_cuda(device.problem(), layout, nullptr);
+  const Status s = flash::run_block_sparse_cuda(device.problem(), layout, nullptr, kernel);
   if (s.code() != code) return "expected code " + std::to_string(static_cast<int>(code)) + ", got: " + s.ToString();
   if (!device.copy_back()) return "could not copy the outputs back";
   bool written = false;
@@ -184,27 +222,38 @@ std::string expect_refused(const testing::ParityCase& c, const BlockSparseLayout
   return written ? "a refused call wrote to out" : "";
 }
 
-TEST(GpuBlockSparse, RefusalsNameTheFixAndWriteNothing) {
-  SKIP_WITHOUT_HOPPER();
-  std::mt19937_64 rng(fresh_seed());
+void check_refusals(BlockSparseKernel kernel, std::mt19937_64& rng) {
   const auto c = make_case(DType::kBFloat16, 128, 1, 300, 300, 2, 2);
   // Tiles the kernel does not take.
-  EXPECT_EQ(expect_refused(c, random_layout(c, 96, 96, 1.0, 0, rng), ErrorCode::kInvalidInput, rng), "");
+  EXPECT_EQ(expect_refused(c, random_layout(c, 96, 96, 1.0, 0, rng), ErrorCode::kInvalidInput, rng, kernel), "");
   // Padded tiles over cross-attention (tile rows describe self-attention's tiles).
   const auto cross = make_case(DType::kBFloat16, 128, 1, 300, 500, 2, 2);
   BlockSparseLayout padded = random_layout(cross, 128, 128, 1.0, 0, rng);
   padded.tile_rows.assign(static_cast<std::size_t>(padded.q_tiles), 100);
-  EXPECT_EQ(expect_refused(cross, padded, ErrorCode::kUnsupported, rng), "");
+  EXPECT_EQ(expect_refused(cross, padded, ErrorCode::kUnsupported, rng, kernel), "");
   // A layout that does not describe the problem (one key tile too many).
   BlockSparseLayout wrong = random_layout(c, 64, 64, 1.0, 0, rng);
   wrong.indices.back() = static_cast<std::int32_t>(wrong.k_tiles);
-  EXPECT_EQ(expect_refused(c, wrong, ErrorCode::kInvalidInput, rng), "");
+  EXPECT_EQ(expect_refused(c, wrong, ErrorCode::kInvalidInput, rng, kernel), "");
   // Causal problems and other head sizes.
   auto causal = c;
   causal.causal = true;
-  EXPECT_EQ(expect_refused(causal, random_layout(causal, 128, 128, 1.0, 0, rng), ErrorCode::kUnsupported, rng), "");
+  EXPECT_EQ(
+      expect_refused(causal, random_layout(causal, 128, 128, 1.0, 0, rng), ErrorCode::kUnsupported, rng, kernel), "");
   const auto hd96 = make_case(DType::kBFloat16, 96, 1, 300, 300, 2, 2);
-  EXPECT_EQ(expect_refused(hd96, random_layout(hd96, 64, 64, 1.0, 0, rng), ErrorCode::kUnsupported, rng), "");
+  EXPECT_EQ(expect_refused(hd96, random_layout(hd96, 64, 64, 1.0, 0, rng), ErrorCode::kUnsupported, rng, kernel), "");
+}
+
+TEST(GpuBlockSparse, RefusalsNameTheFixAndWriteNothing) {
+  SKIP_WITHOUT_HOPPER();
+  std::mt19937_64 rng(fresh_seed());
+  check_refusals(BlockSparseKernel::kForDevice, rng);
+}
+
+TEST(GpuBlockSparse, AmpereWalkRefusalsNameTheFixAndWriteNothing) {
+  SKIP_WITHOUT_SM80();
+  std::mt19937_64 rng(fresh_seed());
+  check_refusals(BlockSparseKernel::kAmpere, rng);
 }
 
 #else

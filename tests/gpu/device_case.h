@@ -32,6 +32,14 @@ inline bool hopper_present() {
   return major == 9 && minor == 0;
 }
 
+// A device from sm_80 on: the mma.sync kernels run there (compute_80 code JIT-compiled on newer GPUs).
+inline bool sm80_or_newer_present() {
+  if (!cuda_device_present()) return false;
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  return major >= 8;
+}
+
 // A seed no run repeats; tests print it with a failure.
 inline std::uint64_t fresh_seed() {
   std::random_device source;

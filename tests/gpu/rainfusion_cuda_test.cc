@@ -186,8 +186,7 @@ std::string pattern_names(const std::vector<RainPattern>& patterns) {
 }
 
 // (a) and (b): both dtypes and head sizes, GQA, sparsity 0.5 and 0.8, on every geometry.
-TEST(GpuRainfusion, PlanIsTheCpuPlanAndOutputIsTheBlockSparseKernelsOverIt) {
-  SKIP_WITHOUT_HOPPER();
+void check_plan_and_output(flash::BlockSparseKernel kernel) {
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
   int idx = 0;
@@ -212,7 +211,7 @@ TEST(GpuRainfusion, PlanIsTheCpuPlanAndOutputIsTheBlockSparseKernelsOverIt) {
         ASSERT_TRUE(run_rainfusion_cpu(data->problem, params, &cpu_plan).ok());
         testing::poison(data->problem.out);
         const Status s = run_on_gpu(*data, [&](const AttentionProblem& p) {
-          return run_rainfusion_cuda(p, params, nullptr, &gpu_plan);
+          return run_rainfusion_cuda(p, params, nullptr, &gpu_plan, kernel);
         });
         ASSERT_TRUE(s.ok()) << s.message();
         EXPECT_EQ(gpu_plan.patterns, cpu_plan.patterns)
@@ -233,6 +232,17 @@ TEST(GpuRainfusion, PlanIsTheCpuPlanAndOutputIsTheBlockSparseKernelsOverIt) {
                     gpu_plan.video_density);
       }
     }
+}
+
+TEST(GpuRainfusion, PlanIsTheCpuPlanAndOutputIsTheBlockSparseKernelsOverIt) {
+  SKIP_WITHOUT_HOPPER();
+  check_plan_and_output(flash::BlockSparseKernel::kForDevice);
+}
+
+// The fine pass on the mma.sync walk, the kernel Ampere and Ada run (compute_80 code here).
+TEST(GpuRainfusion, AmpereWalkPlanIsTheCpuPlanAndOutputIsTheBlockSparseKernelsOverIt) {
+  if (!testing::sm80_or_newer_present()) GTEST_SKIP() << "no sm_80 or newer device here for the mma.sync walk";
+  check_plan_and_output(flash::BlockSparseKernel::kAmpere);
 }
 
 Result<Attention> rainfusion_layer(const AttentionProblem& p, std::optional<BlockSparseSpec> block) {

@@ -47,6 +47,26 @@ TEST(SdpaTileConfig, AccumulatorsFitTheRegisterFile) {
   }
 }
 
+// The block-sparse walk runs one CTA per list tile of query rows over whole key blocks of each
+// listed tile, within the shared memory and registers of the dense rule, and q_in_registers says
+// what the kernel (MmaTile::kQInRegs) does.
+TEST(SdpaTileConfig, BlockSparseWalkTakesOneListTilePerBlockInWholeKeyBlocks) {
+  for (int bucket : kListedHeadDims)
+    for (int tile : kListTiles) {
+      const TileConfig c = block_sparse_tile_config(bucket, tile);
+      EXPECT_EQ(c.block_m, tile) << bucket << " " << tile;
+      EXPECT_EQ(c.block_m, 16 * c.warps * c.m_tiles) << bucket << " " << tile;
+      EXPECT_EQ(tile % c.block_n, 0) << bucket << " " << tile;
+      EXPECT_EQ(c.block_n, tile_config_for_bucket(bucket).block_n) << bucket << " " << tile;
+      EXPECT_EQ(c.q_in_registers, bucket * c.m_tiles <= 128) << bucket << " " << tile;
+      EXPECT_LE(tile_smem_bytes(c, bucket, 2), tile_smem_bytes(tile_config_for_bucket(bucket), bucket, 2));
+      EXPECT_LE(c.m_tiles * (bucket / 8 + c.block_n / 8) * 4, 176) << bucket << " " << tile;
+    }
+  // Lists of tiles no CTA shape fits are refused by the tiling, not run.
+  EXPECT_EQ(block_sparse_tile_config(128, 96).block_m, 0);
+  EXPECT_EQ(block_sparse_tile_config(256, 128).block_m, 0);
+}
+
 TEST(SdpaTileConfig, WideHeadsUseNarrowerKeyTilesAndOneMTile) {
   EXPECT_GT(tile_config_for_bucket(64).block_n, tile_config_for_bucket(256).block_n);
   EXPECT_EQ(tile_config_for_bucket(128).m_tiles, 2);

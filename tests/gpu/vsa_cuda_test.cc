@@ -96,12 +96,13 @@ struct GpuRun {
   BlockSparseLayout selected;
 };
 
-Result<GpuRun> run_on_gpu(std::unique_ptr<testing::CaseData> data, std::int64_t topk) {
+Result<GpuRun> run_on_gpu(std::unique_ptr<testing::CaseData> data, std::int64_t topk,
+                          flash::BlockSparseKernel kernel = flash::BlockSparseKernel::kForDevice) {
   GpuRun run;
   {
     testing::DeviceCase device(*data);
     if (!device.ok()) return Internal("could not copy the case to the GPU");
-    DIFFATTN_RETURN_IF_ERROR(run_fastvideo_vsa_cuda(device.problem(), topk, nullptr, &run.selected));
+    DIFFATTN_RETURN_IF_ERROR(run_fastvideo_vsa_cuda(device.problem(), topk, nullptr, &run.selected, kernel));
     if (!device.copy_back()) return Internal("could not copy the outputs back");
   }
   run.data = std::move(data);
@@ -221,15 +222,14 @@ std::vector<VsaCase> small_cases() {
   return cases;
 }
 
-TEST(GpuVsa, MatchesTheCpuBranchesOnItsOwnKeyCubes) {
-  SKIP_WITHOUT_HOPPER();
+void check_branches_on_own_cubes(flash::BlockSparseKernel kernel) {
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
   int idx = 0;
   for (const VsaCase& vc : small_cases()) {
     const std::int64_t cubes = tile_video_into_cubes(vc.video).count();
     const std::int64_t topk = vsa_topk_for_sparsity(idx++ % 2 ? 0.5 : 0.75, cubes);
-    auto run = run_on_gpu(make_data(vc, rng), topk);
+    auto run = run_on_gpu(make_data(vc, rng), topk, kernel);
     ASSERT_TRUE(run.ok()) << vc.name() << ": " << run.status().message();
     const BlockSparseLayout& lists = run->selected;
     EXPECT_EQ(lists.q_tile, 64);
@@ -241,6 +241,17 @@ TEST(GpuVsa, MatchesTheCpuBranchesOnItsOwnKeyCubes) {
     EXPECT_EQ(compare(p.out, *want, tolerance(vc.dtype)), "")
         << vc.name() << " topk " << topk << " (seed " << seed << ")";
   }
+}
+
+TEST(GpuVsa, MatchesTheCpuBranchesOnItsOwnKeyCubes) {
+  SKIP_WITHOUT_HOPPER();
+  check_branches_on_own_cubes(flash::BlockSparseKernel::kForDevice);
+}
+
+// The fine branch on the mma.sync walk, the kernel Ampere and Ada run (compute_80 code here).
+TEST(GpuVsa, AmpereWalkMatchesTheCpuBranchesOnItsOwnKeyCubes) {
+  if (!testing::sm80_or_newer_present()) GTEST_SKIP() << "no sm_80 or newer device here for the mma.sync walk";
+  check_branches_on_own_cubes(flash::BlockSparseKernel::kAmpere);
 }
 
 TEST(GpuVsa, PicksTheKeyCubesTheCpuPicks) {

@@ -130,10 +130,13 @@ TEST_F(CudaExplicitSelectionTest, CudnnHeadSizeRuleOnEveryGpuAndCudnnPresent) {
   expect_error(probed_like(9, 0, /*cudnn_version=*/8907), "CUDNN_ATTN", 128, ErrorCode::kUnavailable, "found cuDNN");
 }
 
-TEST_F(CudaExplicitSelectionTest, RainfusionAttnRunsOnHopperWithItsKernels) {
+TEST_F(CudaExplicitSelectionTest, RainfusionAttnRunsOnAmpereToHopperWithItsKernels) {
   expect_accepted(probed_like(9, 0), "RAINFUSION_ATTN", 128, "RAINFUSION_ATTN");
   expect_accepted(probed_like(9, 0), "RAINFUSION_ATTN", 64, "RAINFUSION_ATTN");
-  for (auto [major, minor] : {std::pair{8, 0}, {8, 9}, {10, 0}, {12, 0}}) {
+  // Ampere and Ada run the fine pass on the mma.sync walk.
+  expect_accepted(probed_like(8, 0), "RAINFUSION_ATTN", 128, "RAINFUSION_ATTN");
+  expect_accepted(probed_like(8, 9), "RAINFUSION_ATTN", 64, "RAINFUSION_ATTN");
+  for (auto [major, minor] : {std::pair{7, 5}, {10, 0}, {12, 0}}) {
     SCOPED_TRACE(major * 10 + minor);
     expect_error(probed_like(major, minor), "RAINFUSION_ATTN", 128, ErrorCode::kUnsupported,
                  "RAINFUSION_ATTN was explicitly selected but does not provide a kernel for sm_");
@@ -144,17 +147,20 @@ TEST_F(CudaExplicitSelectionTest, RainfusionAttnRunsOnHopperWithItsKernels) {
                "RAINFUSION_ATTN was explicitly selected but is unavailable on described sm_90");
 }
 
-TEST_F(CudaExplicitSelectionTest, FastvideoVsaRunsOnHopperWithItsKernels) {
+TEST_F(CudaExplicitSelectionTest, FastvideoVsaRunsOnAmpereToHopperWithItsKernels) {
   expect_accepted(probed_like(9, 0), "FASTVIDEO_VSA", 128, "FASTVIDEO_VSA");
   expect_accepted(probed_like(9, 0), "FASTVIDEO_VSA", 64, "FASTVIDEO_VSA");
-  for (auto [major, minor] : {std::pair{8, 0}, {8, 9}, {10, 0}, {12, 0}}) {
+  // Ampere and Ada run the fine pass on the mma.sync walk.
+  expect_accepted(probed_like(8, 0), "FASTVIDEO_VSA", 128, "FASTVIDEO_VSA");
+  expect_accepted(probed_like(8, 9), "FASTVIDEO_VSA", 64, "FASTVIDEO_VSA");
+  for (auto [major, minor] : {std::pair{7, 5}, {10, 0}, {12, 0}}) {
     SCOPED_TRACE(major * 10 + minor);
     expect_error(probed_like(major, minor), "FASTVIDEO_VSA", 128, ErrorCode::kUnsupported,
                  "FASTVIDEO_VSA was explicitly selected but does not provide a kernel for sm_");
   }
   // sm_90 without the Hopper kernels in the build (a description without features.flash_attn).
   expect_error(described_cuda({.major = 9, .minor = 0}), "FASTVIDEO_VSA", 128, ErrorCode::kUnavailable,
-               "Hopper block-sparse kernel");
+               "block-sparse kernels");
   expect_error(probed_like(9, 0), "FASTVIDEO_VSA", 96, ErrorCode::kUnsupported, "Supported head sizes: 64, 128");
 }
 

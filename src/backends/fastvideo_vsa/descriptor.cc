@@ -11,11 +11,11 @@ namespace diffattn {
 namespace {
 
 const char kNoCudaKernels[] =
-    "FASTVIDEO_VSA's CUDA path runs its fine branch on diffattn's Hopper block-sparse kernel, which this build does "
+    "FASTVIDEO_VSA's CUDA path runs its fine branch on diffattn's block-sparse kernels, which this build does "
     "not hold for this GPU. Run it on CPU tensors, or select TORCH_SDPA instead.";
 
 // The CUDA path's kernels are half precision with equal query and value head sizes (the fine
-// branch is the Hopper block-sparse kernel); the CPU path also takes float32 and Dv != D.
+// branch is the block-sparse kernel); the CPU path also takes float32 and Dv != D.
 std::optional<std::string> check_cuda_half_precision(const ProblemShape& problem) {
   if (problem.device != DeviceKind::kCuda || problem.dtype == DType::kFloat16 || problem.dtype == DType::kBFloat16)
     return std::nullopt;
@@ -37,13 +37,15 @@ void register_fastvideo_vsa(Registry& registry) {
   d.summary = "video sparse attention: pooled coarse attention picks top-k cubes for fine attention";
   d.caps = fastvideo_vsa_capabilities();
   d.cuda.needs = {need(PlatformFact::kArchitecture, "no FASTVIDEO_VSA kernel for {sm}")
-                      .on({{90, 90}})
+                      .on({{80, 90}})
                       .when_explicit("does not provide a kernel for {sm} (FASTVIDEO_VSA's CUDA path is built for "
-                                     "sm_90 only). Select {suggest} instead.")};
+                                     "sm_80 to sm_90). Select {suggest} instead.")};
   d.kernels = {{DeviceKind::kCpu, "4x4x4 cubes, coarse branch and top-k, block-sparse fine branch"},
-               {DeviceKind::kCuda, "sm_90a: coarse branch and top-k, block-sparse fine branch on the Hopper kernel"}};
-  // The CPU implementation is always built; the CUDA path needs the Hopper kernels, which the
-  // platform reports with FLASH_ATTN's (the architecture need above keeps it to sm_90).
+               {DeviceKind::kCuda,
+                "sm_80..sm_90: coarse branch and top-k, block-sparse fine branch (Hopper kernel on sm_90a, mma.sync "
+                "walk on sm_80..sm_89)"}};
+  // The CPU implementation is always built; the CUDA path needs FLASH_ATTN's kernels, which the
+  // platform reports (the architecture need above keeps it to sm_80..sm_90).
   d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
     if (platform.kind == PlatformKind::kCpu || platform.features.flash_attn) return std::nullopt;
     return kNoCudaKernels;

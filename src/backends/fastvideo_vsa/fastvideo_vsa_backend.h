@@ -1,7 +1,7 @@
 #pragma once
 // FASTVIDEO_VSA: FastVideo's video sparse attention (coarse attention over 4x4x4 cubes picks each
 // query cube's top-k key cubes; fine block-sparse attention over those): the CPU implementation
-// for CPU views, the CUDA path (sm_90, float16 and bfloat16) for CUDA views.
+// for CPU views, the CUDA path (sm_80 to sm_90, float16 and bfloat16) for CUDA views.
 
 #include <cstdint>
 #include <memory>

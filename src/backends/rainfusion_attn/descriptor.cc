@@ -12,10 +12,10 @@ namespace diffattn {
 namespace {
 
 const char kNoCudaKernels[] =
-    "RAINFUSION_ATTN's CUDA path runs its fine pass on diffattn's Hopper block-sparse kernel, which this build does "
+    "RAINFUSION_ATTN's CUDA path runs its fine pass on diffattn's block-sparse kernels, which this build does "
     "not hold for this GPU. Run it on CPU tensors, or select FLASH_ATTN or TORCH_SDPA instead.";
 
-// The CUDA path's kernels are half precision, at the Hopper block-sparse kernel's head sizes with
+// The CUDA path's kernels are half precision, at the block-sparse kernels' head sizes with
 // equal query and value head sizes; the CPU path takes every capability.
 std::optional<std::string> check_cuda_half_precision(const ProblemShape& problem) {
   if (problem.device != DeviceKind::kCuda || problem.dtype == DType::kFloat16 || problem.dtype == DType::kBFloat16)
@@ -45,15 +45,15 @@ void register_rainfusion_attn(Registry& registry) {
   d.summary = "training-free block-sparse video attention driven by the block_sparse block";
   d.caps = rainfusion_attn_capabilities();
   d.cuda.needs = {need(PlatformFact::kArchitecture, "no RAINFUSION_ATTN kernel for {sm}")
-                      .on({{90, 90}})
+                      .on({{80, 90}})
                       .when_explicit("does not provide a kernel for {sm} (RAINFUSION_ATTN's CUDA path is built for "
-                                     "sm_90 only). Run it on CPU tensors, or select {suggest} instead.")};
+                                     "sm_80 to sm_90). Run it on CPU tensors, or select {suggest} instead.")};
   d.kernels = {{DeviceKind::kCpu, "frame patches, per-head pattern from sampled scores, block-sparse fine pass"},
                {DeviceKind::kCuda,
-                "sm_90a: tile and sampled scores, head patterns and masks on the GPU, block-sparse fine pass on the "
-                "Hopper kernel"}};
-  // The CPU implementation is always built; the CUDA path needs the Hopper kernels, which the
-  // platform reports with FLASH_ATTN's (the architecture need above keeps it to sm_90).
+                "sm_80..sm_90: tile and sampled scores, head patterns and masks on the GPU, block-sparse fine pass "
+                "(Hopper kernel on sm_90a, mma.sync walk on sm_80..sm_89)"}};
+  // The CPU implementation is always built; the CUDA path needs FLASH_ATTN's kernels, which the
+  // platform reports (the architecture need above keeps it to sm_80..sm_90).
   d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
     if (platform.kind == PlatformKind::kCpu || platform.features.flash_attn) return std::nullopt;
     return kNoCudaKernels;

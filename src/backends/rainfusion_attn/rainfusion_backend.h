@@ -1,7 +1,7 @@
 #pragma once
 // RAINFUSION_ATTN: training-free block-sparse video attention (RainFusion, arXiv 2505.21036 and
 // 2512.24086) configured by the block_sparse block: the CPU implementation for CPU views
-// (kernels/cpu/rainfusion_cpu.h), the CUDA path (sm_90, float16 and bfloat16;
+// (kernels/cpu/rainfusion_cpu.h), the CUDA path (sm_80 to sm_90, float16 and bfloat16;
 // kernels/cuda/sparse/rainfusion_cuda.h) for CUDA views. Calls inside the dense step window, on
 // skip_layers, or at sparsity 0 run exact dense attention: TORCH_SDPA's CPU kernel, or FLASH_ATTN's.
 

@@ -24,4 +24,9 @@ Status launch_sdpa_generic(const SdpaParams& p, void* stream);
 // The tensor-core kernel when it can run `p`, otherwise the SIMT kernel.
 Status launch_sdpa(const SdpaParams& p, void* stream);
 
+// The block-sparse walk of the tensor-core kernel over the lists in p.bs_* (sdpa_params.h), whose
+// query and key tiles hold `list_tile` rows: head sizes kListedHeadDims (Dv = D), float16 and
+// bfloat16, not causal, masked or packed. The lists are not checked (the caller has).
+Status launch_sdpa_mma_block_sparse(const SdpaParams& p, int list_tile, void* stream);
+
 }  // namespace diffattn::cuda

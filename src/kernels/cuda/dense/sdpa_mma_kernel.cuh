@@ -5,6 +5,10 @@
 // share every K and V fragment load); a block walks all key tiles
 // of one (batch, head, query tile). Tiles on a mask, causal or sequence boundary take the masked
 // path; all others skip the per-element checks.
+// kListTile > 0 is the block-sparse walk (FLASH_ATTN's block-sparse kernel on Ampere/Ada): query
+// and key tiles of kListTile rows, the CTA's query tile being one list tile, and the CTA walks the
+// kBlockN-key blocks of the key tiles its list names (SdpaParams::bs_*), in list order; keys past
+// a padded tile's valid rows are masked. Not causal, masked or packed (the host refuses those).
 
 #include <cuda_runtime.h>
 
@@ -54,9 +58,12 @@ __device__ __forceinline__ void load_tile(T* smem, const T* gmem, std::int64_t r
   }
 }
 
-template <typename T, int kD, int kBlockN, int kWarps, int kMTiles>
+template <typename T, int kD, int kBlockN, int kWarps, int kMTiles, int kListTile = 0>
 __global__ void __launch_bounds__(32 * kWarps) sdpa_mma_kernel(const SdpaParams p) {
   using Tile = MmaTile<T, kD, kBlockN, kWarps, kMTiles>;
+  constexpr bool kListed = kListTile > 0;
+  static_assert(!kListed || (kListTile == Tile::kBlockM && kListTile % kBlockN == 0),
+                "a listed CTA is one list tile of query rows, and walks whole key blocks of each listed tile");
   using Mma = MmaOp<T>;
   constexpr int kBlockM = Tile::kBlockM;
   constexpr int kPitch = Tile::kPitch;
@@ -90,17 +97,51 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_mma_kernel(const SdpaParams 
   const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + kv_start * p.v_row_stride +
                hkv * p.v_head_stride;
 
-  const int n_end = p.causal ? min(seqlen_kv, m0 + kBlockM) : seqlen_kv;
-  const int n_tiles = n_end > 0 ? (n_end + kBlockN - 1) / kBlockN : 0;
+  // The key blocks this CTA walks: every kBlockN keys up to the causal limit, or the blocks of the
+  // listed key tiles. key_start(t) is block t's first key; keys of block t from key_end(t) on are
+  // not attended (the sequence's end, or a padded tile's padding rows).
+  constexpr int kPerListTile = kListed ? kListTile / kBlockN : 1;
+  // The listed walk has neither (the host refuses them): known here, their registers go.
+  const bool causal = !kListed && p.causal;
+  const bool has_mask = !kListed && p.mask != nullptr;
+  const std::int32_t* list = nullptr;
+  int n_tiles = 0;
+  if constexpr (kListed) {
+    const std::int64_t q_tiles = (seqlen_q + kListTile - 1) / kListTile;
+    const std::int64_t row = (static_cast<std::int64_t>(b) * p.heads_q + hq) * q_tiles + m0 / kListTile;
+    const int begin = p.bs_offsets[row];
+    list = p.bs_indices + begin;
+    n_tiles = (p.bs_offsets[row + 1] - begin) * kPerListTile;
+  } else {
+    const int n_end = causal ? min(seqlen_kv, m0 + kBlockM) : seqlen_kv;
+    n_tiles = n_end > 0 ? (n_end + kBlockN - 1) / kBlockN : 0;
+  }
+  auto key_start = [&](int t) {
+    if constexpr (kListed) return list[t / kPerListTile] * kListTile + (t % kPerListTile) * kBlockN;
+    else return t * kBlockN;
+  };
+  auto key_end = [&](int t) {
+    if constexpr (kListed) {
+      const int tile = list[t / kPerListTile];
+      const int rows = p.bs_tile_rows != nullptr ? p.bs_tile_rows[tile] : kListTile;
+      return min(seqlen_kv, tile * kListTile + rows);
+    } else {
+      return seqlen_kv;
+    }
+  };
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
 
   load_tile<Tile, kBlockM>(sQ, q, p.q_row_stride, seqlen_q - m0, p.head_dim, tid);
-  if (n_tiles > 0) load_tile<Tile, kBlockN>(sK, k, p.k_row_stride, seqlen_kv, p.head_dim, tid);
+  if (n_tiles > 0)
+    load_tile<Tile, kBlockN>(sK, k + key_start(0) * p.k_row_stride, p.k_row_stride, key_end(0) - key_start(0),
+                             p.head_dim, tid);
   cp_async_commit();
-  if (n_tiles > 0) load_tile<Tile, kBlockN>(sV, v, p.v_row_stride, seqlen_kv, p.head_dim_v, tid);
+  if (n_tiles > 0)
+    load_tile<Tile, kBlockN>(sV, v + key_start(0) * p.v_row_stride, p.v_row_stride, key_end(0) - key_start(0),
+                             p.head_dim_v, tid);
   cp_async_commit();
 
   float o[kMT][Tile::kDTiles][4];
@@ -124,7 +165,7 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_mma_kernel(const SdpaParams 
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int i = m0 + warp_row0 + mt * 16 + lane / 4 + 8 * r;
-      mask_rows[mt][r] = p.mask != nullptr && i < seqlen_q
+      mask_rows[mt][r] = has_mask && i < seqlen_q
                              ? p.mask + b * p.mask_batch_stride + hq * p.mask_head_stride + i * p.mask_row_stride
                              : nullptr;
     }
@@ -145,8 +186,8 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_mma_kernel(const SdpaParams 
       }
     }
     if (t + 1 < n_tiles) {
-      load_tile<Tile, kBlockN>(sK + (stage ^ 1) * kBlockN * kPitch, k + (t + 1) * kBlockN * p.k_row_stride,
-                               p.k_row_stride, seqlen_kv - (t + 1) * kBlockN, p.head_dim, tid);
+      load_tile<Tile, kBlockN>(sK + (stage ^ 1) * kBlockN * kPitch, k + key_start(t + 1) * p.k_row_stride,
+                               p.k_row_stride, key_end(t + 1) - key_start(t + 1), p.head_dim, tid);
     }
     cp_async_commit();
 
@@ -179,8 +220,9 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_mma_kernel(const SdpaParams 
       }
     }
 
-    const int n0 = t * kBlockN;
-    const bool needs_mask = p.mask != nullptr || n0 + kBlockN > seqlen_kv || (p.causal && n0 + kBlockN - 1 > m0);
+    const int n0 = key_start(t);
+    const int n_limit = key_end(t);
+    const bool needs_mask = has_mask || n0 + kBlockN > n_limit || (causal && n0 + kBlockN - 1 > m0);
     if (needs_mask) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
@@ -191,7 +233,7 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_mma_kernel(const SdpaParams 
             const int i = m0 + warp_row0 + mt * 16 + lane / 4 + (e >= 2 ? 8 : 0);
             const int j = n0 + n * 8 + (lane % 4) * 2 + (e & 1);
             const std::uint8_t* mask_row = mask_rows[mt][e / 2];
-            bool keep = j < seqlen_kv && !(p.causal && j > i);
+            bool keep = j < n_limit && !(causal && j > i);
             if (keep && mask_row != nullptr) keep = mask_row[j * p.mask_col_stride] != 0;
             if (!keep) s[mt][n][e] = -INFINITY;
           }
@@ -239,8 +281,8 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_mma_kernel(const SdpaParams 
     cp_async_wait<1>();
     __syncthreads();
     if (t + 1 < n_tiles) {
-      load_tile<Tile, kBlockN>(sV + (stage ^ 1) * kBlockN * kPitch, v + (t + 1) * kBlockN * p.v_row_stride,
-                               p.v_row_stride, seqlen_kv - (t + 1) * kBlockN, p.head_dim_v, tid);
+      load_tile<Tile, kBlockN>(sV + (stage ^ 1) * kBlockN * kPitch, v + key_start(t + 1) * p.v_row_stride,
+                               p.v_row_stride, key_end(t + 1) - key_start(t + 1), p.head_dim_v, tid);
     }
     cp_async_commit();
 

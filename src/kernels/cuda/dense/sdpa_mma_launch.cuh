@@ -35,14 +35,16 @@ Status allow_dynamic_smem(Kernel kernel, std::size_t bytes, std::atomic<unsigned
   return Status::Ok();
 }
 
-template <typename T, int kD, int kBlockN, int kWarps, int kMTiles>
+// kListTile > 0: the block-sparse walk over lists of kListTile x kListTile tiles (SdpaParams::bs_*).
+template <typename T, int kD, int kBlockN, int kWarps, int kMTiles, int kListTile = 0>
 Status launch_mma_tile(const SdpaParams& p, cudaStream_t stream) {
   using Tile = MmaTile<T, kD, kBlockN, kWarps, kMTiles>;
   static std::atomic<unsigned long long> smem_ready{0};
   const std::string name = std::string("sdpa_mma_kernel<") + mma_dtype_name<T>() + ", d" + std::to_string(kD) +
                            ", n" + std::to_string(kBlockN) + ", w" + std::to_string(kWarps) +
-                           ", m" + std::to_string(kMTiles) + ">";
-  auto kernel = sdpa_mma_kernel<T, kD, kBlockN, kWarps, kMTiles>;
+                           ", m" + std::to_string(kMTiles) +
+                           (kListTile > 0 ? ", listed " + std::to_string(kListTile) : std::string()) + ">";
+  auto kernel = sdpa_mma_kernel<T, kD, kBlockN, kWarps, kMTiles, kListTile>;
   DIFFATTN_RETURN_IF_ERROR(allow_dynamic_smem(kernel, Tile::kSmemBytes, smem_ready, name));
   const dim3 grid(ceil_div(p.seqlen_q, Tile::kBlockM), p.heads_q, p.batch);
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p);
@@ -53,6 +55,14 @@ template <typename T, int kD>
 Status launch_mma_bucket(const SdpaParams& p, cudaStream_t stream) {
   constexpr TileConfig c = tile_config_for_bucket(kD);
   return launch_mma_tile<T, kD, c.block_n, c.warps, c.m_tiles>(p, stream);
+}
+
+// The block-sparse walk over lists of kListTile x kListTile tiles (block_sparse_tile_config).
+template <typename T, int kD, int kListTile>
+Status launch_mma_block_sparse(const SdpaParams& p, cudaStream_t stream) {
+  constexpr TileConfig c = block_sparse_tile_config(kD, kListTile);
+  static_assert(c.block_m == kListTile, "block_sparse_tile_config gives one CTA per list tile");
+  return launch_mma_tile<T, kD, c.block_n, c.warps, c.m_tiles, kListTile>(p, stream);
 }
 
 }  // namespace diffattn::cuda

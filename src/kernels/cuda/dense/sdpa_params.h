@@ -40,6 +40,14 @@ struct SdpaParams {
   float scale = 1.0f;
   float scale_log2 = 1.0f;  // scale * log2(e): exp2 replaces exp
   bool causal = false;      // top-left aligned: key j is visible to query i when j <= i
+
+  // Block-sparse key lists, read by the listed instantiations only (sdpa_block_sparse.cu): the key
+  // tiles of query tile t of (b, hq) are bs_indices[bs_offsets[r] .. bs_offsets[r + 1]) with
+  // r = (b * heads_q + hq) * query tiles + t (kernels/sparse/block_sparse_layout.h). bs_tile_rows,
+  // when set, holds each tile's valid leading rows: keys past them are never attended.
+  const std::int32_t* bs_offsets = nullptr;
+  const std::int32_t* bs_indices = nullptr;
+  const std::int32_t* bs_tile_rows = nullptr;
 };
 
 }  // namespace diffattn::cuda

@@ -48,6 +48,26 @@ constexpr TileConfig tile_config_for_bucket(int bucket) {
   return c;
 }
 
+// Head sizes and list tiles of the block-sparse walk's instantiations (sdpa_block_sparse*.cu).
+inline constexpr std::array<int, 2> kListedHeadDims = {64, 128};
+inline constexpr std::array<int, 2> kListTiles = {64, 128};
+
+// The block-sparse walk (FLASH_ATTN's block-sparse kernel on Ampere/Ada) runs one CTA per query
+// tile of the lists: 128-row tiles take the dense tile of the bucket (4 warps of two m16 tiles),
+// 64-row tiles (FASTVIDEO_VSA's cubes) four warps of one m16 tile. Keys per block follow the dense
+// rule, so every list tile is a whole number of key blocks. 0 block_m: no such tiling.
+constexpr TileConfig block_sparse_tile_config(int bucket, int list_tile) {
+  TileConfig c = tile_config_for_bucket(bucket);
+  if (list_tile == 128 && c.block_m == 128) return c;
+  if (list_tile == 64) {
+    c.m_tiles = 1;
+    c.block_m = 16 * c.warps;
+    c.q_in_registers = bucket <= 128;
+    return c;
+  }
+  return TileConfig{};
+}
+
 // Shared-memory row pitch in elements: 16 extra bytes per row put the 8 rows that one ldmatrix
 // reads in 8 different bank groups.
 constexpr int smem_row_pitch(int bucket) { return bucket + 8; }

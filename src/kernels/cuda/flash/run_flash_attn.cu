@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "kernels/cuda/flash/flash_hopper.h"
 #include "kernels/cuda/scoped_device.h"
 #include "kernels/cuda/dense/sdpa_launch.h"
+#include "kernels/cuda/dense/tile_config.h"
 
 namespace diffattn::flash {
 namespace {
@@ -148,16 +150,30 @@ Result<DeviceFacts> enter_device(const AttentionProblem& problem, cuda::ScopedDe
 
 std::string sm_name(const DeviceFacts& facts) { return "sm_" + std::to_string(facts.cc_major * 10 + facts.cc_minor); }
 
-// What the block-sparse launch needs beyond FLASH_ATTN's own checks: Hopper, a compiled head size,
-// lists on one of the kernel's tilings (both square; tile rows over self-attention only),
-// and no causal, packed or key-masked problem. Sets *small to the tiling the lists use.
-Status block_sparse_reasons(const AttentionProblem& pr, const DeviceFacts& facts, int q_tile, int k_tile,
-                            bool tile_rows, bool* small) {
+static_assert(std::equal(kBlockSparseHeadSizes.begin(), kBlockSparseHeadSizes.end(), cuda::kListedHeadDims.begin(),
+                         cuda::kListedHeadDims.end()),
+              "the Hopper and the mma.sync block-sparse kernels compile the same head sizes");
+static_assert(kBlockSparseTile == 128 && kBlockSparseSmallTile == 64 && cuda::kListTiles[0] == kBlockSparseSmallTile &&
+                  cuda::kListTiles[1] == kBlockSparseTile,
+              "the Hopper and the mma.sync block-sparse kernels take the same lists");
+
+// The block-sparse kernel for `facts`: Hopper's on sm_90, the mma.sync walk where FLASH_ATTN runs
+// its Ampere/Ada kernel (or from sm_80 on when that walk is asked for).
+Result<FlashKernel> block_sparse_kernel(const DeviceFacts& facts, BlockSparseKernel choice) {
+  if (choice == BlockSparseKernel::kAmpere && facts.cc_major >= 8) return FlashKernel::kAmpere;
+  const auto kernel = flash_kernel_for_capability(facts.cc_major, facts.cc_minor);
+  if (choice == BlockSparseKernel::kForDevice && kernel) return *kernel;
+  return Unsupported("block-sparse attention on CUDA has kernels for " + architectures_text() +
+                     ", but this device is " + sm_name(facts) + "; run the sparse backend on CPU tensors, or "
+                     "choose TORCH_SDPA for dense attention");
+}
+
+// What the block-sparse launch needs beyond FLASH_ATTN's own checks: a kernel for the device, a
+// compiled head size, lists on one of the kernels' tilings (both square; tile rows over
+// self-attention only), and no causal, packed or key-masked problem. Sets *small to the tiling the
+// lists use.
+Status block_sparse_reasons(const AttentionProblem& pr, int q_tile, int k_tile, bool tile_rows, bool* small) {
   const char* what = "block-sparse attention on CUDA";
-  if (facts.cc_major != 9)
-    return Unsupported(std::string(what) + " has a kernel for sm_90 (Hopper) only, but this device is " +
-                       sm_name(facts) + "; run the sparse backend on CPU tensors, or choose FLASH_ATTN for dense "
-                       "attention");
   const int d = static_cast<int>(pr.q.size(3));
   if (!is_block_sparse_head_size(d) || pr.v.size(3) != d)
     return Unsupported(std::string(what) + ": head size " + std::to_string(d) + " (values " +
@@ -181,8 +197,15 @@ Status block_sparse_reasons(const AttentionProblem& pr, const DeviceFacts& facts
 }
 
 // Launches the block-sparse kernel over lists on the device, once the caller has checked them.
-Status launch_lists(const AttentionProblem& problem, const DeviceFacts& facts, bool small,
+Status launch_lists(const AttentionProblem& problem, const DeviceFacts& facts, FlashKernel kernel, bool small,
                     const DeviceBlockSparseLists& lists, void* stream) {
+  if (kernel == FlashKernel::kAmpere) {
+    DIFFATTN_ASSIGN_OR_RETURN(cuda::SdpaParams params, cuda::make_sdpa_params(problem));
+    params.bs_offsets = lists.offsets;
+    params.bs_indices = lists.indices;
+    params.bs_tile_rows = lists.tile_rows;
+    return cuda::launch_sdpa_mma_block_sparse(params, lists.q_tile, stream);
+  }
   DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(problem, facts.sm_count));
   args.tail_split = false;
   args.params.bs_offsets = lists.offsets;
@@ -193,23 +216,32 @@ Status launch_lists(const AttentionProblem& problem, const DeviceFacts& facts, b
 
 }  // namespace
 
-Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockSparseLists& lists, void* stream) {
-  cuda::ScopedDevice device;
-  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device));
-  bool small = false;
-  DIFFATTN_RETURN_IF_ERROR(
-      block_sparse_reasons(problem, facts, lists.q_tile, lists.k_tile, lists.tile_rows != nullptr, &small));
-  if (lists.offsets == nullptr || lists.indices == nullptr)
-    return InvalidInput("block-sparse attention on CUDA: the key lists' offsets and indices must be device pointers");
-  return launch_lists(problem, facts, small, lists, stream);
+Status check_block_sparse_device(int device, BlockSparseKernel kernel) {
+  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, device_facts(device));
+  return block_sparse_kernel(facts, kernel).status();
 }
 
-Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseLayout& layout, void* stream) {
+Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockSparseLists& lists, void* stream,
+                             BlockSparseKernel choice) {
   cuda::ScopedDevice device;
   DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device));
+  DIFFATTN_ASSIGN_OR_RETURN(FlashKernel kernel, block_sparse_kernel(facts, choice));
   bool small = false;
   DIFFATTN_RETURN_IF_ERROR(
-      block_sparse_reasons(problem, facts, layout.q_tile, layout.k_tile, !layout.tile_rows.empty(), &small));
+      block_sparse_reasons(problem, lists.q_tile, lists.k_tile, lists.tile_rows != nullptr, &small));
+  if (lists.offsets == nullptr || lists.indices == nullptr)
+    return InvalidInput("block-sparse attention on CUDA: the key lists' offsets and indices must be device pointers");
+  return launch_lists(problem, facts, kernel, small, lists, stream);
+}
+
+Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseLayout& layout, void* stream,
+                             BlockSparseKernel choice) {
+  cuda::ScopedDevice device;
+  DIFFATTN_ASSIGN_OR_RETURN(DeviceFacts facts, enter_device(problem, device));
+  DIFFATTN_ASSIGN_OR_RETURN(FlashKernel kernel, block_sparse_kernel(facts, choice));
+  bool small = false;
+  DIFFATTN_RETURN_IF_ERROR(
+      block_sparse_reasons(problem, layout.q_tile, layout.k_tile, !layout.tile_rows.empty(), &small));
   DIFFATTN_RETURN_IF_ERROR(check_block_sparse_layout(layout, problem.q.size(0), problem.q.size(2), problem.q.size(1),
                                                      problem.k.size(1)));
   // The lists travel on the caller's stream, in one allocation, and are freed behind the kernel.
@@ -232,7 +264,7 @@ Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseL
     }
     const DeviceBlockSparseLists lists{layout.q_tile, layout.k_tile, at[0], at[1],
                                        layout.tile_rows.empty() ? nullptr : at[2]};
-    return launch_lists(problem, facts, small, lists, stream);
+    return launch_lists(problem, facts, kernel, small, lists, stream);
   };
   const Status status = upload_and_launch();
   (void)cudaFreeAsync(buffer, s);

@@ -18,21 +18,33 @@ Status run_flash_attn_cuda(const AttentionProblem& problem, void* stream);
 // dispatches to it on Ampere and Ada; calling it directly lets that kernel be checked on a newer GPU.
 Status run_flash_attn_ampere_cuda(const AttentionProblem& problem, void* stream);
 
-// Block-sparse attention on the Hopper kernel (sm_90): each query tile attends only to the key
-// tiles its list names (kernels/sparse/block_sparse_layout.h), the result run_block_sparse_cpu's
-// within the inputs' precision. Two tilings (kernels/cuda/flash/flash_config.h):
+// Which block-sparse kernel runs: the device's (Hopper's on sm_90, the mma.sync walk on sm_80..sm_89),
+// or the mma.sync walk on any device from sm_80 on, which lets that kernel be checked on a newer GPU.
+enum class BlockSparseKernel { kForDevice, kAmpere };
+
+// Whether device `device` has the block-sparse kernel `kernel` asks for; the message names what to
+// run instead. For callers that must refuse before their own launches.
+Status check_block_sparse_device(int device, BlockSparseKernel kernel);
+
+// Block-sparse attention on the Hopper kernel (sm_90) or the mma.sync walk (sm_80..sm_89; `kernel`):
+// each query tile attends only to the key tiles its list names (kernels/sparse/block_sparse_layout.h),
+// the result run_block_sparse_cpu's within the inputs' precision. Both kernels take the same lists.
+// Two tilings (kernels/cuda/flash/flash_config.h; on Hopper):
 //  - 128 x 128 (block_sparse_tile, kBlockSparseTile), hd64 and hd128: about 95 % of dense
 //    FLASH_ATTN's TFLOP/s on the FLOPs it computes;
 //  - 64 x 64 (kBlockSparseSmallTile), hd64 and hd128, for FASTVIDEO_VSA's 64-token cubes: each
 //    consumer warpgroup of a CTA walks its own 64-row query tile's list; about half of dense
 //    FLASH_ATTN's TFLOP/s.
+// The mma.sync walk (kernels/cuda/dense/sdpa_mma_kernel.cuh) runs one CTA per query tile of either
+// tiling, over the listed tiles' key blocks.
 // tile_rows (self-attention over padded tiles, Sq = Skv) is honoured on the key side: keys past a
 // tile's valid rows are never attended. Padding query rows are computed like any other row (their
 // out and lse rows get finite values that mean nothing), unlike on the CPU, which leaves them as
 // they were: callers that gather into padded buffers discard them.
 // Causal, key-masked and packed problems are refused. Everything is checked before anything runs;
 // the lists go to the device on `stream` for this call.
-Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseLayout& layout, void* stream);
+Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseLayout& layout, void* stream,
+                             BlockSparseKernel kernel = BlockSparseKernel::kForDevice);
 
 // The same with lists already on the problem's device (offsets: batch * heads * q_tiles + 1 entries,
 // indices: offsets' last entry; tile_rows: optional, q_tiles entries), for
@@ -44,7 +56,8 @@ struct DeviceBlockSparseLists {
   const std::int32_t* indices = nullptr;
   const std::int32_t* tile_rows = nullptr;
 };
-Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockSparseLists& lists, void* stream);
+Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockSparseLists& lists, void* stream,
+                             BlockSparseKernel kernel = BlockSparseKernel::kForDevice);
 
 // Attention under a dense keep-mask [B|1, H|1, Sq, Skv] on the Hopper kernel (sm_90; head sizes
 // kBlockSparseHeadSizes, Dv = D; not causal, not packed): the mask is packed to bits per query row

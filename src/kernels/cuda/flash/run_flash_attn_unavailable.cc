@@ -20,11 +20,13 @@ Status no_block_sparse_kernels() {
 }
 }  // namespace
 
-Status run_block_sparse_cuda(const AttentionProblem&, const BlockSparseLayout&, void*) {
+Status check_block_sparse_device(int, BlockSparseKernel) { return no_block_sparse_kernels(); }
+
+Status run_block_sparse_cuda(const AttentionProblem&, const BlockSparseLayout&, void*, BlockSparseKernel) {
   return no_block_sparse_kernels();
 }
 
-Status run_block_sparse_cuda(const AttentionProblem&, const DeviceBlockSparseLists&, void*) {
+Status run_block_sparse_cuda(const AttentionProblem&, const DeviceBlockSparseLists&, void*, BlockSparseKernel) {
   return no_block_sparse_kernels();
 }
 

@@ -67,14 +67,11 @@ Status check_padded_rows(std::int64_t batch, const RainTileMap& map) {
                      std::to_string(batch * map.padded_length()) + "; split the call's batch");
 }
 
-Status check_hopper(int device) {
-  int major = 0, minor = 0;
-  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major == 9 && minor == 0) return Status::Ok();
-  return Unsupported("RAINFUSION_ATTN on CUDA tensors runs on sm_90 (Hopper) only, its fine pass being FLASH_ATTN's "
-                     "block-sparse Hopper kernel, but this device is sm_" + std::to_string(major * 10 + minor) +
-                     "; run it on CPU tensors, or select FLASH_ATTN for dense attention");
+// The fine pass's kernel, checked before anything runs.
+Status check_fine_kernel(int device, flash::BlockSparseKernel kernel) {
+  const Status s = flash::check_block_sparse_device(device, kernel);
+  if (s.ok()) return s;
+  return Status(s.code(), "RAINFUSION_ATTN's fine pass: " + s.message());
 }
 
 Strides strides_of(const TensorView& t) { return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)}; }
@@ -208,12 +205,12 @@ unsigned blocks_for(std::int64_t items, int per_block) {
 }  // namespace
 
 Status run_rainfusion_cuda(const AttentionProblem& p, const RainFusionParams& params, void* stream_arg,
-                           RainFusionPlan* plan_out) {
+                           RainFusionPlan* plan_out, flash::BlockSparseKernel kernel) {
   DIFFATTN_RETURN_IF_ERROR(check_rainfusion_call(p, params));
   DIFFATTN_RETURN_IF_ERROR(check_cuda_call(p));
   cuda::ScopedDevice device;
   DIFFATTN_RETURN_IF_ERROR(device.enter(p.q.device.index));
-  DIFFATTN_RETURN_IF_ERROR(check_hopper(p.q.device.index));
+  DIFFATTN_RETURN_IF_ERROR(check_fine_kernel(p.q.device.index, kernel));
   const auto stream = static_cast<cudaStream_t>(stream_arg);
 
   const VideoGeometry& g = *p.video;
@@ -318,7 +315,7 @@ Status run_rainfusion_cuda(const AttentionProblem& p, const RainFusionParams& pa
   fine.scale = p.softmax_scale();
   const flash::DeviceBlockSparseLists lists{static_cast<int>(kRainTileTokens), static_cast<int>(kRainTileTokens),
                                             offsets, indices, valid};
-  DIFFATTN_RETURN_IF_ERROR(flash::run_block_sparse_cuda(fine, lists, stream));
+  DIFFATTN_RETURN_IF_ERROR(flash::run_block_sparse_cuda(fine, lists, stream, kernel));
   if (plan_out != nullptr) {
     BlockSparseLayout& layout = plan_out->layout;
     layout.q_tile = layout.k_tile = static_cast<int>(kRainTileTokens);

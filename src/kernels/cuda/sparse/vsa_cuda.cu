@@ -63,16 +63,12 @@ struct CoarseLaunch {
   int smem_limit = 0;
 };
 
-// The kernels' limits on the device: Hopper (the fine branch's kernel), and the coarse branch's
-// scores of one block's query cubes in shared memory.
-Result<CoarseLaunch> check_device(int device, std::int64_t cubes, int head_size) {
-  int major = 0, minor = 0, smem_block = 0, smem_sm = 0;
-  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major != 9 || minor != 0)
-    return Unsupported("FASTVIDEO_VSA's CUDA path runs its fine branch on the sm_90 (Hopper) block-sparse kernel, "
-                       "but this device is sm_" + std::to_string(major * 10 + minor) +
-                       "; run FASTVIDEO_VSA on CPU tensors, or select FLASH_ATTN or TORCH_SDPA");
+// The kernels' limits on the device: a block-sparse kernel for the fine branch, and the coarse
+// branch's scores of one block's query cubes in shared memory.
+Result<CoarseLaunch> check_device(int device, std::int64_t cubes, int head_size, flash::BlockSparseKernel kernel) {
+  if (const Status fine = flash::check_block_sparse_device(device, kernel); !fine.ok())
+    return Status(fine.code(), "FASTVIDEO_VSA's fine branch: " + fine.message());
+  int smem_block = 0, smem_sm = 0;
   DIFFATTN_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&smem_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   DIFFATTN_CUDA_RETURN_IF_ERROR(
@@ -190,7 +186,7 @@ Status copy_selected(const std::int32_t* offsets, const std::int32_t* indices, c
 
 template <typename T>
 Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch& launch, cudaStream_t stream,
-                 BlockSparseLayout* selected) {
+                 BlockSparseLayout* selected, flash::BlockSparseKernel kernel) {
   const VsaCubeMap map{p.video->frames, p.video->height, p.video->width};
   const bool gated = p.gate.has_value();
   const auto elements = [&](std::int64_t rows, std::int64_t heads) {
@@ -256,7 +252,7 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   constexpr int kTile = flash::kBlockSparseSmallTile;
   static_assert(kTile == kVsaCubeTokens, "a cube is one 64-row query tile and one 64-key tile of the fine branch");
   DIFFATTN_RETURN_IF_ERROR(flash::run_block_sparse_cuda(
-      fine, flash::DeviceBlockSparseLists{kTile, kTile, offsets, indices, tile_rows}, stream));
+      fine, flash::DeviceBlockSparseLists{kTile, kTile, offsets, indices, tile_rows}, stream, kernel));
 
   // Only now is out written: the valid slots back in token order, with the gated coarse branch.
   DIFFATTN_RETURN_IF_ERROR(scatter<T>(fine_out, coarse_out, p, map, s, stream));
@@ -267,7 +263,7 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
 }  // namespace
 
 Status run_fastvideo_vsa_cuda(const AttentionProblem& problem, std::int64_t topk, void* stream,
-                              BlockSparseLayout* selected) {
+                              BlockSparseLayout* selected, flash::BlockSparseKernel kernel) {
   DIFFATTN_RETURN_IF_ERROR(check_vsa_problem(problem, topk));
   DIFFATTN_RETURN_IF_ERROR(check_cuda_problem(problem));
   const VideoGeometry& g = *problem.video;
@@ -288,12 +284,12 @@ Status run_fastvideo_vsa_cuda(const AttentionProblem& problem, std::int64_t topk
   cuda::ScopedDevice device;
   DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
   DIFFATTN_ASSIGN_OR_RETURN(const CoarseLaunch launch,
-                            check_device(problem.q.device.index, s.cubes, static_cast<int>(s.dim)));
+                            check_device(problem.q.device.index, s.cubes, static_cast<int>(s.dim), kernel));
   if (s.batch == 0) return Status::Ok();
   auto cuda_stream = static_cast<cudaStream_t>(stream);
   if (problem.q.dtype == DType::kBFloat16)
-    return run_typed<__nv_bfloat16>(problem, s, launch, cuda_stream, selected);
-  return run_typed<__half>(problem, s, launch, cuda_stream, selected);
+    return run_typed<__nv_bfloat16>(problem, s, launch, cuda_stream, selected, kernel);
+  return run_typed<__half>(problem, s, launch, cuda_stream, selected, kernel);
 }
 
 }  // namespace diffattn

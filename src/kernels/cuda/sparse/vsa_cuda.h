@@ -1,15 +1,17 @@
 #pragma once
-// FASTVIDEO_VSA on CUDA views (sm_90): the CPU path's algorithm (kernels/cpu/vsa_cpu.h) on the
+// FASTVIDEO_VSA on CUDA views (sm_80 to sm_90): the CPU path's algorithm (kernels/cpu/vsa_cpu.h) on the
 // caller's stream. Q, K and V are gathered into padded 4x4x4 cube order and pooled per cube; the
 // coarse branch attends over cube means and picks each query cube's top-k key cubes (float32
-// scores: near-ties may order differently from the CPU's float64); the fine branch is the Hopper
-// block-sparse kernel over those cubes (64 x 64 tiles, each cube's valid tokens as its tile rows);
+// scores: near-ties may order differently from the CPU's float64); the fine branch is the
+// block-sparse kernel over those cubes (64 x 64 tiles, each cube's valid tokens as its tile rows;
+// Hopper's on sm_90, the mma.sync walk on sm_80..sm_89, or that walk anywhere when `kernel` asks);
 // out = fine + coarse * gate with a gate, else fine.
 
 #include <cstdint>
 
 #include "diffattn/problem.h"
 #include "diffattn/status.h"
+#include "kernels/cuda/flash/run_flash_attn.h"
 #include "kernels/sparse/block_sparse_layout.h"
 
 namespace diffattn {
@@ -23,6 +25,7 @@ namespace diffattn {
 // chosen key cubes (query and key tiles are cubes, tile_rows their valid tokens); filling it waits
 // for the stream. In a build without CUDA this returns kUnavailable.
 Status run_fastvideo_vsa_cuda(const AttentionProblem& problem, std::int64_t topk, void* stream,
-                              BlockSparseLayout* selected = nullptr);
+                              BlockSparseLayout* selected = nullptr,
+                              flash::BlockSparseKernel kernel = flash::BlockSparseKernel::kForDevice);
 
 }  // namespace diffattn
