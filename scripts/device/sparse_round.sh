@@ -30,9 +30,12 @@ if [ -f .devcarry/bundle.tar.xz ]; then
       echo "== diffattn run wan2.1-14b ${1}x${2}x81: FASTVIDEO_VSA topk $topk of $cubes cubes"
       timeout 200 "${run[@]}" --out-dir "/tmp/run-vsa-$1" --diffusion-attention-config \
         "{\"per_role\": {\"self\": {\"backend\": \"FASTVIDEO_VSA\", \"fastvideo_vsa_topk\": $topk}}}" 2>&1 | grep -E "^self|^cross|error"
-      echo "== diffattn run wan2.1-14b ${1}x${2}x81: RAINFUSION_ATTN sparsity 0.8"
-      timeout 200 "${run[@]}" --out-dir "/tmp/run-rain-$1" --diffusion-attention-config \
-        '{"per_role": {"self": {"backend": "RAINFUSION_ATTN", "block_sparse": {"sparsity": 0.8}}}}' 2>&1 | grep -E "^self|^cross|error"
+      for precision in ${RAIN_PRECISIONS:-bf16}; do
+        echo "== diffattn run wan2.1-14b ${1}x${2}x81: RAINFUSION_ATTN sparsity 0.8, precision $precision"
+        timeout 200 "${run[@]}" --out-dir "/tmp/run-rain-$1-$precision" --diffusion-attention-config \
+          "{\"per_role\": {\"self\": {\"backend\": \"RAINFUSION_ATTN\", \"block_sparse\": {\"sparsity\": 0.8, \"precision\": \"$precision\"}}}}" \
+          2>&1 | grep -E "^self|^cross|error"
+      done
     done 2>&1 | tee "$OUT/runs.log"
   fi
   [ "${BENCH:-1}" = 1 ] || exit 0
@@ -46,6 +49,27 @@ if [ ! -x $sd ]; then
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 small=tiny-hd128,ragged-hd128,cross-hd128,ragged-hd64,square-4k-hd128,square-4k-hd64
+# SAGE_WALK=1: SAGE_ATTN's block-sparse walk (RAINFUSION_ATTN's precision fp8 / mix) beside the
+# bf16 walk on the same lists: checks, memcheck and racecheck, timings; then stop.
+if [ "${SAGE_WALK:-0}" = 1 ]; then
+  echo "== the 8-bit walk: checks (fp8 and fp16 P V, bf16 and fp16 inputs, tile rows)"
+  for flags in "--sage fp8" "--sage fp16" "--sage fp8 --fp16 --tile-rows" "--sage fp16 --tile-rows"; do
+    timeout 120 $sd $flags --workloads-file bench/sparse_check_workloads.csv --work $small \
+      --densities 1,0.5,0.125,0.01 --check-only 2>&1 | tee -a "$OUT/sage-walk-check.log" | grep -E "FAIL|refused|correctness"
+  done
+  for tool in memcheck racecheck; do
+    timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $sd --sage fp8 --workloads-file \
+      bench/sparse_check_workloads.csv --work tiny-hd128,ragged-hd64 --densities 1,0.3 --check-only --tile-rows \
+      > "$OUT/sage-walk-$tool.log" 2>&1
+    echo "$tool exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sage-walk-$tool.log" | tr '\n' ' '))"
+  done
+  echo "== the 8-bit walk against the bf16 walk, same lists (timings against dense FLASH_ATTN)"
+  for flags in "" "--sage fp8" "--sage fp16"; do
+    timeout 250 $sd $flags --work ${WORK:-wan2.1-14b-480p-self,wan2.1-14b-720p-self,square-16k-hd64} \
+      --densities 1,0.5,0.25,0.125 --rounds ${ROUNDS:-3} --csv "$OUT/sage-walk${flags:+-${flags##* }}.csv" 2>&1
+  done | tee "$OUT/sage-walk-time.log"
+  exit 0
+fi
 # AMPERE=1: the mma.sync walk (the block-sparse kernel of sm_80..sm_89, run here from its compute_80
 # code) against FLASH_ATTN's dense mma.sync kernel: checks, memcheck, timings; then stop.
 if [ "${AMPERE:-0}" = 1 ]; then

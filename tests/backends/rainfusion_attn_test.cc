@@ -414,21 +414,68 @@ TEST(RainfusionAttnBackend, RefusalsSayWhatToDoAndWriteNothing) {
   }
 }
 
-TEST(RainfusionAttnBackend, Fp8AndMixAreRefusedWithWhatToSelectInstead) {
+// precision fp8 and mix run the fine pass on SAGE_ATTN's 8-bit arithmetic over the very lists of
+// the bf16 pass: the output is SAGE_ATTN's block-sparse walk over the call's plan (bit for bit, on
+// the same padded 16-bit sequence), within the 8-bit bounds of the bf16 pass, with mix (16-bit
+// P V) closer than fp8; float32 inputs are refused before out is touched.
+TEST(RainfusionAttnBackend, Fp8AndMixRunTheEightBitArithmeticOverTheSameLists) {
+  std::uint64_t seed = 0;
+  auto rng = fresh_rng(seed);
+  VideoGeometry g{4, 16, 32};
+  g.text_after = 40;
+  auto data = testing::make_case_data(video_case(DType::kBFloat16, g, 2, 2), rng);
+  AttentionProblem& p = data->problem;
+  RainFusionPlan plan;
+  ASSERT_TRUE(run_rainfusion_cpu(p, RainFusionParams{}, &plan).ok());
+  std::vector<double> bf16_out;
+  testing::for_each_offset(p.out, [&](std::int64_t off) { bf16_out.push_back(testing::read_element(p.out, off)); });
+  double errors[2] = {0, 0};
+  int at = 0;
   for (const char* precision : {"fp8", "mix"}) {
     const std::string json = std::string(R"({"default": {"backend": "RAINFUSION_ATTN", "block_sparse": {"precision": ")") +
                              precision + R"("}}})";
     auto config = parse_attention_config_json(json, global_registry());
-    ASSERT_TRUE(config.ok()) << config.status().message();  // a valid configuration ...
-    AttentionLayerDesc desc;
-    desc.num_heads = 2, desc.head_size = 64;
-    Selector selector(make_platform(probe_cpu_platform(), global_registry()), &global_registry());
-    auto layer = Attention::Create(desc, *config, selector);  // ... that cannot run here
-    ASSERT_FALSE(layer.ok());
-    EXPECT_EQ(layer.status().code(), ErrorCode::kUnsupported);
-    EXPECT_THAT(layer.status().message(), HasSubstr("needs an FP8 block-sparse kernel"));
-    EXPECT_THAT(layer.status().message(), HasSubstr("set block_sparse.precision to 'bf16'"));
+    ASSERT_TRUE(config.ok()) << config.status().message();
+    BlockSparseSpec block = *config->default_spec->block_sparse;
+    auto layer = rainfusion_layer(p, block);
+    ASSERT_TRUE(layer.ok()) << layer.status().message();
+    testing::poison(p.out);
+    ASSERT_TRUE(layer->forward(p, nullptr).ok());
+    std::vector<double> got;
+    testing::for_each_offset(p.out, [&](std::int64_t off) { got.push_back(testing::read_element(p.out, off)); });
+    // The same call through the kernel function, with its plan: the plan is the bf16 pass's.
+    RainFusionParams params;
+    params.precision = at == 0 ? RainPrecision::kFp8 : RainPrecision::kMix;
+    RainFusionPlan eight_bit_plan;
+    testing::poison(p.out);
+    ASSERT_TRUE(run_rainfusion_cpu(p, params, &eight_bit_plan).ok());
+    EXPECT_EQ(eight_bit_plan.layout.indices, plan.layout.indices) << precision;
+    std::vector<double> direct;
+    testing::for_each_offset(p.out, [&](std::int64_t off) { direct.push_back(testing::read_element(p.out, off)); });
+    EXPECT_EQ(direct, got) << precision;
+    double err = 0, norm = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      err += (got[i] - bf16_out[i]) * (got[i] - bf16_out[i]);
+      norm += bf16_out[i] * bf16_out[i];
+    }
+    errors[at++] = std::sqrt(err / norm);
+    std::printf("[ RAINFUSION ] precision %s: relL2 %.4f against the bf16 pass\n", precision, errors[at - 1]);
   }
+  EXPECT_GT(errors[0], 0.0) << "fp8 must run its own arithmetic (seed " << seed << ")";
+  EXPECT_LE(errors[0], 0.06) << "seed " << seed;
+  EXPECT_LE(errors[1], 0.02) << "seed " << seed;
+  EXPECT_LT(errors[1], errors[0]) << "seed " << seed;
+  // float32 inputs: nothing to quantize them from.
+  auto f32 = testing::make_case_data(video_case(DType::kFloat32, g, 2, 2), rng);
+  RainFusionParams fp8;
+  fp8.precision = RainPrecision::kFp8;
+  const Status refused = run_rainfusion_cpu(f32->problem, fp8);
+  EXPECT_EQ(refused.code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(refused.message(), HasSubstr("set block_sparse.precision to 'bf16'"));
+  EXPECT_EQ(testing::check_untouched(f32->problem), "");
+}
+
+TEST(RainfusionAttnBackend, UnknownOptionsAreInvalidAndDefaultsAreFilled) {
   AttentionSpec extra;
   extra.backend = "RAINFUSION_ATTN";
   extra.extra = {{"block_size", 128}};

@@ -245,6 +245,63 @@ TEST(GpuRainfusion, AmpereWalkPlanIsTheCpuPlanAndOutputIsTheBlockSparseKernelsOv
   check_plan_and_output(flash::BlockSparseKernel::kAmpere);
 }
 
+// precision fp8 and mix on the GPU: SAGE_ATTN's block-sparse walk over the GPU's plan. Against the
+// CPU path of the same precision (float64 plan scores), the two differ by less than either differs
+// from the bf16 pass, whose error the GPU's stays within 10 % of.
+TEST(GpuRainfusion, EightBitPrecisionsMatchTheCpuPathOfTheSameArithmetic) {
+  SKIP_WITHOUT_HOPPER();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int idx = 0;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (std::int64_t d : {64, 128}) {
+      RainCase rc;
+      rc.video = kGeometries[idx % 4];
+      rc.dtype = dtype;
+      rc.head_size = d;
+      rc.heads_q = idx % 2 ? 3 : 4;
+      rc.heads_kv = idx % 2 ? 1 : 2;
+      ++idx;
+      auto data = make_data(rc, rng);
+      RainFusionParams bf16;
+      ASSERT_TRUE(run_rainfusion_cpu(data->problem, bf16).ok());
+      const std::vector<double> reference = testing::output_values(data->problem.out);
+      for (RainPrecision precision : {RainPrecision::kFp8, RainPrecision::kMix}) {
+        SCOPED_TRACE(rc.name() + " " + rain_precision_name(precision) + " (seed " + std::to_string(seed) + ")");
+        RainFusionParams params;
+        params.precision = precision;
+        ASSERT_TRUE(run_rainfusion_cpu(data->problem, params).ok());
+        const std::vector<double> cpu = testing::output_values(data->problem.out);
+        testing::poison(data->problem.out);
+        const Status s = run_on_gpu(*data, [&](const AttentionProblem& p) {
+          return run_rainfusion_cuda(p, params, nullptr);
+        });
+        ASSERT_TRUE(s.ok()) << s.message();
+        const std::vector<double> gpu = testing::output_values(data->problem.out);
+        const double e_cpu = testing::relative_l2(cpu, reference), e_gpu = testing::relative_l2(gpu, reference);
+        const double apart = testing::relative_l2(gpu, cpu);
+        std::printf("[ RAINFUSION ] %s %s: cpu %.4f gpu %.4f against bf16, gpu-cpu %.4f\n", rc.name().c_str(),
+                    rain_precision_name(precision), e_cpu, e_gpu, apart);
+        EXPECT_GT(e_cpu, 0.0);
+        EXPECT_LE(e_gpu, 1.10 * e_cpu);
+        EXPECT_LT(apart, e_cpu);
+      }
+    }
+  // The mma.sync walk has no 8-bit path: refused before anything runs.
+  RainCase rc;
+  rc.video = kGeometries[0];
+  auto data = make_data(rc, rng);
+  RainFusionParams fp8;
+  fp8.precision = RainPrecision::kFp8;
+  testing::poison(data->problem.out);
+  const Status s = run_on_gpu(*data, [&](const AttentionProblem& p) {
+    return run_rainfusion_cuda(p, fp8, nullptr, nullptr, flash::BlockSparseKernel::kAmpere);
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(s.message().find("set block_sparse.precision to 'bf16'"), std::string::npos) << s.message();
+  EXPECT_EQ(testing::check_untouched(data->problem), "");
+}
+
 Result<Attention> rainfusion_layer(const AttentionProblem& p, std::optional<BlockSparseSpec> block) {
   auto info = probe_cuda_platform(0);
   if (!info.ok()) return info.status();

@@ -4,13 +4,16 @@
 // implementation of the same arithmetic (kernels/cpu/sage_cpu.cc) on the same inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/sage_cpu.h"
+#include "kernels/cpu/sdpa_cpu.h"
 #include "kernels/cuda/sage/run_sage_attn.h"
 #include "parity/parity_check.h"
 
@@ -248,6 +251,125 @@ TEST(GpuSageAttn, AgreesWithTheCpuImplementationOfTheSameArithmetic) {
         EXPECT_LE(e_gpu, 1.10 * e_cpu) << what;
         EXPECT_LT(apart, e_cpu) << what;
       }
+}
+
+// Block-sparse lists of 128 x 128 tiles: each (batch, head, query tile) lists about half of the key
+// tiles at random; every fifth row lists none.
+BlockSparseLayout half_lists(const ParityCase& c, std::mt19937_64& rng) {
+  BlockSparseLayout l;
+  l.q_tile = l.k_tile = sage::kKvBlock;
+  l.batch = c.batch, l.heads = c.heads_q;
+  l.q_tiles = tile_count(c.seq_q, l.q_tile), l.k_tiles = tile_count(c.seq_kv, l.k_tile);
+  l.offsets.push_back(0);
+  for (std::int64_t r = 0; r < l.batch * l.heads * l.q_tiles; ++r) {
+    if (r % 5 != 4)
+      for (std::int32_t j = 0; j < l.k_tiles; ++j)
+        if (rng() % 2 == 0 || j == r % l.k_tiles) l.indices.push_back(j);
+    l.offsets.push_back(static_cast<std::int32_t>(l.indices.size()));
+  }
+  return l;
+}
+
+// The layout's arrays on the device, freed with the object.
+struct DeviceLists {
+  std::int32_t *offsets = nullptr, *indices = nullptr, *tile_rows = nullptr;
+  explicit DeviceLists(const BlockSparseLayout& l) {
+    const std::pair<std::int32_t**, const std::vector<std::int32_t>*> parts[] = {
+        {&offsets, &l.offsets}, {&indices, &l.indices}, {&tile_rows, &l.tile_rows}};
+    for (const auto& [at, host] : parts) {
+      if (host->empty()) continue;
+      cudaMalloc(at, host->size() * sizeof(std::int32_t));
+      cudaMemcpy(*at, host->data(), host->size() * sizeof(std::int32_t), cudaMemcpyHostToDevice);
+    }
+  }
+  ~DeviceLists() {
+    for (std::int32_t* p : {offsets, indices, tile_rows}) cudaFree(p);
+  }
+  flash::DeviceBlockSparseLists view(int tile) const { return {tile, tile, offsets, indices, tile_rows}; }
+};
+
+// The block-sparse walk (RAINFUSION_ATTN's 8-bit fine pass) against the CPU walk of the same
+// arithmetic on the same lists, with block-sparse attention in the inputs' precision as the exact
+// result: the GPU adds at most 10 % to the CPU's error. Padded tiles on the self-attention cases;
+// rows past a tile's valid rows are not compared (the GPU computes them, the CPU leaves them).
+TEST(GpuSageAttn, BlockSparseWalkAgreesWithTheCpuWalk) {
+  SKIP_WITHOUT_SAGE_GPU();
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  if (major != 9) GTEST_SKIP() << "the block-sparse walk is Hopper's";
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int idx = 0;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (std::int64_t d : {64, 128})
+      for (sage::PvMode pv : {sage::PvMode::kFp8, sage::PvMode::kFp16}) {
+        ParityCase c;
+        c.dtype = dtype, c.head_size = c.head_size_v = d, c.batch = 1 + idx % 2;
+        c.heads_q = 4, c.heads_kv = idx % 2 ? 2 : 4, c.lse = true;
+        const bool padded = idx % 2 == 0;
+        c.seq_q = 128 * 6 + 37, c.seq_kv = padded ? c.seq_q : 128 * 4 + 5;
+        ++idx;
+        auto data = testing::make_case_data(c, rng);
+        BlockSparseLayout lists = half_lists(c, rng);
+        if (padded)
+          for (std::int64_t t = 0; t < lists.q_tiles; ++t) {
+            const auto rows = static_cast<std::int32_t>(std::min<std::int64_t>(128, c.seq_q - t * 128));
+            lists.tile_rows.push_back(t % 3 == 1 ? 1 + static_cast<std::int32_t>(rng() % rows) : rows);
+          }
+        const auto valid_row = [&](std::int64_t i) {
+          const std::int64_t t = i / 128;
+          return lists.tile_rows.empty() || i - t * 128 < lists.tile_rows[static_cast<std::size_t>(t)];
+        };
+        const auto values = [&](const TensorView& out) {
+          std::vector<double> v;
+          for (std::int64_t b = 0; b < c.batch; ++b)
+            for (std::int64_t i = 0; i < c.seq_q; ++i)
+              for (std::int64_t h = 0; h < c.heads_q; ++h)
+                for (std::int64_t e = 0; valid_row(i) && e < d; ++e)
+                  v.push_back(testing::read_element(out, testing::element_offset(out, {b, i, h, e})));
+          return v;
+        };
+        const Status exact_run = run_block_sparse_cpu(data->problem, lists);
+        ASSERT_TRUE(exact_run.ok()) << c.name() << ": " << exact_run.message();
+        const std::vector<double> exact = values(data->problem.out);
+        const Status cpu_run = sage::run_sage_block_sparse_cpu(data->problem, lists, pv);
+        ASSERT_TRUE(cpu_run.ok()) << c.name() << ": " << cpu_run.message();
+        const std::vector<double> cpu = values(data->problem.out);
+        testing::DeviceCase device(*data);
+        ASSERT_TRUE(device.ok()) << c.name();
+        const DeviceLists on_device(lists);
+        const Status s = sage::run_sage_block_sparse_cuda(device.problem(), on_device.view(128), pv, nullptr);
+        ASSERT_TRUE(s.ok()) << c.name() << ": " << s.ToString();
+        ASSERT_TRUE(device.copy_back()) << c.name();
+        const std::vector<double> gpu = values(data->problem.out);
+        const double e_cpu = testing::relative_l2(cpu, exact), e_gpu = testing::relative_l2(gpu, exact);
+        const double apart = testing::relative_l2(gpu, cpu);
+        const bool fp8 = pv == sage::PvMode::kFp8;
+        std::printf("[sage-bs] %-52s %s cpu %.4f gpu %.4f (x%.3f) gpu-cpu %.4f\n", c.name().c_str(),
+                    fp8 ? "fp8 " : "fp16", e_cpu, e_gpu, e_gpu / e_cpu, apart);
+        const std::string what = c.name() + (fp8 ? " fp8" : " fp16") + " seed " + std::to_string(seed);
+        EXPECT_LE(e_gpu, 1.10 * e_cpu) << what;
+        EXPECT_LT(apart, e_cpu) << what;
+        // Rows with an empty list: zeros (the lists' fifth rows).
+        for (std::int64_t h = 0; h < c.heads_q; ++h)
+          for (std::int64_t t = 0; t < lists.q_tiles; ++t) {
+            const std::int64_t r = lists.row(0, h, t);
+            if (lists.offsets[r] != lists.offsets[r + 1]) continue;
+            const std::int64_t i = t * 128;
+            EXPECT_EQ(testing::read_element(data->problem.out, testing::element_offset(data->problem.out, {0, i, h, 0})),
+                      0.0) << what;
+          }
+      }
+  // Lists of other tiles are refused before anything runs.
+  ParityCase c;
+  c.dtype = DType::kBFloat16, c.head_size = c.head_size_v = 128, c.seq_q = c.seq_kv = 300;
+  auto data = testing::make_case_data(c, rng);
+  testing::DeviceCase device(*data);
+  ASSERT_TRUE(device.ok());
+  const BlockSparseLayout small = full_block_sparse_layout(1, c.heads_q, 300, 300, 64, 64);
+  const DeviceLists on_device(small);
+  EXPECT_EQ(sage::run_sage_block_sparse_cuda(device.problem(), on_device.view(64), sage::PvMode::kFp8, nullptr).code(),
+            ErrorCode::kInvalidInput);
 }
 
 TEST(GpuSageAttn, HeadSizesWithoutAKernelAreRefusedWithoutWriting) {

@@ -3,12 +3,16 @@
 // rows, fully masked rows, and its refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <numeric>
 #include <random>
+#include <vector>
 
 #include "kernels/cpu/sage_cpu.h"
+#include "kernels/cpu/sdpa_cpu.h"
 #include "parity/cases.h"
 #include "parity/oracle.h"
 #include "parity/quantized_tolerance.h"
@@ -195,6 +199,120 @@ TEST(SageCpu, RefusesWhatItDoesNotComputeBeforeWriting) {
     });
     EXPECT_TRUE(untouched) << c.name();
   }
+}
+
+// Block-sparse lists of 128 x 128 tiles: each (batch, head, query tile) lists round(density x key
+// tiles) random distinct key tiles; every `empty_every`-th row lists none.
+BlockSparseLayout random_lists(const ParityCase& c, double density, int empty_every, std::mt19937_64& rng) {
+  BlockSparseLayout l;
+  l.q_tile = l.k_tile = sage::kKvBlock;
+  l.batch = c.batch, l.heads = c.heads_q;
+  l.q_tiles = tile_count(c.seq_q, l.q_tile), l.k_tiles = tile_count(c.seq_kv, l.k_tile);
+  const auto keep = std::max<std::int64_t>(1, std::llround(density * static_cast<double>(l.k_tiles)));
+  std::vector<std::int32_t> all(static_cast<std::size_t>(l.k_tiles));
+  l.offsets.push_back(0);
+  for (std::int64_t r = 0; r < l.batch * l.heads * l.q_tiles; ++r) {
+    if (empty_every == 0 || r % empty_every != empty_every - 1) {
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng);
+      std::sort(all.begin(), all.begin() + keep);
+      l.indices.insert(l.indices.end(), all.begin(), all.begin() + keep);
+    }
+    l.offsets.push_back(static_cast<std::int32_t>(l.indices.size()));
+  }
+  return l;
+}
+
+std::vector<double> values_of(const TensorView& t) {
+  std::vector<double> v;
+  testing::for_each_offset(t, [&](std::int64_t off) { v.push_back(testing::read_element(t, off)); });
+  return v;
+}
+
+// With every tile listed, the walk visits the dense arithmetic's blocks in its order: the same bits.
+TEST(SageBlockSparseCpu, EveryTileListedIsTheDenseArithmeticBitForBit) {
+  const std::uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (const ParityCase& c : {sage_case(DType::kBFloat16, 300, 300, 128), sage_case(DType::kFloat16, 200, 333, 64)}) {
+    auto data = testing::make_case_data(c, rng);
+    make_dit_like(data->problem, rng);
+    const BlockSparseLayout full =
+        full_block_sparse_layout(c.batch, c.heads_q, c.seq_q, c.seq_kv, sage::kKvBlock, sage::kKvBlock);
+    for (PvMode pv : {PvMode::kFp8, PvMode::kFp16}) {
+      ASSERT_TRUE(sage::run_sage_attn_cpu(data->problem, pv).ok());
+      const std::vector<double> dense_out = values_of(data->problem.out), dense_lse = values_of(*data->problem.lse);
+      testing::poison(data->problem.out);
+      testing::poison(*data->problem.lse);
+      const Status s = sage::run_sage_block_sparse_cpu(data->problem, full, pv);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(values_of(data->problem.out), dense_out) << c.name() << " seed " << seed;
+      EXPECT_EQ(values_of(*data->problem.lse), dense_lse) << c.name() << " seed " << seed;
+    }
+  }
+}
+
+// Against block-sparse attention in the inputs' precision on the same lists: the 8-bit bounds of
+// the dense arithmetic (kRandomBounds); rows with an empty list give zeros and LSE -inf; rows past
+// a padded tile's valid rows are left as they were, and its padding keys are never attended.
+TEST(SageBlockSparseCpu, ListedKeysMatchBlockSparseAttentionWithinTheEightBitBounds) {
+  const std::uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  ParityCase c = sage_case(DType::kBFloat16, 128 * 5, 128 * 5, 64);
+  for (PvMode pv : {PvMode::kFp8, PvMode::kFp16}) {
+    auto data = testing::make_case_data(c, rng);
+    AttentionProblem& p = data->problem;
+    BlockSparseLayout lists = random_lists(c, 0.5, 7, rng);
+    for (std::int64_t t = 0; t < lists.q_tiles; ++t) lists.tile_rows.push_back(t % 2 ? 1 + rng() % 127 : 128);
+    ASSERT_TRUE(run_block_sparse_cpu(p, lists).ok());
+    const std::vector<double> want = values_of(p.out);
+    testing::poison(p.out);
+    testing::poison(*p.lse);
+    const Status s = sage::run_sage_block_sparse_cpu(p, lists, pv);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const std::vector<double> got = values_of(p.out);
+    double err = 0, norm = 0, dot = 0, got_norm = 0;
+    std::size_t at = 0;
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t i = 0; i < c.seq_q; ++i)
+        for (std::int64_t h = 0; h < c.heads_q; ++h) {
+          const std::int64_t t = i / 128, row = lists.row(b, h, t);
+          const bool padding = i - t * 128 >= lists.tile_rows[static_cast<std::size_t>(t)];
+          const auto r = static_cast<std::size_t>(row);
+          const bool empty = lists.offsets[r] == lists.offsets[r + 1];
+          const double lse = testing::read_element(*p.lse, testing::element_offset(*p.lse, {b, h, i}));
+          if (padding) EXPECT_TRUE(std::isnan(lse)) << "a padding row was written";
+          if (empty && !padding) EXPECT_EQ(lse, -INFINITY);
+          for (std::int64_t e = 0; e < c.head_size_v; ++e, ++at) {
+            if (padding) continue;
+            if (empty) EXPECT_EQ(got[at], 0.0);
+            err += (got[at] - want[at]) * (got[at] - want[at]);
+            norm += want[at] * want[at];
+            dot += got[at] * want[at];
+            got_norm += got[at] * got[at];
+          }
+        }
+    const double rel_l2 = std::sqrt(err / norm), cosine = dot / std::sqrt(norm * got_norm);
+    std::printf("[  SAGE    ] block-sparse %s: relL2 %.4f cos %.6f\n", pv == PvMode::kFp8 ? "fp8" : "fp16", rel_l2,
+                cosine);
+    EXPECT_LE(rel_l2, pv == PvMode::kFp8 ? kRandomBounds.fp8_rel_l2 : kRandomBounds.fp16_rel_l2) << "seed " << seed;
+    EXPECT_GE(cosine, pv == PvMode::kFp8 ? kRandomBounds.fp8_cosine : kRandomBounds.fp16_cosine) << "seed " << seed;
+  }
+}
+
+TEST(SageBlockSparseCpu, RefusesListsItCannotWalk) {
+  std::mt19937_64 rng(fresh_seed());
+  const ParityCase c = sage_case(DType::kBFloat16, 300, 300, 64);
+  auto data = testing::make_case_data(c, rng);
+  const BlockSparseLayout small = full_block_sparse_layout(c.batch, c.heads_q, c.seq_q, c.seq_kv, 64, 64);
+  EXPECT_EQ(sage::run_sage_block_sparse_cpu(data->problem, small, PvMode::kFp8).code(), ErrorCode::kInvalidInput);
+  BlockSparseLayout wrong = full_block_sparse_layout(c.batch, c.heads_q, c.seq_q, c.seq_kv, 128, 128);
+  wrong.indices.back() = static_cast<std::int32_t>(wrong.k_tiles);
+  EXPECT_EQ(sage::run_sage_block_sparse_cpu(data->problem, wrong, PvMode::kFp8).code(), ErrorCode::kInvalidInput);
+  bool untouched = true;
+  testing::for_each_offset(data->problem.out, [&](std::int64_t off) {
+    untouched = untouched && std::isnan(testing::read_element(data->problem.out, off));
+  });
+  EXPECT_TRUE(untouched);
 }
 
 }  // namespace

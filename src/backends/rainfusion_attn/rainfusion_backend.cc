@@ -88,6 +88,9 @@ Status RainfusionAttnBackend::forward(const AttentionProblem& problem, void* str
   if (dense) return on_gpu ? flash::run_flash_attn_cuda(problem, stream) : run_sdpa_cpu(problem);
   RainFusionParams params;
   params.sparsity = options_.sparsity;
+  params.precision = options_.precision == "fp8"   ? RainPrecision::kFp8
+                     : options_.precision == "mix" ? RainPrecision::kMix
+                                                   : RainPrecision::kBf16;
   const std::int64_t layer = problem.denoising && problem.denoising->layer ? *problem.denoising->layer : -1;
   const std::int64_t step = problem.denoising ? problem.denoising->index : -1;
   // The plan is read back only for the call that logs it: on the GPU that read waits for the stream.
@@ -104,19 +107,15 @@ Status RainfusionAttnBackend::forward(const AttentionProblem& problem, void* str
   std::lock_guard lock(logged_mu_);
   if (logged_.emplace(layer, step).second)
     log_info("RAINFUSION_ATTN role='" + role_ + "' layer " + std::to_string(layer) + " step " + std::to_string(step) +
-             " at sparsity " + fixed(options_.sparsity, 3) + ": " + plan_summary(plan));
+             " at sparsity " + fixed(options_.sparsity, 3) + ", precision " + options_.precision + ": " +
+             plan_summary(plan));
   return Status::Ok();
 }
 
 Status validate_rainfusion_attn_options(const AttentionSpec& spec) {
   if (spec.block_sparse) {
     const BlockSparseSpec& b = *spec.block_sparse;
-    if (b.precision == "fp8" || b.precision == "mix")
-      return Unsupported("RAINFUSION_ATTN: block_sparse.precision '" + b.precision +
-                         "' needs an FP8 block-sparse kernel, which this diffattn build does not have; set "
-                         "block_sparse.precision to 'bf16' (block-sparse attention in the inputs' precision), or "
-                         "select SAGE_ATTN for 8-bit dense attention");
-    if (b.precision != "bf16")
+    if (b.precision != "bf16" && b.precision != "fp8" && b.precision != "mix")
       return InvalidConfig("RAINFUSION_ATTN: block_sparse.precision must be one of ['bf16', 'fp8', 'mix']; got '" +
                            b.precision + "'");
     if (!(b.sparsity >= 0.0 && b.sparsity <= 1.0) || b.start_step < 0 || b.end_step < 0)

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/sage_cpu.h"
 #include "kernels/cpu/sdpa_cpu.h"
 #include "kernels/cpu/view_access.h"
 
@@ -15,6 +17,51 @@ namespace {
 std::vector<double> video_tile_means(const std::vector<float>& x, const RainTiles& tiles, std::int64_t batch,
                                      std::int64_t heads, std::int64_t dim) {
   return cpu::tile_means(x, tiles.valid, tiles.count(), kRainTileTokens, tiles.video_tiles, batch, heads * dim);
+}
+
+// `x` (values of a 16-bit type, held as floats) back in that type: exact.
+std::vector<std::uint16_t> as_16_bit(const std::vector<float>& x, DType dtype) {
+  std::vector<std::uint16_t> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    out[i] = dtype == DType::kFloat16 ? cpu::float_to_half(x[i]) : cpu::float_to_bf16(x[i]);
+  return out;
+}
+
+// The 8-bit fine pass (precision fp8 or mix): SAGE_ATTN's arithmetic over the lists, on the padded
+// 16-bit sequence; fine_out receives its output as floats.
+Status run_8_bit_fine_pass(const AttentionProblem& p, const RainFusionParams& params, const std::vector<float>& q,
+                           const std::vector<float>& k, const std::vector<float>& v, const BlockSparseLayout& layout,
+                           std::int64_t padded, std::vector<float>& fine_out) {
+  const DType dtype = p.q.dtype;
+  const std::int64_t batch = p.q.size(0), heads_q = p.q.size(2), heads_kv = p.k.size(2);
+  const std::int64_t d = p.q.size(3), dv = p.v.size(3);
+  std::vector<std::uint16_t> q16 = as_16_bit(q, dtype), k16 = as_16_bit(k, dtype), v16 = as_16_bit(v, dtype);
+  std::vector<std::uint16_t> out16(fine_out.size(), 0);
+  AttentionProblem fine;
+  fine.q = TensorView::Contiguous(q16.data(), dtype, {batch, padded, heads_q, d});
+  fine.k = TensorView::Contiguous(k16.data(), dtype, {batch, padded, heads_kv, d});
+  fine.v = TensorView::Contiguous(v16.data(), dtype, {batch, padded, heads_kv, dv});
+  fine.out = TensorView::Contiguous(out16.data(), dtype, {batch, padded, heads_q, dv});
+  fine.scale = p.softmax_scale();
+  const sage::PvMode pv = params.precision == RainPrecision::kFp8 ? sage::PvMode::kFp8 : sage::PvMode::kFp16;
+  DIFFATTN_RETURN_IF_ERROR(sage::run_sage_block_sparse_cpu(fine, layout, pv));
+  for (std::size_t i = 0; i < out16.size(); ++i)
+    fine_out[i] = dtype == DType::kFloat16 ? cpu::half_to_float(out16[i]) : cpu::bf16_to_float(out16[i]);
+  return Status::Ok();
+}
+
+// The valid rows of the padded fine output back into out, in the call's token order.
+void scatter_fine_output(const AttentionProblem& p, const RainTiles& tiles, const std::vector<float>& fine_out,
+                         std::int64_t padded) {
+  const std::int64_t batch = p.q.size(0), tokens = p.q.size(1), heads_q = p.q.size(2), dv = p.v.size(3);
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t i = 0; i < tokens; ++i) {
+      const std::int64_t slot = tiles.slot[static_cast<std::size_t>(i)];
+      for (std::int64_t h = 0; h < heads_q; ++h) {
+        const float* f = fine_out.data() + ((b * padded + slot) * heads_q + h) * dv;
+        for (std::int64_t e = 0; e < dv; ++e) cpu::store_float(p.out, cpu::offset_of(p.out, b, i, h, e), f[e]);
+      }
+    }
 }
 
 struct Inputs {
@@ -80,7 +127,7 @@ Status run_rainfusion_cpu(const AttentionProblem& p, const RainFusionParams& par
   RainFusionPlan plan;
   plan.tiles = tile_sequence_for_rainfusion(g);
   const RainTiles& tiles = plan.tiles;
-  const std::int64_t batch = p.q.size(0), tokens = p.q.size(1), heads_q = p.q.size(2), heads_kv = p.k.size(2);
+  const std::int64_t batch = p.q.size(0), heads_q = p.q.size(2), heads_kv = p.k.size(2);
   const std::int64_t d = p.q.size(3), dv = p.v.size(3), padded = tiles.padded_length();
   std::vector<float> q = cpu::gather_into_slots(p.q, tiles.slot, padded);
   std::vector<float> k = cpu::gather_into_slots(p.k, tiles.slot, padded);
@@ -105,6 +152,12 @@ Status run_rainfusion_cpu(const AttentionProblem& p, const RainFusionParams& par
   // The fine pass on the padded sequence; it refuses inputs whose scores could pass float32's
   // range before out is touched.
   std::vector<float> fine_out(static_cast<std::size_t>(batch * padded * heads_q * dv));
+  if (params.precision != RainPrecision::kBf16) {
+    DIFFATTN_RETURN_IF_ERROR(run_8_bit_fine_pass(p, params, q, k, v, layout, padded, fine_out));
+    scatter_fine_output(p, tiles, fine_out, padded);
+    if (plan_out != nullptr) *plan_out = std::move(plan);
+    return Status::Ok();
+  }
   AttentionProblem fine;
   fine.q = TensorView::Contiguous(q.data(), DType::kFloat32, {batch, padded, heads_q, d});
   fine.k = TensorView::Contiguous(k.data(), DType::kFloat32, {batch, padded, heads_kv, d});
@@ -112,15 +165,7 @@ Status run_rainfusion_cpu(const AttentionProblem& p, const RainFusionParams& par
   fine.out = TensorView::Contiguous(fine_out.data(), DType::kFloat32, {batch, padded, heads_q, dv});
   fine.scale = p.softmax_scale();
   DIFFATTN_RETURN_IF_ERROR(run_block_sparse_cpu(fine, layout));
-
-  for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t i = 0; i < tokens; ++i) {
-      const std::int64_t slot = tiles.slot[static_cast<std::size_t>(i)];
-      for (std::int64_t h = 0; h < heads_q; ++h) {
-        const float* f = fine_out.data() + ((b * padded + slot) * heads_q + h) * dv;
-        for (std::int64_t e = 0; e < dv; ++e) cpu::store_float(p.out, cpu::offset_of(p.out, b, i, h, e), f[e]);
-      }
-    }
+  scatter_fine_output(p, tiles, fine_out, padded);
   if (plan_out != nullptr) *plan_out = std::move(plan);
   return Status::Ok();
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/half_convert.h"
@@ -131,8 +132,10 @@ struct RowState {
 
 class ItemRunner {
  public:
-  ItemRunner(const AttentionProblem& p, PvMode pv, QkMode qk, const Operands& ops)
-      : p_(p), pv_(pv), qk_(qk), ops_(ops), d_(p.q.size(3)), dv_(p.v.size(3)), skv_(p.k.size(1)),
+  // `layout`: the block-sparse walk over its lists (kKvBlock x kKvBlock tiles), else every key block.
+  ItemRunner(const AttentionProblem& p, PvMode pv, QkMode qk, const Operands& ops,
+             const BlockSparseLayout* layout = nullptr)
+      : p_(p), pv_(pv), qk_(qk), ops_(ops), layout_(layout), d_(p.q.size(3)), dv_(p.v.size(3)), skv_(p.k.size(1)),
         group_(p.q.size(2) / p.k.size(2)) {}
 
   [[gnu::always_inline]] void run(const WorkItem& w, RowState& st) const {
@@ -140,6 +143,22 @@ class ItemRunner {
     std::fill(st.l.begin(), st.l.end(), 0.f);
     std::fill(st.o.begin(), st.o.end(), 0.f);
     const std::int64_t kv_head = w.head / group_;
+    if (layout_ != nullptr) {
+      // The query tile's listed key blocks, each up to its tile's valid rows.
+      const BlockSparseLayout& l = *layout_;
+      const std::int64_t row = l.row(w.batch, w.head, w.q_begin / kKvBlock);
+      const auto r = static_cast<std::size_t>(row);
+      for (std::int32_t at = l.offsets[r]; at < l.offsets[r + 1]; ++at) {
+        const std::int64_t tile = l.indices[static_cast<std::size_t>(at)], j0 = tile * kKvBlock;
+        const std::int64_t rows = l.tile_rows.empty() ? kKvBlock : l.tile_rows[static_cast<std::size_t>(tile)];
+        const std::int64_t keys = std::min(skv_, j0 + rows) - j0;
+        if (keys <= 0) continue;
+        scores(w, kv_head, j0, keys, st);
+        softmax_and_pv(w, kv_head, j0, keys, st);
+      }
+      store(w, kv_head, st);
+      return;
+    }
     // Causal (top-left): the block's last row sees keys up to its own index.
     const std::int64_t kv_end = p_.causal ? std::min(skv_, w.q_begin + w.q_rows) : skv_;
     for (std::int64_t j0 = 0; j0 < kv_end; j0 += kKvBlock) {
@@ -290,6 +309,7 @@ class ItemRunner {
   PvMode pv_;
   QkMode qk_;
   const Operands& ops_;
+  const BlockSparseLayout* layout_;
   std::int64_t d_, dv_, skv_, group_;
 };
 
@@ -328,8 +348,19 @@ Status check_runs_here(const AttentionProblem& p) {
   return Status::Ok();
 }
 
-void run_items(const AttentionProblem& problem, const ItemRunner& runner) {
-  const std::vector<WorkItem> items = work_items(problem);
+void run_items(const AttentionProblem& problem, const ItemRunner& runner, const BlockSparseLayout* layout = nullptr) {
+  std::vector<WorkItem> items = work_items(problem);
+  if (layout != nullptr && !layout->tile_rows.empty()) {
+    // Rows past a padded tile's valid rows are not written.
+    std::vector<WorkItem> valid;
+    for (WorkItem w : items) {
+      const std::int64_t t = w.q_begin / kKvBlock;
+      const std::int64_t end = t * kKvBlock + layout->tile_rows[static_cast<std::size_t>(t)];
+      w.q_rows = std::min(w.q_rows, end - w.q_begin);
+      if (w.q_rows > 0) valid.push_back(w);
+    }
+    items = std::move(valid);
+  }
   const auto count = static_cast<std::int64_t>(items.size());
 #pragma omp parallel
   {
@@ -354,6 +385,31 @@ Status run_qk16(const AttentionProblem& problem, PvMode pv, Operands& ops) {
 }
 
 }  // namespace
+
+Status run_sage_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout, PvMode pv) {
+  DIFFATTN_RETURN_IF_ERROR(check_runs_here(problem));
+  static_assert(kKvBlock % kBlockQ == 0, "a work item lies in one query tile");
+  if (layout.q_tile != kKvBlock || layout.k_tile != kKvBlock)
+    return InvalidInput("SAGE_ATTN's block-sparse walk takes lists of " + std::to_string(kKvBlock) + " x " +
+                        std::to_string(kKvBlock) + " tiles, got " + std::to_string(layout.q_tile) + " x " +
+                        std::to_string(layout.k_tile));
+  if (problem.causal || problem.mask)
+    return Unsupported("SAGE_ATTN's block-sparse walk takes no causal or key-masked problem; express such keys in the "
+                       "block lists");
+  DIFFATTN_RETURN_IF_ERROR(check_block_sparse_layout(layout, problem.q.size(0), problem.q.size(2), problem.q.size(1),
+                                                     problem.k.size(1)));
+  Operands ops;
+  ops.valid = valid_keys(problem);
+  ops.q = quantize_q(problem);
+  ops.k = quantize_k(problem, ops.valid);
+  fill_values(problem, pv, ops);
+  DIFFATTN_RETURN_IF_ERROR(check_operands_fit_float32(problem, pv, ops));
+  if (problem.lse) ops.lse_shifts = lse_shifts(problem, ops.k);
+  ops.q16 = widened(ops.q.values);
+  ops.k16 = widened(ops.k.values);
+  run_items(problem, ItemRunner(problem, pv, QkMode::kInt8, ops, &layout), &layout);
+  return Status::Ok();
+}
 
 Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv, QkMode qk) {
   DIFFATTN_RETURN_IF_ERROR(check_runs_here(problem));

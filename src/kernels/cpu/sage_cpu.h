@@ -6,6 +6,7 @@
 #include "diffattn/problem.h"
 #include "diffattn/status.h"
 #include "kernels/sage/sage_quant.h"
+#include "kernels/sparse/block_sparse_layout.h"
 
 namespace diffattn::sage {
 
@@ -15,5 +16,12 @@ namespace diffattn::sage {
 // QkMode::k16 is the arithmetic of FLASHINFER_ATTN's QK16/V8 CUDA kernel (fp32 scores of the 16-bit
 // q and k, then this P*V), its oracle in the GPU tests.
 Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv, QkMode qk = QkMode::kInt8);
+
+// The same arithmetic over block-sparse key lists (kernels/sparse/block_sparse_layout.h) of
+// kKvBlock x kKvBlock tiles: the quantization over the whole sequences, then each query tile's
+// online softmax over its listed key blocks in list order, keys past a padded tile's valid rows
+// dropped (rows past them are not written). RAINFUSION_ATTN's 8-bit fine pass on the CPU and the
+// oracle of run_sage_block_sparse_cuda. Not causal, masked or packed; the layout is checked first.
+Status run_sage_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout, PvMode pv);
 
 }  // namespace diffattn::sage

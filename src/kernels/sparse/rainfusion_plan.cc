@@ -52,12 +52,25 @@ HeadChoice recognise_head(const RainTiles& t, std::int64_t bh, const std::vector
 
 }  // namespace
 
+const char* rain_precision_name(RainPrecision precision) {
+  switch (precision) {
+    case RainPrecision::kBf16: return "bf16";
+    case RainPrecision::kFp8: return "fp8";
+    case RainPrecision::kMix: return "mix";
+  }
+  return "unknown";
+}
+
 Status check_rainfusion_call(const AttentionProblem& p, const RainFusionParams& params) {
   if (!p.video)
     return InvalidInput("RAINFUSION_ATTN needs the call's video geometry; pass AttentionProblem::video (frames x "
                         "height x width of the latent, and the text tokens before and after it)");
   if (p.mask || p.is_varlen() || p.causal || p.lse)
     return Unsupported("RAINFUSION_ATTN takes no mask, cu_seqlens, causal flag or lse; select TORCH_SDPA for those");
+  if (params.precision != RainPrecision::kBf16 && p.q.dtype != DType::kFloat16 && p.q.dtype != DType::kBFloat16)
+    return Unsupported(std::string("RAINFUSION_ATTN: block_sparse.precision '") +
+                       rain_precision_name(params.precision) + "' quantizes float16 or bfloat16 inputs, got " +
+                       std::string(dtype_name(p.q.dtype)) + "; convert q, k and v, or set block_sparse.precision to 'bf16'");
   if (!(params.sparsity >= 0.0 && params.sparsity <= 1.0) || params.sampled_queries < 1)
     return InvalidInput("RAINFUSION_ATTN: sparsity must be in [0, 1] and at least one query sampled, got sparsity " +
                         std::to_string(params.sparsity) + " and " + std::to_string(params.sampled_queries) +

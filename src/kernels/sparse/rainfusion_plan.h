@@ -20,10 +20,19 @@
 
 namespace diffattn {
 
+// The fine pass's arithmetic (block_sparse.precision): the inputs' precision with fp32 sums (kBf16),
+// or SAGE_ATTN's over the same lists (kernels/sage/sage_quant.h): INT8 Q K^T with K smoothed, and
+// P V in FP8 E4M3 with the two-level sum (kFp8) or in the inputs' 16-bit type (kMix).
+enum class RainPrecision { kBf16, kFp8, kMix };
+
 struct RainFusionParams {
   double sparsity = 0.8;    // share of video key tiles each video query tile drops, in [0, 1]
   int sampled_queries = 32;  // video queries per head whose exact scores recognise its pattern
+  RainPrecision precision = RainPrecision::kBf16;
 };
+
+// "bf16", "fp8", "mix".
+const char* rain_precision_name(RainPrecision precision);
 
 // What a call chose, for tests, reports and the GPU path to compare with.
 struct RainFusionPlan {

@@ -263,6 +263,31 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
   });
 }
 
+Status run_sage_block_sparse_cuda(const AttentionProblem& problem, const flash::DeviceBlockSparseLists& lists,
+                                  PvMode pv, void* stream) {
+  static_assert(2 * 64 == kKvBlock, "the two-group kernel's query tile is one key block");
+  const std::string who = std::string(kSageName) + "'s block-sparse kernel";
+  if (lists.q_tile != kKvBlock || lists.k_tile != kKvBlock)
+    return InvalidInput(who + " takes lists of " + std::to_string(kKvBlock) + " x " + std::to_string(kKvBlock) +
+                        " tiles (query rows x keys), got " + std::to_string(lists.q_tile) + " x " +
+                        std::to_string(lists.k_tile));
+  if (lists.offsets == nullptr || lists.indices == nullptr)
+    return InvalidInput(who + ": the key lists' offsets and indices must be device pointers");
+  if (problem.causal || problem.mask || problem.is_varlen())
+    return Unsupported(who + " takes no causal, key-masked or packed problem; express such keys in the block lists");
+  if (lists.tile_rows != nullptr && problem.q.size(1) != problem.k.size(1))
+    return Unsupported(who + " honours tile_rows on self-attention (Sq = Skv) only");
+  return quantize_and_launch(problem, pv, QkMode::kInt8, stream, kKvBlock, /*hopper=*/true,
+                             [&](const SageParams& p, int sms, void* s) {
+                               SageParams listed = p;
+                               listed.bs_offsets = lists.offsets;
+                               listed.bs_indices = lists.indices;
+                               listed.bs_tile_rows = lists.tile_rows;
+                               return launch_sage_hopper_listed(listed, pv == PvMode::kFp8, sms,
+                                                                static_cast<cudaStream_t>(s));
+                             });
+}
+
 Status run_qk16_v8_cuda(const AttentionProblem& problem, void* stream, const SageKernelChoice& choice) {
   for (const TensorView* t : {&problem.q, &problem.k})
     if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)

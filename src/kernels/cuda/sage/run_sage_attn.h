@@ -6,6 +6,7 @@
 
 #include "diffattn/problem.h"
 #include "diffattn/status.h"
+#include "kernels/cuda/flash/run_flash_attn.h"
 #include "kernels/sage/sage_quant.h"
 
 namespace diffattn::sage {
@@ -36,6 +37,16 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream);
 
 // True when this build holds a SAGE_ATTN kernel for compute capability major.minor.
 bool sage_cuda_kernel_for(int major, int minor);
+
+// SAGE_ATTN's arithmetic over block-sparse key lists on CUDA views (sm_90): RAINFUSION_ATTN's
+// 8-bit fine pass. Q, K and V are quantized over the whole sequences as run_sage_attn_cuda does
+// (K's mean and V's channel scales over every key, listed or not); the two-group Hopper kernel
+// then walks the lists (on the device) of kKvBlock x kKvBlock tiles, in list order, masking keys
+// past a padded tile's valid rows (tile_rows: self-attention only). Rows with an empty list give
+// zeros and LSE -inf. Not causal, masked or packed. Everything is checked before anything is
+// written; the oracle is run_sage_block_sparse_cpu (kernels/cpu/sage_cpu.h).
+Status run_sage_block_sparse_cuda(const AttentionProblem& problem, const flash::DeviceBlockSparseLists& lists,
+                                  PvMode pv, void* stream);
 
 // FLASHINFER_ATTN's QK16/V8 mode on CUDA views (sm_90): the Hopper kernel above with Q K^T as a
 // 16-bit wgmma on the caller's Q and K (fp32 scores, no quantization of either) and V in FP8 E4M3

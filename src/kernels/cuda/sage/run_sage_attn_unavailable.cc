@@ -19,6 +19,11 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) 
 
 bool sage_cuda_kernel_for(int, int) { return false; }
 
+Status run_sage_block_sparse_cuda(const AttentionProblem& problem, const flash::DeviceBlockSparseLists&, PvMode pv,
+                                  void* stream) {
+  return run_sage_attn_cuda(problem, pv, stream);
+}
+
 Status run_qk16_v8_cuda(const AttentionProblem&, void*, const SageKernelChoice&) {
   return Unavailable("FLASHINFER_ATTN's CUDA kernels are not part of this build (nvcc was not found when it was "
                      "built); rebuild with the CUDA toolkit installed, or run FLASHINFER_ATTN on CPU tensors");

@@ -17,6 +17,10 @@
 // caller's 16-bit tensors (64-column chunks, 128-byte swizzle, as FLASH_ATTN loads them) and
 // Q K^T runs as a bf16/fp16 wgmma into fp32 scores; the softmax scale is applied to the score, and
 // the FP8 P V path is unchanged.
+// With kListed (two consumer groups: 128-row query tiles, 128-key blocks) the kernel walks
+// block-sparse key-tile lists (SageParams::bs_*): each query tile visits only the key blocks its
+// list names, in list order, with keys past a padded tile's valid rows masked; RAINFUSION_ATTN's
+// 8-bit fine pass.
 
 #include <cstdint>
 #include <type_traits>
@@ -45,8 +49,9 @@ struct SageTmaMaps {
 // exponential on the MUFU unit is fastest (long hd128 rows +3-6 % against every fourth on the FMA
 // pipe, +9-14 % against every second): those groups are bound by issue slots, not by the MUFU unit.
 template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, bool kQk16_ = false,
-          int kPolyEvery_ = kConsumers_ == 3 ? 0 : 4>
+          int kPolyEvery_ = kConsumers_ == 3 ? 0 : 4, bool kListed_ = false>
 struct SageTraits {
+  static constexpr bool kListed = kListed_;  // the block-sparse walk (see the file comment)
   static constexpr int kPolyEvery = kPolyEvery_;  // see SageConsumer::exp2_col
   static constexpr int kD = kD_;
   static constexpr bool kBf16 = kBf16_;    // the caller's dtype: the output, and P and V in the FP16 mode
@@ -88,6 +93,7 @@ struct SageTraits {
   static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
   static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register budget exceeded");
   static_assert(kD == 64 || kD == 128, "SAGE_ATTN's Hopper kernel has hd64 and hd128");
+  static_assert(!kListed || (kBlockM == kBlockN && !kQk16), "lists of square tiles, on the INT8 Q K^T");
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 
@@ -102,6 +108,7 @@ __device__ __forceinline__ uint64_t kmajor_desc(uint32_t addr, int row_bytes) {
 
 struct SageTile {
   int b, h, m_block, n_blocks;
+  const std::int32_t* list;  // kListed: the query tile's key blocks
 };
 
 template <class T>
@@ -113,10 +120,46 @@ __device__ __forceinline__ SageTile decode_tile(const SageParams& p, int tile) {
   c.b = bh / p.heads_q;
   if (p.causal) m = p.num_m_blocks - 1 - m;  // longest rows first
   c.m_block = m;
+  c.list = nullptr;
+  if constexpr (T::kListed) {
+    const std::int64_t row = static_cast<std::int64_t>(bh) * p.num_m_blocks + m;
+    const int begin = __ldg(p.bs_offsets + row);
+    c.list = p.bs_indices + begin;
+    c.n_blocks = __ldg(p.bs_offsets + row + 1) - begin;
+    return c;
+  }
   int kv_end = p.seqlen_k;
   if (p.causal) kv_end = min(kv_end, (m + 1) * T::kBlockM);
   c.n_blocks = (kv_end + T::kBlockN - 1) / T::kBlockN;
   return c;
+}
+
+// The key block a tile visits n-th: n, or its list's n-th entry.
+template <class T>
+__device__ __forceinline__ int key_block(const SageTile& c, int n) {
+  if constexpr (T::kListed) return __ldg(c.list + n);
+  else return n;
+}
+
+// The n-th key block of a tile as the softmax reads it: its index j, and the key from which on its
+// keys are not attended (the sequence's end, or, kListed, the end of a padded tile's valid rows).
+// The consumers take it before they wait for the block, so that the list's loads are not on the
+// softmax's path.
+struct KeyBlock {
+  int j, end;
+};
+
+template <class T>
+__device__ __forceinline__ KeyBlock key_block_at(const SageParams& p, const SageTile& c, int n) {
+  if constexpr (T::kListed) {
+    const int j = n < c.n_blocks ? __ldg(c.list + n) : 0;
+    const int end = p.bs_tile_rows != nullptr && n < c.n_blocks
+                        ? min(p.seqlen_k, j * T::kBlockN + __ldg(p.bs_tile_rows + j))
+                        : p.seqlen_k;
+    return {j, end};
+  } else {
+    return {n, p.seqlen_k};
+  }
 }
 
 template <class T>
@@ -149,21 +192,20 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
       ptx::tma_load_4d(sm.q() + ch * T::kQChunkBytes, &maps.q, sm.q_full(), ch * 64, c.m_block * T::kBlockM, c.h, c.b);
     const int hkv = c.h / group;
     for (int n = 0; n < c.n_blocks; ++n) {
+      const int key0 = key_block<T>(c, n) * T::kBlockN;
       ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKBytes);
 #pragma unroll
       for (int ch = 0; ch < T::kQkChunks; ++ch)
-        ptx::tma_load_4d(sm.k(stage) + ch * T::kKChunkBytes, &maps.k, sm.k_full(stage), ch * 64, n * T::kBlockN, hkv,
-                         c.b);
+        ptx::tma_load_4d(sm.k(stage) + ch * T::kKChunkBytes, &maps.k, sm.k_full(stage), ch * 64, key0, hkv, c.b);
       ptx::mbar_wait(sm.v_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.v_full(stage), T::kVBytes);
       if constexpr (T::kPvFp8) {
-        ptx::tma_load_4d(sm.v(stage), &maps.v, sm.v_full(stage), n * T::kBlockN, 0, hkv, c.b);
+        ptx::tma_load_4d(sm.v(stage), &maps.v, sm.v_full(stage), key0, 0, hkv, c.b);
       } else {
 #pragma unroll
         for (int ch = 0; ch < T::kD / 64; ++ch)
-          ptx::tma_load_4d(sm.v(stage) + ch * T::kVChunkBytes, &maps.v, sm.v_full(stage), ch * 64, n * T::kBlockN, hkv,
-                           c.b);
+          ptx::tma_load_4d(sm.v(stage) + ch * T::kVChunkBytes, &maps.v, sm.v_full(stage), ch * 64, key0, hkv, c.b);
       }
       if (++stage == T::kStages) {
         stage = 0;
@@ -334,9 +376,10 @@ struct SageConsumer {
   // reductions are not one long dependent chain.
   // With kQk16 the score is the fp32 sum itself, a = the softmax scale in log2 units and b = 0.
   __device__ void softmax(const Acc (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                          const SageTile& c, int n, const float (&qs)[2]) const {
+                          const SageTile& c, const KeyBlock& kb, const float (&qs)[2]) const {
     const std::int64_t kbase = (static_cast<std::int64_t>(c.b) * p.heads_kv + c.h / (p.heads_q / p.heads_kv)) * p.k_groups;
-    const int g0 = n * kGroups;
+    const int j = kb.j, key_end = kb.end;
+    const int g0 = j * kGroups;
     float a[2][kGroups], b[2][kGroups];
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
@@ -360,17 +403,17 @@ struct SageConsumer {
       if constexpr (T::kQk16) s[i] = si[i];
       else s[i] = float_image(si[i]);
     }
-    const bool edge = (n + 1) * T::kBlockN > p.seqlen_k || (p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM);
+    const bool edge = (j + 1) * T::kBlockN > key_end || (p.causal && (j + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM);
     if (edge || p.kv_mask != nullptr) {
       // Which of the thread's keys are live, as bits (a rolled loop: one register, not kCols).
       static_assert(kCols <= 32, "one bit per key of a row");
-      const int key0 = n * T::kBlockN + (lane % 4) * 2;
+      const int key0 = j * T::kBlockN + (lane % 4) * 2;
       const uint8_t* mask = p.kv_mask != nullptr ? p.kv_mask + c.b * p.mask_stride_b : nullptr;
       uint32_t live = 0;
 #pragma unroll 1
       for (int i = 0; i < kCols; ++i) {
         const int col = key0 + (i / 2) * 8 + i % 2;
-        bool keep = col < p.seqlen_k;
+        bool keep = col < key_end;
         if (keep && mask != nullptr) keep = mask[col * p.mask_stride_s] != 0;
         live |= static_cast<uint32_t>(keep) << i;
       }
@@ -550,6 +593,7 @@ struct SageConsumer {
         Acc si[kSAcc];
         float s[kSAcc];
         uint32_t pr[kPRegs];
+        const KeyBlock kb = key_block_at<T>(p, c, n);
         ptx::mbar_wait(sm.k_full(stage), phase);
         ptx::fence_operands(o);
         ptx::wgmma_fence();
@@ -559,7 +603,7 @@ struct SageConsumer {
         fence_scores(si);
         release(sm.k_empty(stage));
         if (n == c.n_blocks - 1) release(sm.q_empty());  // the last read of Q: the next tile's may load
-        softmax(si, s, m, l, alpha, c, n, qs);
+        softmax(si, s, m, l, alpha, c, kb, qs);
         convert_p(s, pr);
         ptx::mbar_wait(sm.v_full(stage), phase);
         if constexpr (T::kPvFp8) {
@@ -614,6 +658,7 @@ struct SageConsumer {
         continue;
       }
       // Block 0: its Q K^T alone.
+      KeyBlock kb = key_block_at<T>(p, c, 0);
       ptx::mbar_wait(sm.k_full(stage), phase);
       take_turn();
       ptx::wgmma_fence();
@@ -624,7 +669,7 @@ struct SageConsumer {
       fence_scores(si);
       release(sm.k_empty(stage));
       if (c.n_blocks == 1) release(sm.q_empty());
-      softmax(si, s, m, l, alpha, c, 0, qs);
+      softmax(si, s, m, l, alpha, c, kb, qs);
       alpha_prev[0] = alpha[0];
       alpha_prev[1] = alpha[1];
       convert_p(s, pr);
@@ -633,6 +678,7 @@ struct SageConsumer {
       advance(stage, phase);
       // Block n's Q K^T and block n - 1's P V in flight together; block n's softmax under the P V.
       for (int n = 1; n < c.n_blocks; ++n) {
+        kb = key_block_at<T>(p, c, n);
         ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
         ptx::mbar_wait(sm.k_full(stage), phase);
         ptx::fence_operands(pr);
@@ -647,7 +693,7 @@ struct SageConsumer {
         fence_scores(si);
         release(sm.k_empty(stage));
         if (n == c.n_blocks - 1) release(sm.q_empty());  // the last read of Q: the next tile's may load
-        softmax(si, s, m, l, alpha, c, n, qs);
+        softmax(si, s, m, l, alpha, c, kb, qs);
         ptx::wgmma_wait<0>();
         ptx::fence_operands(blk);
         release(sm.v_empty(prev_stage));

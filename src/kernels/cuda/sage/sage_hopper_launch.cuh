@@ -95,6 +95,9 @@ Status launch_sage_hopper_fp8_g2(const SageParams& p, int sm_count, cudaStream_t
 Status launch_sage_hopper_fp8_g3(const SageParams& p, int sm_count, cudaStream_t stream);
 Status launch_sage_hopper_fp16_g2(const SageParams& p, int sm_count, cudaStream_t stream);
 Status launch_sage_hopper_fp16_g3(const SageParams& p, int sm_count, cudaStream_t stream);
+// The block-sparse walk (two consumer groups, 128 x 128 tiles; p.bs_* set), either P*V mode:
+// sage_hopper_listed.cu.
+Status launch_sage_hopper_listed(const SageParams& p, bool pv_fp8, int sm_count, cudaStream_t stream);
 // FLASHINFER_ATTN's QK16/V8 mode (16-bit Q K^T, FP8 P V): sage_hopper_qk16_g2.cu, sage_hopper_qk16_g3.cu.
 Status launch_qk16_v8_hopper_g2(const SageParams& p, int sm_count, cudaStream_t stream);
 Status launch_qk16_v8_hopper_g3(const SageParams& p, int sm_count, cudaStream_t stream);

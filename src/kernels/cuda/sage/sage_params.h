@@ -48,6 +48,13 @@ struct SageParams {
 
   // The attention kernel's tiles.
   int num_m_blocks = 0, num_tiles = 0;
+
+  // Block-sparse key lists of the listed kernels (kernels/sparse/block_sparse_layout.h, CSR over
+  // (batch, query head, query tile) of kBlockM = kKvBlock rows): the key blocks of row r are
+  // bs_indices[bs_offsets[r] .. bs_offsets[r + 1]); bs_tile_rows, when set, each tile's valid rows.
+  const std::int32_t* bs_offsets = nullptr;
+  const std::int32_t* bs_indices = nullptr;
+  const std::int32_t* bs_tile_rows = nullptr;
 };
 
 // What messages call the kernels' two uses (kernel parameters carry no names).

@@ -17,6 +17,7 @@
 #include "kernels/cuda/flash/run_flash_attn.h"
 #include "kernels/cuda/scoped_device.h"
 #include "kernels/cuda/stream_workspace.h"
+#include "kernels/cuda/sage/run_sage_attn.h"
 #include "kernels/cuda/sparse/rainfusion_kernels.cuh"
 #include "kernels/cuda/sparse/rainfusion_plan_kernels.cuh"
 #include "kernels/sparse/rainfusion_mask.h"
@@ -67,8 +68,18 @@ Status check_padded_rows(std::int64_t batch, const RainTileMap& map) {
                      std::to_string(batch * map.padded_length()) + "; split the call's batch");
 }
 
-// The fine pass's kernel, checked before anything runs.
-Status check_fine_kernel(int device, flash::BlockSparseKernel kernel) {
+// The fine pass's kernel, checked before anything runs: the 8-bit one (precision fp8 or mix) is
+// SAGE_ATTN's block-sparse Hopper kernel.
+Status check_fine_kernel(int device, flash::BlockSparseKernel kernel, RainPrecision precision) {
+  if (precision != RainPrecision::kBf16) {
+    int major = 0, minor = 0;
+    DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    if (kernel == flash::BlockSparseKernel::kForDevice && major == 9 && minor == 0) return Status::Ok();
+    return Unsupported(std::string("RAINFUSION_ATTN's 8-bit fine pass (block_sparse.precision '") +
+                       rain_precision_name(precision) + "') runs on sm_90 (Hopper), but this device is sm_" +
+                       std::to_string(major * 10 + minor) + "; set block_sparse.precision to 'bf16' here");
+  }
   const Status s = flash::check_block_sparse_device(device, kernel);
   if (s.ok()) return s;
   return Status(s.code(), "RAINFUSION_ATTN's fine pass: " + s.message());
@@ -210,7 +221,7 @@ Status run_rainfusion_cuda(const AttentionProblem& p, const RainFusionParams& pa
   DIFFATTN_RETURN_IF_ERROR(check_cuda_call(p));
   cuda::ScopedDevice device;
   DIFFATTN_RETURN_IF_ERROR(device.enter(p.q.device.index));
-  DIFFATTN_RETURN_IF_ERROR(check_fine_kernel(p.q.device.index, kernel));
+  DIFFATTN_RETURN_IF_ERROR(check_fine_kernel(p.q.device.index, kernel, params.precision));
   const auto stream = static_cast<cudaStream_t>(stream_arg);
 
   const VideoGeometry& g = *p.video;
@@ -315,7 +326,12 @@ Status run_rainfusion_cuda(const AttentionProblem& p, const RainFusionParams& pa
   fine.scale = p.softmax_scale();
   const flash::DeviceBlockSparseLists lists{static_cast<int>(kRainTileTokens), static_cast<int>(kRainTileTokens),
                                             offsets, indices, valid};
-  DIFFATTN_RETURN_IF_ERROR(flash::run_block_sparse_cuda(fine, lists, stream, kernel));
+  if (params.precision == RainPrecision::kBf16) {
+    DIFFATTN_RETURN_IF_ERROR(flash::run_block_sparse_cuda(fine, lists, stream, kernel));
+  } else {
+    const sage::PvMode pv = params.precision == RainPrecision::kFp8 ? sage::PvMode::kFp8 : sage::PvMode::kFp16;
+    DIFFATTN_RETURN_IF_ERROR(sage::run_sage_block_sparse_cuda(fine, lists, pv, stream));
+  }
   if (plan_out != nullptr) {
     BlockSparseLayout& layout = plan_out->layout;
     layout.q_tile = layout.k_tile = static_cast<int>(kRainTileTokens);
