@@ -384,6 +384,18 @@ Status run_qk16(const AttentionProblem& problem, PvMode pv, Operands& ops) {
   return Status::Ok();
 }
 
+// The INT8 Q*K^T operands, V and the LSE shifts (ops.valid set), checked to fit float32.
+Status quantize_operands(const AttentionProblem& problem, PvMode pv, Operands& ops) {
+  ops.q = quantize_q(problem);
+  ops.k = quantize_k(problem, ops.valid);
+  fill_values(problem, pv, ops);
+  DIFFATTN_RETURN_IF_ERROR(check_operands_fit_float32(problem, pv, ops));
+  if (problem.lse) ops.lse_shifts = lse_shifts(problem, ops.k);
+  ops.q16 = widened(ops.q.values);
+  ops.k16 = widened(ops.k.values);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status run_sage_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout, PvMode pv) {
@@ -400,13 +412,7 @@ Status run_sage_block_sparse_cpu(const AttentionProblem& problem, const BlockSpa
                                                      problem.k.size(1)));
   Operands ops;
   ops.valid = valid_keys(problem);
-  ops.q = quantize_q(problem);
-  ops.k = quantize_k(problem, ops.valid);
-  fill_values(problem, pv, ops);
-  DIFFATTN_RETURN_IF_ERROR(check_operands_fit_float32(problem, pv, ops));
-  if (problem.lse) ops.lse_shifts = lse_shifts(problem, ops.k);
-  ops.q16 = widened(ops.q.values);
-  ops.k16 = widened(ops.k.values);
+  DIFFATTN_RETURN_IF_ERROR(quantize_operands(problem, pv, ops));
   run_items(problem, ItemRunner(problem, pv, QkMode::kInt8, ops, &layout), &layout);
   return Status::Ok();
 }
@@ -416,13 +422,7 @@ Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv, QkMode qk) 
   Operands ops;
   ops.valid = valid_keys(problem);
   if (qk == QkMode::k16) return run_qk16(problem, pv, ops);
-  ops.q = quantize_q(problem);
-  ops.k = quantize_k(problem, ops.valid);
-  fill_values(problem, pv, ops);
-  DIFFATTN_RETURN_IF_ERROR(check_operands_fit_float32(problem, pv, ops));
-  if (problem.lse) ops.lse_shifts = lse_shifts(problem, ops.k);
-  ops.q16 = widened(ops.q.values);
-  ops.k16 = widened(ops.k.values);
+  DIFFATTN_RETURN_IF_ERROR(quantize_operands(problem, pv, ops));
   run_items(problem, ItemRunner(problem, pv, QkMode::kInt8, ops));
   return Status::Ok();
 }
