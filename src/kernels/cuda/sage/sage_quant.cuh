@@ -30,25 +30,33 @@ __device__ __forceinline__ float load_elem(const void* base, std::int64_t index)
   else return __half2float(static_cast<const __half*>(base)[index]);
 }
 
-// Four consecutive elements from `index` on: one 8-byte load where the tensor allows it (`vec`:
+// Four consecutive 16-bit elements from `index` on, still packed (two registers where a float4
+// takes four, so that more loads fit in flight): one 8-byte load where the tensor allows it (`vec`:
 // its base 8-byte aligned and its strides multiples of four elements, SageParams::vec_*), else
 // four 2-byte loads.
+__device__ __forceinline__ uint2 load4_raw(const void* base, std::int64_t index, bool vec) {
+  const std::uint16_t* e = static_cast<const std::uint16_t*>(base) + index;
+  if (vec) return *reinterpret_cast<const uint2*>(e);
+  return make_uint2(e[0] | (static_cast<std::uint32_t>(e[1]) << 16), e[2] | (static_cast<std::uint32_t>(e[3]) << 16));
+}
+
+template <bool kBf16>
+__device__ __forceinline__ float4 unpack4(const uint2& raw) {
+  float2 lo, hi;
+  if constexpr (kBf16) {
+    lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+    hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+  } else {
+    lo = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+    hi = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+  }
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
+// load4_raw, as floats.
 template <bool kBf16>
 __device__ __forceinline__ float4 load4(const void* base, std::int64_t index, bool vec) {
-  if (vec) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const std::uint16_t*>(base) + index);
-    float2 lo, hi;
-    if constexpr (kBf16) {
-      lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
-      hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
-    } else {
-      lo = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
-      hi = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
-    }
-    return make_float4(lo.x, lo.y, hi.x, hi.y);
-  }
-  return make_float4(load_elem<kBf16>(base, index), load_elem<kBf16>(base, index + 1), load_elem<kBf16>(base, index + 2),
-                     load_elem<kBf16>(base, index + 3));
+  return unpack4<kBf16>(load4_raw(base, index, vec));
 }
 
 __device__ __forceinline__ float at4(const float4& v, int e) { return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w; }
@@ -89,25 +97,28 @@ __device__ __forceinline__ void sage_stats_block(const SageParams& p, bool k_sta
   const int key0 = chunk * kStatChunk, key1 = min(key0 + kStatChunk, p.seqlen_k);
   float4 sum = make_float4(0.f, 0.f, 0.f, 0.f), amax = sum;
   int count = 0;
-  // Four keys per step, all their loads issued before any is added.
-  for (int base = key0 + lane; base < key1; base += 4 * kKeyLanes) {
-    float4 k[4], v[4];
-    bool live[4];
+  // kUnroll keys per step, all their loads issued (kept packed) before any is added: the pass is
+  // bound by how many loads are in flight (four keys per step read at 1.8 TB/s on an H200).
+  constexpr int kUnroll = 8;
+  for (int base = key0 + lane; base < key1; base += kUnroll * kKeyLanes) {
+    uint2 k[kUnroll], v[kUnroll];
+    bool live[kUnroll];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int key = base + u * kKeyLanes;
       live[u] = key < key1 && key_valid(p, b, key);
       const std::int64_t kat = b * p.k_stride_b + static_cast<std::int64_t>(key) * p.k_stride_s + hkv * p.k_stride_h + c0;
       const std::int64_t vat = b * p.v_stride_b + static_cast<std::int64_t>(key) * p.v_stride_s + hkv * p.v_stride_h + c0;
-      k[u] = live[u] && k_stats ? load4<kBf16>(p.k, kat, p.vec_k) : make_float4(0.f, 0.f, 0.f, 0.f);
-      v[u] = live[u] && v_stats ? load4<kBf16>(p.v, vat, p.vec_v) : make_float4(0.f, 0.f, 0.f, 0.f);
+      k[u] = live[u] && k_stats ? load4_raw(p.k, kat, p.vec_k) : make_uint2(0u, 0u);
+      v[u] = live[u] && v_stats ? load4_raw(p.v, vat, p.vec_v) : make_uint2(0u, 0u);
     }
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       if (!live[u]) continue;
-      sum.x += k[u].x, sum.y += k[u].y, sum.z += k[u].z, sum.w += k[u].w;
-      amax.x = fmaxf(amax.x, fabsf(v[u].x)), amax.y = fmaxf(amax.y, fabsf(v[u].y));
-      amax.z = fmaxf(amax.z, fabsf(v[u].z)), amax.w = fmaxf(amax.w, fabsf(v[u].w));
+      const float4 kf = unpack4<kBf16>(k[u]), vf = unpack4<kBf16>(v[u]);
+      sum.x += kf.x, sum.y += kf.y, sum.z += kf.z, sum.w += kf.w;
+      amax.x = fmaxf(amax.x, fabsf(vf.x)), amax.y = fmaxf(amax.y, fabsf(vf.y));
+      amax.z = fmaxf(amax.z, fabsf(vf.z)), amax.w = fmaxf(amax.w, fabsf(vf.w));
       ++count;
     }
   }
@@ -130,20 +141,41 @@ __device__ __forceinline__ void sage_stats_block(const SageParams& p, bool k_sta
   if (hkv == 0 && c == 0) p.valid_parts[b * p.stat_chunks + chunk] = n;
 }
 
-// grid (B * Hkv), kD threads: K's channel means and V's channel maxima from the statistics
-// pass's partials, summed in a fixed order (every run gives the same bits).
+// Chunk lanes per channel of the means pass: lane l adds chunks l, l + kMeanLanes, ... in order,
+// then the lanes' sums are added in lane order.
+inline constexpr int kMeanLanes = 8;
+
+// grid (B * Hkv, kD / 32), 32 * kMeanLanes threads: K's channel means and V's channel maxima from
+// the statistics pass's partials, 32 channels per block, summed in a fixed order (every run gives
+// the same bits). Eight lanes per channel keep eight loads in flight where one thread per channel
+// waited on each in turn (Wan2.1 480p: 256 chunks, 61 us on an H200 with one lane).
 template <int kD>
-__global__ void __launch_bounds__(kD) sage_means_kernel(const SageParams p, bool v_stats) {
-  const int bh = blockIdx.x, b = bh / p.heads_kv, c = threadIdx.x;
+__global__ void __launch_bounds__(32 * kMeanLanes) sage_means_kernel(const SageParams p, bool v_stats) {
+  static_assert(kD % 32 == 0, "32 channels per block");
+  __shared__ float s_sum[kMeanLanes][32], s_max[kMeanLanes][32];
+  __shared__ int s_n[kMeanLanes];
+  const int bh = blockIdx.x, b = bh / p.heads_kv, lane = threadIdx.x / 32, c = blockIdx.y * 32 + threadIdx.x % 32;
   const float* sums = p.k_sum_parts + static_cast<std::int64_t>(bh) * p.stat_chunks * kD + c;
   const float* maxima = p.v_amax_parts + static_cast<std::int64_t>(bh) * p.stat_chunks * kD + c;
   float s = 0.f, amax = 0.f;
   int n = 0;
-#pragma unroll 8
-  for (int ch = 0; ch < p.stat_chunks; ++ch) {
+#pragma unroll 4
+  for (int ch = lane; ch < p.stat_chunks; ch += kMeanLanes) {
     s += sums[static_cast<std::int64_t>(ch) * kD];
     n += p.valid_parts[b * p.stat_chunks + ch];
     if (v_stats) amax = fmaxf(amax, maxima[static_cast<std::int64_t>(ch) * kD]);
+  }
+  s_sum[lane][threadIdx.x % 32] = s;
+  s_max[lane][threadIdx.x % 32] = amax;
+  if (threadIdx.x % 32 == 0) s_n[lane] = n;
+  __syncthreads();
+  if (lane != 0) return;
+  s = 0.f, amax = 0.f, n = 0;
+#pragma unroll
+  for (int l = 0; l < kMeanLanes; ++l) {
+    s += s_sum[l][threadIdx.x];
+    amax = fmaxf(amax, s_max[l][threadIdx.x]);
+    n += s_n[l];
   }
   p.k_mean[static_cast<std::int64_t>(bh) * kD + c] = n > 0 ? __fdiv_rn(s, static_cast<float>(n)) : 0.f;
   if (v_stats) {
@@ -157,13 +189,14 @@ __device__ __forceinline__ void k_means(const SageParams& p, int bh, int, float*
   for (int c = threadIdx.x; c < kD; c += blockDim.x) mean[c] = p.k_mean[static_cast<std::int64_t>(bh) * kD + c];
 }
 
-// Query rows per block of the Q pass: eight warps, eight rows each.
-inline constexpr int kQRowsPerBlock = 64;
+// Query rows per block of the Q pass: eight warps, sixteen rows each.
+inline constexpr int kQRowsPerBlock = 128;
 
-// One (row block, batch * head) of the Q pass, 256 threads: each warp quantizes eight rows, each
+// One (row block, batch * head) of the Q pass, 256 threads: each warp quantizes sixteen rows, each
 // with its own INT8 scale (kQGroup is 1), a lane holding kD / 32 consecutive channels; every row's
-// loads are issued before any row is reduced. Q needs none of K's statistics, so this runs in the
-// same launch as the statistics pass (sage_prepass_kernel).
+// loads are issued (hd128: kept packed) before any row is reduced, the pass being bound by the loads
+// in flight. Q needs none of K's statistics, so this runs in the same launch as the statistics pass
+// (sage_prepass_kernel).
 template <bool kBf16, int kD>
 __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblock, int bh) {
   static_assert(kQGroup == 1, "the Q pass gives every row its own scale");
@@ -171,28 +204,37 @@ __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblo
   const int b = bh / p.heads_q, h = bh % p.heads_q;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = lane * kPer;
   const int row0 = qblock * kQRowsPerBlock + warp * kRows;
-  float x[kRows][kPer];
+  // hd128: four channels a lane, packed; hd64: two, as floats.
+  uint2 raw[kPer == 4 ? kRows : 1];
+  float loaded[kPer == 4 ? 1 : kRows][kPer];
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     const int row = min(row0 + i, p.seqlen_q - 1);  // rows past the end reload the last one, unused
     const std::int64_t at = b * p.q_stride_b + static_cast<std::int64_t>(row) * p.q_stride_s + h * p.q_stride_h + c0;
     if constexpr (kPer == 4) {
-      const float4 v = load4<kBf16>(p.q, at, p.vec_q);
-      x[i][0] = v.x, x[i][1] = v.y, x[i][2] = v.z, x[i][3] = v.w;
+      raw[i] = load4_raw(p.q, at, p.vec_q);
     } else {
 #pragma unroll
-      for (int e = 0; e < kPer; ++e) x[i][e] = load_elem<kBf16>(p.q, at + e);
+      for (int e = 0; e < kPer; ++e) loaded[i][e] = load_elem<kBf16>(p.q, at + e);
     }
   }
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     const int row = row0 + i;
     if (row >= p.seqlen_q) break;  // the same for the whole warp
+    float x[kPer];
+    if constexpr (kPer == 4) {
+      const float4 v = unpack4<kBf16>(raw[i]);
+      x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) x[e] = loaded[i][e];
+    }
     float amax = 0.f;
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
-      x[i][e] = __fmul_rn(x[i][e], p.scale_log2);
-      amax = fmaxf(amax, fabsf(x[i][e]));
+      x[e] = __fmul_rn(x[e], p.scale_log2);
+      amax = fmaxf(amax, fabsf(x[e]));
     }
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -200,7 +242,7 @@ __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblo
     std::uint32_t packed = 0;
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
-      const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[i][e], r))));
+      const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[e], r))));
       packed |= (static_cast<std::uint32_t>(v) & 0xffu) << (8 * e);
     }
     std::int8_t* dst = p.q_int8 + (static_cast<std::int64_t>(bh) * p.seqlen_q + row) * kD + c0;
@@ -255,20 +297,28 @@ __device__ __forceinline__ void sage_quant_k_block(const SageParams& p, int grou
   __shared__ float mean[kD];
   __shared__ float scratch[8];
   const int b = bh / p.heads_kv, hkv = bh % p.heads_kv;
+  const int key0 = group * kKGroup, c0 = (threadIdx.x % kLanesPerKey) * 4;
+  // Every key's loads issued (kept packed) before the means are waited for; an invalid key reads
+  // as zero and stays zero after smoothing.
+  uint2 raw[kPasses];
+  bool valid[kPasses];
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i) {
+    const int key = key0 + i * kKeysPerPass + threadIdx.x / kLanesPerKey;
+    valid[i] = key_valid(p, b, key);
+    const std::int64_t at = b * p.k_stride_b + static_cast<std::int64_t>(key) * p.k_stride_s + hkv * p.k_stride_h + c0;
+    raw[i] = valid[i] ? load4_raw(p.k, at, p.vec_k) : make_uint2(0u, 0u);
+  }
   k_means<kD>(p, bh, b, mean);
   __syncthreads();
-  const int key0 = group * kKGroup, c0 = (threadIdx.x % kLanesPerKey) * 4;
   float x[kPasses][4];
   float amax = 0.f;
 #pragma unroll
   for (int i = 0; i < kPasses; ++i) {
-    const int key = key0 + i * kKeysPerPass + threadIdx.x / kLanesPerKey;
-    const bool valid = key_valid(p, b, key);
-    const std::int64_t at = b * p.k_stride_b + static_cast<std::int64_t>(key) * p.k_stride_s + hkv * p.k_stride_h + c0;
-    const float4 k = valid ? load4<kBf16>(p.k, at, p.vec_k) : make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 k = unpack4<kBf16>(raw[i]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      x[i][e] = valid ? __fsub_rn(at4(k, e), mean[c0 + e]) : 0.f;
+      x[i][e] = valid[i] ? __fsub_rn(at4(k, e), mean[c0 + e]) : 0.f;
       amax = fmaxf(amax, fabsf(x[i][e]));
     }
   }
@@ -302,7 +352,24 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, word = lane % 8;
   const int kb = 16 * (word / 4) + 2 * (word % 4);  // the first of the word's keys within its chunk
   const float* amax = p.v_amax + static_cast<std::int64_t>(bh) * kD;
-  for (int u = warp; u < kUnits; u += 8) {
+  static_assert(kUnits % 8 == 0, "every warp takes as many units");
+  constexpr int kWarpUnits = kUnits / 8;
+  // Every unit's loads issued (kept packed) before any is converted: [unit][key kb, kb + 1, kb + 8, kb + 9].
+  uint2 raw[kWarpUnits][4];
+#pragma unroll
+  for (int w = 0; w < kWarpUnits; ++w) {
+    const int u = warp + 8 * w;
+    const int chunk = u % (kKvBlock / 32), c0 = (u / (kKvBlock / 32)) * 16 + (lane / 8) * 4;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int key = key0 + chunk * 32 + kb + (k / 2) * 8 + k % 2;
+      const std::int64_t at = b * p.v_stride_b + static_cast<std::int64_t>(key) * p.v_stride_s + hkv * p.v_stride_h + c0;
+      raw[w][k] = key_valid(p, b, key) ? load4_raw(p.v, at, p.vec_v) : make_uint2(0u, 0u);
+    }
+  }
+#pragma unroll
+  for (int w = 0; w < kWarpUnits; ++w) {
+    const int u = warp + 8 * w;
     const int chunk = u % (kKvBlock / 32), c0 = (u / (kKvBlock / 32)) * 16 + (lane / 8) * 4;
     float inv[4];
 #pragma unroll
@@ -313,10 +380,7 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
     float x[4][4];  // [key kb, kb + 1, kb + 8, kb + 9][channel]
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const int key = key0 + chunk * 32 + kb + (k / 2) * 8 + k % 2;
-      const float4 v = key_valid(p, b, key) ? load4<kBf16>(p.v, b * p.v_stride_b + static_cast<std::int64_t>(key) * p.v_stride_s +
-                                                                      hkv * p.v_stride_h + c0, p.vec_v)
-                                            : make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4 v = unpack4<kBf16>(raw[w][k]);
 #pragma unroll
       for (int e = 0; e < 4; ++e) x[k][e] = __fmul_rn(at4(v, e), inv[e]);
     }
