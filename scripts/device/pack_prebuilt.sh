@@ -5,12 +5,14 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bd=build/default
-cmake --build --preset default -j "$(nproc)" --target diffattn_tests gpu_attention_bench gpu_sparse_bench gpu_mask_bench diffattn diffattn_shared 2>/dev/null ||
+cmake --build --preset default -j "$(nproc)" --target diffattn_tests gpu_attention_bench gpu_sparse_bench gpu_sparse_paths_bench gpu_mask_bench diffattn \
+  diffattn_shared 2>/dev/null ||
   cmake --build --preset default -j "$(nproc)"
 nvcc -std=c++20 -O3 -Iinclude -Isrc -DDIFFATTN_HAVE_CUDA=1 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -x cu -c dev/sage_time.cc -o "$bd/sage_time.o"
 nvcc "$bd/sage_time.o" -o "$bd/sage_time" "$bd/src/libdiffattn_kernels.a" "$bd/src/libdiffattn_core.a" -lcuda
 mkdir -p .devcarry
 grep -qx "/.devcarry/" .git/info/exclude || echo "/.devcarry/" >> .git/info/exclude
-tar -C "$bd" -cJf .devcarry/bundle.tar.xz tests/diffattn_tests bin/gpu_attention_bench bin/gpu_sparse_bench bin/gpu_mask_bench bin/diffattn sage_time \
+tar -C "$bd" -cJf .devcarry/bundle.tar.xz tests/diffattn_tests bin/gpu_attention_bench bin/gpu_sparse_bench bin/gpu_sparse_paths_bench bin/gpu_mask_bench \
+  bin/diffattn sage_time \
   $(cd "$bd" && ls src/libdiffattn.so*)
 echo "packed $(du -h .devcarry/bundle.tar.xz | cut -f1) from $(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty')"

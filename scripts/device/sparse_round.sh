@@ -38,6 +38,17 @@ if [ -f .devcarry/bundle.tar.xz ]; then
       done
     done 2>&1 | tee "$OUT/runs.log"
   fi
+  # PATHS=1: FASTVIDEO_VSA and RAINFUSION_ATTN end to end beside dense FLASH_ATTN on the runner's
+  # activations, and FlexAttention given the lists each chose; then stop.
+  if [ "${PATHS:-0}" = 1 ]; then
+    echo "== the whole sparse paths, and FlexAttention on the lists they chose"
+    rm -rf /tmp/paths && mkdir -p /tmp/paths
+    timeout 300 $pre/bin/gpu_sparse_paths_bench --work ${WORK:-wan2.1-14b-480p-self,wan2.1-14b-720p-self} \
+      --rounds ${ROUNDS:-5} --dump /tmp/paths --csv "$OUT/paths.csv" 2>&1 | tee "$OUT/paths.log"
+    PYTHONUNBUFFERED=1 timeout 250 python3 bench/flex_peer.py --paths /tmp/paths --rounds ${ROUNDS:-5} \
+      --csv "$OUT/paths-flex.csv" 2>&1 | tee "$OUT/paths-flex.log"
+    exit 0
+  fi
   [ "${BENCH:-1}" = 1 ] || exit 0
 fi
 sd=${SPARSE_BENCH:-build/default/bin/gpu_sparse_bench}
