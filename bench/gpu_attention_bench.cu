@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_exit.h"
 #include "diffattn/builtin_backends.h"
 #include "diffattn/registry.h"
 #include "kernels/cuda/dense/sdpa_launch.h"
@@ -51,15 +52,6 @@ using bench::Workload;
 constexpr int kSliceRows = 1024;  // query rows of the fp32 reference slice
 constexpr int kSliceHeads = 2;
 constexpr int kFp64Rows = 128;    // query rows of the float64 reference (computed on the host)
-
-#define CHECK_CUDA(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));              \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 // The generator bench/peers.py mirrors: a 32-bit integer hash of (tensor, index) to a uniform
 // value with unit variance, rounded to bf16. Explicit _rn operations keep it bit-exact.

@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_exit.h"
 #include "diffattn/builtin_backends.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
@@ -41,15 +42,6 @@
 namespace {
 
 using namespace diffattn;
-
-#define CHECK_CUDA(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));              \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 struct Args {
   std::vector<std::string> workloads;

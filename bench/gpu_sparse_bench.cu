@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_exit.h"
 #include "diffattn/problem.h"
 #include "kernels/cuda/dense/sdpa_launch.h"
 #include "kernels/cuda/sage/run_sage_attn.h"
@@ -51,15 +52,6 @@
 #include "kernels/cuda/flash/flash_hopper.h"
 
 using namespace diffattn::flash;
-
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 struct Work {
   std::string name;
@@ -252,11 +244,11 @@ static Check check(const Work& w, const Bufs& b, const Layout& L, int q_tile, in
   const size_t nq = (size_t)w.B * w.Sq * w.H * w.D, nk = (size_t)w.B * w.Skv * w.H * w.D;
   std::vector<uint16_t> q(nq), k(nk), v(nk), out(nq);
   std::vector<float> lse((size_t)w.B * w.H * w.Sq);
-  CK(cudaMemcpy(q.data(), b.q, nq * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(k.data(), b.k, nk * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(v.data(), b.v, nk * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(out.data(), b.out, nq * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(lse.data(), b.lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(q.data(), b.q, nq * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(k.data(), b.k, nk * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(v.data(), b.v, nk * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(out.data(), b.out, nq * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(lse.data(), b.lse, lse.size() * 4, cudaMemcpyDeviceToHost));
   Check c;
   const double scale = 1.0 / std::sqrt((double)w.D);
   const int samples = 48;
@@ -364,7 +356,7 @@ int main(int argc, char** argv) {
     }
   }
   int sm_count = 0;
-  CK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+  CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
   const std::vector<Work> all = load_workloads(workloads_file);
   std::vector<double> densities;
   for (const auto& d : split(dens)) densities.push_back(std::stod(d));
@@ -373,10 +365,10 @@ int main(int argc, char** argv) {
   std::mt19937 rng(20261202);
   bool all_ok = true;
   cudaStream_t stream;
-  CK(cudaStreamCreate(&stream));
+  CHECK_CUDA(cudaStreamCreate(&stream));
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
   std::printf("%-28s %-5s %8s %8s %10s %10s %10s %8s %8s %9s %9s %s\n", "workload", "dtype", "density", "listed",
               "ms", "TF/s", "dense ms", "dense TF", "eff", "speedup", "out err", "check");
   for (const auto& name : split(work_list)) {
@@ -394,15 +386,15 @@ int main(int argc, char** argv) {
     }
     Bufs b;
     const size_t nq = (size_t)w.B * w.Sq * w.H * w.D, nk = (size_t)w.B * w.Skv * w.H * w.D;
-    CK(cudaMalloc(&b.q, nq * 2));
-    CK(cudaMalloc(&b.k, nk * 2));
-    CK(cudaMalloc(&b.v, nk * 2));
-    CK(cudaMalloc(&b.out, nq * 2));
-    CK(cudaMalloc(&b.lse, (size_t)w.B * w.H * w.Sq * 4));
+    CHECK_CUDA(cudaMalloc(&b.q, nq * 2));
+    CHECK_CUDA(cudaMalloc(&b.k, nk * 2));
+    CHECK_CUDA(cudaMalloc(&b.v, nk * 2));
+    CHECK_CUDA(cudaMalloc(&b.out, nq * 2));
+    CHECK_CUDA(cudaMalloc(&b.lse, (size_t)w.B * w.H * w.Sq * 4));
     fill_random<<<1024, 256>>>(b.q, nq, 1, bf16);
     fill_random<<<1024, 256>>>(b.k, nk, 2, bf16);
     fill_random<<<1024, 256>>>(b.v, nk, 3, bf16);
-    CK(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaDeviceSynchronize());
     const HopperArgs dense_args = make_args(w, b, bf16, sm_count);
     const diffattn::cuda::SdpaParams dense_sdpa = make_sdpa_params(w, b, bf16);
     const double dense_flops = 4.0 * w.D * (double)w.B * w.H * w.Sq * w.Skv;
@@ -423,15 +415,15 @@ int main(int argc, char** argv) {
         std::fwrite(L.indices.data(), 4, L.indices.size(), f);
         std::fclose(f);
       }
-      CK(cudaMalloc(&b.offsets, L.offsets.size() * 4));
-      CK(cudaMalloc(&b.indices, std::max<size_t>(1, L.indices.size()) * 4));
+      CHECK_CUDA(cudaMalloc(&b.offsets, L.offsets.size() * 4));
+      CHECK_CUDA(cudaMalloc(&b.indices, std::max<size_t>(1, L.indices.size()) * 4));
       int* rows_dev = nullptr;
       if (!L.tile_rows.empty()) {
-        CK(cudaMalloc(&rows_dev, L.tile_rows.size() * 4));
-        CK(cudaMemcpy(rows_dev, L.tile_rows.data(), L.tile_rows.size() * 4, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMalloc(&rows_dev, L.tile_rows.size() * 4));
+        CHECK_CUDA(cudaMemcpy(rows_dev, L.tile_rows.data(), L.tile_rows.size() * 4, cudaMemcpyHostToDevice));
       }
-      CK(cudaMemcpy(b.offsets, L.offsets.data(), L.offsets.size() * 4, cudaMemcpyHostToDevice));
-      CK(cudaMemcpy(b.indices, L.indices.data(), L.indices.size() * 4, cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaMemcpy(b.offsets, L.offsets.data(), L.offsets.size() * 4, cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaMemcpy(b.indices, L.indices.data(), L.indices.size() * 4, cudaMemcpyHostToDevice));
       HopperArgs sparse_args = dense_args;
       sparse_args.tail_split = false;
       sparse_args.params.bs_offsets = b.offsets;
@@ -467,12 +459,12 @@ int main(int argc, char** argv) {
         return launch_flash_hopper(dense_args, stream).message;
       };
       // Poison the output so that rows the kernel leaves out show.
-      CK(cudaMemset(b.out, 0xFF, nq * 2));
+      CHECK_CUDA(cudaMemset(b.out, 0xFF, nq * 2));
       if (const std::string refused = run_sparse(); !refused.empty()) {
         std::printf("%s: launch refused: %s\n", w.name.c_str(), refused.c_str());
         return 1;
       }
-      CK(cudaStreamSynchronize(stream));
+      CHECK_CUDA(cudaStreamSynchronize(stream));
       const Check c = check(w, b, L, tile.block_m, tile.block_n, bf16, rng,
                             sage_mode.empty() ? 0.0 : sage_mode == "fp8" ? 0.12 : 0.05);
       all_ok = all_ok && c.ok;
@@ -480,18 +472,18 @@ int main(int argc, char** argv) {
       if (!check_only) {
         std::vector<double> ts, td;
         for (int r = 0; r < rounds + 1; ++r) {  // the first round warms up
-          CK(cudaEventRecord(e0, stream));
+          CHECK_CUDA(cudaEventRecord(e0, stream));
           run_dense();
-          CK(cudaEventRecord(e1, stream));
-          CK(cudaEventSynchronize(e1));
+          CHECK_CUDA(cudaEventRecord(e1, stream));
+          CHECK_CUDA(cudaEventSynchronize(e1));
           float t = 0;
-          CK(cudaEventElapsedTime(&t, e0, e1));
+          CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
           if (r > 0) td.push_back(t);
-          CK(cudaEventRecord(e0, stream));
+          CHECK_CUDA(cudaEventRecord(e0, stream));
           run_sparse();
-          CK(cudaEventRecord(e1, stream));
-          CK(cudaEventSynchronize(e1));
-          CK(cudaEventElapsedTime(&t, e0, e1));
+          CHECK_CUDA(cudaEventRecord(e1, stream));
+          CHECK_CUDA(cudaEventSynchronize(e1));
+          CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
           if (r > 0) ts.push_back(t);
         }
         std::sort(ts.begin(), ts.end());
@@ -508,15 +500,15 @@ int main(int argc, char** argv) {
         std::fprintf(csv, "%s,%s,%g,%.5f,%.4f,%.1f,%.4f,%.1f,%.4f,%.3f,%.3e,%.3e,%d\n", w.name.c_str(),
                      dtype_label(bf16, small, ampere, sage_mode).c_str(), density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
                      ms > 0 ? dense_ms / ms : 0.0, c.out_err, c.lse_err, c.ok ? 1 : 0);
-      CK(cudaFree(b.offsets));
-      CK(cudaFree(b.indices));
-      if (rows_dev) CK(cudaFree(rows_dev));
+      CHECK_CUDA(cudaFree(b.offsets));
+      CHECK_CUDA(cudaFree(b.indices));
+      if (rows_dev) CHECK_CUDA(cudaFree(rows_dev));
     }
-    CK(cudaFree(b.q));
-    CK(cudaFree(b.k));
-    CK(cudaFree(b.v));
-    CK(cudaFree(b.out));
-    CK(cudaFree(b.lse));
+    CHECK_CUDA(cudaFree(b.q));
+    CHECK_CUDA(cudaFree(b.k));
+    CHECK_CUDA(cudaFree(b.v));
+    CHECK_CUDA(cudaFree(b.out));
+    CHECK_CUDA(cudaFree(b.lse));
   }
   if (csv) std::fclose(csv);
   std::printf("correctness: %s\n", all_ok ? "all ok" : "FAILURES");

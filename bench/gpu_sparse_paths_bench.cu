@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_exit.h"
 #include "diffattn/problem.h"
 #include "kernels/cuda/flash/run_flash_attn.h"
 #include "kernels/cuda/sparse/rainfusion_cuda.h"
@@ -40,15 +41,6 @@
 namespace {
 
 using namespace diffattn;
-
-#define CHECK_CUDA(x)                                                                      \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 // The latent video behind each workload (VAE stride 4 in time, 8 in space, patch 1 x 2 x 2), as
 // the model zoo gives it for 81 frames at 480 x 832 and 720 x 1280.
