@@ -32,10 +32,15 @@ using testing::ParityCase;
 // measured.
 struct Bounds {
   double fp8_rel_l2, fp8_cosine, fp16_rel_l2, fp16_cosine, lse;
-  double fp16_share;  // the accurate mode's error is below this share of the FP8 mode's
+  // The accurate mode's error against the FP8 mode's: at most fp16_share of it in every case, and
+  // below fp16_total_share of it summed over the cases. On DiT-like inputs the INT8 Q K^T error,
+  // which both modes share, dominates, and one case in a few hundred has the FP8 mode's own error
+  // land a little below the accurate mode's (seen: 0.0277 against 0.0287 in a causal bf16 hd64
+  // case); over the four cases the accurate mode stays clearly ahead (ratios 0.8-0.85 typically).
+  double fp16_share, fp16_total_share;
 };
-constexpr Bounds kRandomBounds{0.06, 0.998, 0.02, 0.9998, testing::kQuantizedMaxLseError, 0.5};
-constexpr Bounds kDitLikeBounds{0.07, 0.998, 0.065, 0.998, 1.5, 1.0};
+constexpr Bounds kRandomBounds{0.06, 0.998, 0.02, 0.9998, testing::kQuantizedMaxLseError, 0.5, 0.5};
+constexpr Bounds kDitLikeBounds{0.07, 0.998, 0.065, 0.998, 1.5, 1.1, 0.95};
 
 std::uint64_t fresh_seed() {
   std::random_device source;
@@ -100,6 +105,7 @@ void expect_accuracy(bool dit_like) {
   const Bounds& bound = dit_like ? kDitLikeBounds : kRandomBounds;
   const std::uint64_t seed = fresh_seed();
   std::mt19937_64 rng(seed);
+  double fp8_total = 0.0, fp16_total = 0.0;
   for (const Shape& s : kShapes) {
     ParityCase c = sage_case(s.dtype, s.seq_q, s.seq_kv, s.head_size);
     c.causal = s.causal, c.mask = s.mask;
@@ -121,7 +127,11 @@ void expect_accuracy(bool dit_like) {
     EXPECT_LE(fp16.lse, bound.lse);
     EXPECT_TRUE(fp8.masked_rows_exact && fp16.masked_rows_exact);
     EXPECT_LT(fp16.rel_l2, bound.fp16_share * fp8.rel_l2) << "the accurate mode must be more accurate";
+    fp8_total += fp8.rel_l2;
+    fp16_total += fp16.rel_l2;
   }
+  EXPECT_LT(fp16_total, bound.fp16_total_share * fp8_total)
+      << "the accurate mode must be more accurate over the cases; seed " << seed;
 }
 
 TEST(SageCpu, CloseToFloat64AttentionOnRandomInputs) { expect_accuracy(false); }
