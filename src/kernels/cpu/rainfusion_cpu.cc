@@ -90,6 +90,18 @@ void block_scores(const Inputs& in, std::int64_t b, std::int64_t h, std::int64_t
   }
 }
 
+// q . k in float64 over four independent partial sums: a single running sum is a chain of dependent
+// additions, which held the sampled scores (every video key, per sampled query and head) to one
+// addition per four cycles.
+double dot_float64(const float* q, const float* k, std::int64_t d) {
+  double part[4] = {0.0, 0.0, 0.0, 0.0};
+  std::int64_t e = 0;
+  for (; e + 4 <= d; e += 4)
+    for (int u = 0; u < 4; ++u) part[u] += static_cast<double>(q[e + u]) * k[e + u];
+  for (; e < d; ++e) part[0] += static_cast<double>(q[e]) * k[e];
+  return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
 // The attention mass of one sampled query (padded slot `slot`) on each video key tile, from its
 // exact scores over every video key.
 void sampled_tile_mass(const Inputs& in, std::int64_t b, std::int64_t h, std::int64_t slot,
@@ -102,8 +114,7 @@ void sampled_tile_mass(const Inputs& in, std::int64_t b, std::int64_t h, std::in
   for (std::int64_t j = 0; j < t.video_tiles; ++j)
     for (std::int32_t r = 0; r < t.valid[static_cast<std::size_t>(j)]; ++r) {
       const float* k = in.k.data() + ((b * count * kRainTileTokens + j * kRainTileTokens + r) * in.heads_kv + hk) * d;
-      double dot = 0.0;
-      for (std::int64_t e = 0; e < d; ++e) dot += static_cast<double>(q[e]) * k[e];
+      const double dot = dot_float64(q, k, d);
       logits.push_back(dot * in.scale);
       best = std::max(best, dot * in.scale);
     }
