@@ -89,6 +89,7 @@ double layout_density(const BlockSparseLayout& l) {
 
 struct PathRun {
   std::string path;
+  std::string key;  // in the dump files' names
   std::function<Status(const AttentionProblem&, cudaStream_t, BlockSparseLayout*)> call;
 };
 
@@ -159,11 +160,11 @@ int main(int argc, char** argv) {
                   static_cast<long long>(cubes.cubes()));
     std::snprintf(rain_name, sizeof rain_name, "RAINFUSION_ATTN %.2f", rain_sparsity);
     const std::vector<PathRun> paths = {
-        {vsa_name,
+        {vsa_name, "vsa",
          [&](const AttentionProblem& p, cudaStream_t s, BlockSparseLayout* l) {
            return run_fastvideo_vsa_cuda(p, topk, s, l);
          }},
-        {rain_name, [&](const AttentionProblem& p, cudaStream_t s, BlockSparseLayout* l) {
+        {rain_name, "rain", [&](const AttentionProblem& p, cudaStream_t s, BlockSparseLayout* l) {
            RainFusionPlan plan;
            const Status st = run_rainfusion_cuda(p, rain, s, l != nullptr ? &plan : nullptr);
            if (st.ok() && l != nullptr) *l = plan.layout;
@@ -224,7 +225,7 @@ int main(int argc, char** argv) {
         std::fprintf(csv, "%s,%s,%.4f,%.4f,%.3f,%.5f,%.4e,%.6f\n", name.c_str(), paths[i].path.c_str(), ms, dms,
                      dms / ms, density, m.rel_l2, m.cosine);
       if (!dump.empty()) {
-        const std::string base = dump + "/" + name + "-" + (i == 0 ? "vsa" : "rain");
+        const std::string base = dump + "/" + name + "-" + paths[i].key;
         write_array(base + ".offsets.i32", lists.offsets);
         write_array(base + ".indices.i32", lists.indices);
         write_array(base + ".tile_rows.i32", lists.tile_rows);
