@@ -53,12 +53,6 @@ __device__ __forceinline__ float4 unpack4(const uint2& raw) {
   return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
 
-// load4_raw, as floats.
-template <bool kBf16>
-__device__ __forceinline__ float4 load4(const void* base, std::int64_t index, bool vec) {
-  return unpack4<kBf16>(load4_raw(base, index, vec));
-}
-
 __device__ __forceinline__ float at4(const float4& v, int e) { return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w; }
 
 __device__ __forceinline__ bool key_valid(const SageParams& p, int b, int key) {
