@@ -3,6 +3,8 @@
 // included), TFLOP/s, and the difference from FLASH_ATTN's output (relative L2, cosine). A
 // development probe; the product's benchmark is bench/gpu_attention_bench.cu.
 //   sage_time [workload-substrings] [rounds] [modes, e.g. fp8/3,qk16/2,qk16/3,qk16/3p4: only those, no Ampere rows]
+// SAGE_WORKLOADS=FILE reads the workloads from FILE (bench/workloads.csv's columns) instead, e.g.
+// dev/sage_sweep.csv, whose key lengths separate a tile's fixed cost from its per-block cost.
 // Build on the GPU machine after the default preset (see dev/README.md).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -89,7 +92,8 @@ int main(int argc, char** argv) {
   std::printf("%-28s %9s", "workload", "flash ms");
   for (const auto& m : modes) std::printf(" | %6s ms  x flash  TFLOP/s relL2    cosine  ", m.name);
   std::printf("\n");
-  for (const Work& w : read_workloads("bench/workloads.csv")) {
+  const char* csv = std::getenv("SAGE_WORKLOADS");
+  for (const Work& w : read_workloads(csv != nullptr && *csv ? csv : "bench/workloads.csv")) {
     bool wanted = !*only;
     std::stringstream names(only);
     for (std::string part; std::getline(names, part, ',');) wanted = wanted || (!part.empty() && w.name.find(part) != std::string::npos);
