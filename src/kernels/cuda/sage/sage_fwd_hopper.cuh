@@ -82,10 +82,15 @@ struct SageTraits {
   static constexpr int kVChunkBytes = kBlockN * 128;
   static constexpr int kVBytes = kPvFp8 ? kD * kBlockN : (kD / 64) * kVChunkBytes;  // what TMA loads
   static constexpr int kVStageBytes = kPvFp8 ? kPvN * kBlockN : kVBytes;
-  static constexpr int kKOffset = kQBytes;
+  // The in-order groups keep two Q buffers where they fit, so that the next tile's Q loads while
+  // this tile runs instead of after its last Q K^T (QK16/V8's 16-bit tile has room for one). The
+  // overlapped groups keep one: the second buffer's bookkeeping made them spill.
+  static constexpr int kRingBytes = kStages * (kKBytes + kVStageBytes);
+  static constexpr int kQBuffers = kInOrder && 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
+  static constexpr int kKOffset = kQBuffers * kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
   static constexpr int kBarrierOffset = kVOffset + kStages * kVStageBytes;
-  static constexpr int kNumBarriers = 2 + 4 * kStages;
+  static constexpr int kNumBarriers = 2 * kQBuffers + 4 * kStages;
   static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
   // The register file (64K) split between the producer and the consumers (setmaxnreg).
   static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
@@ -165,31 +170,41 @@ __device__ __forceinline__ KeyBlock key_block_at(const SageParams& p, const Sage
 template <class T>
 struct SageSmem {
   uint8_t* base;
-  __device__ uint8_t* q() const { return base; }
+  __device__ uint8_t* q(int b) const { return base + b * T::kQBytes; }
   __device__ uint8_t* k(int s) const { return base + T::kKOffset + s * T::kKBytes; }
   __device__ uint8_t* v(int s) const { return base + T::kVOffset + s * T::kVStageBytes; }
   __device__ uint64_t* bar() const { return reinterpret_cast<uint64_t*>(base + T::kBarrierOffset); }
-  __device__ uint64_t* q_full() const { return bar(); }
-  __device__ uint64_t* q_empty() const { return bar() + 1; }
-  __device__ uint64_t* k_full(int s) const { return bar() + 2 + s; }
-  __device__ uint64_t* k_empty(int s) const { return bar() + 2 + T::kStages + s; }
-  __device__ uint64_t* v_full(int s) const { return bar() + 2 + 2 * T::kStages + s; }
-  __device__ uint64_t* v_empty(int s) const { return bar() + 2 + 3 * T::kStages + s; }
+  __device__ uint64_t* q_full(int b) const { return bar() + b; }
+  __device__ uint64_t* q_empty(int b) const { return bar() + T::kQBuffers + b; }
+  __device__ uint64_t* k_full(int s) const { return bar() + 2 * T::kQBuffers + s; }
+  __device__ uint64_t* k_empty(int s) const { return bar() + 2 * T::kQBuffers + T::kStages + s; }
+  __device__ uint64_t* v_full(int s) const { return bar() + 2 * T::kQBuffers + 2 * T::kStages + s; }
+  __device__ uint64_t* v_empty(int s) const { return bar() + 2 * T::kQBuffers + 3 * T::kStages + s; }
 };
 
+// Which Q buffer a CTA's tiles use in turn, and the phase of its barriers, from one count of the
+// CTA's tiles (one register: the three-group consumers have none to spare).
+template <class T>
+struct QSlot {
+  uint32_t count = 0;
+  __device__ int buf() const { return T::kQBuffers == 1 ? 0 : static_cast<int>(count & 1); }
+  __device__ uint32_t phase() const { return (T::kQBuffers == 1 ? count : count >> 1) & 1; }
+  __device__ void advance() { ++count; }
+};
 template <class T>
 __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const SageParams& p, const SageSmem<T>& sm) {
   const int group = p.heads_q / p.heads_kv;
   int stage = 0;
-  uint32_t phase = 0, q_phase = 0;
-  for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+  uint32_t phase = 0;
+  QSlot<T> q;
+  for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x, q.advance()) {
     const SageTile c = decode_tile<T>(p, tile);
-    ptx::mbar_wait(sm.q_empty(), q_phase ^ 1);
-    q_phase ^= 1;
-    ptx::mbar_arrive_expect_tx(sm.q_full(), T::kQBytes);
+    ptx::mbar_wait(sm.q_empty(q.buf()), q.phase() ^ 1);
+    ptx::mbar_arrive_expect_tx(sm.q_full(q.buf()), T::kQBytes);
 #pragma unroll
     for (int ch = 0; ch < T::kQkChunks; ++ch)
-      ptx::tma_load_4d(sm.q() + ch * T::kQChunkBytes, &maps.q, sm.q_full(), ch * 64, c.m_block * T::kBlockM, c.h, c.b);
+      ptx::tma_load_4d(sm.q(q.buf()) + ch * T::kQChunkBytes, &maps.q, sm.q_full(q.buf()), ch * 64,
+                       c.m_block * T::kBlockM, c.h, c.b);
     const int hkv = c.h / group;
     for (int n = 0; n < c.n_blocks; ++n) {
       const int key0 = key_block<T>(c, n) * T::kBlockN;
@@ -247,29 +262,30 @@ struct SageConsumer {
 
   __device__ void init_descriptors() {
     if constexpr (T::kQk16) {
-      q_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.q()) + wg * 64 * 128, 16, 1024);
+      q_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.q(0)) + wg * 64 * 128, 16, 1024);
       k_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.k(0)), 16, 1024);
     } else {
-      q_desc0 = kmajor_desc(ptx::smem_addr(sm.q()) + wg * 64 * T::kRowBytes, T::kRowBytes);
+      q_desc0 = kmajor_desc(ptx::smem_addr(sm.q(0)) + wg * 64 * T::kRowBytes, T::kRowBytes);
       k_desc0 = kmajor_desc(ptx::smem_addr(sm.k(0)), T::kRowBytes);
     }
     if constexpr (T::kPvFp8) v_desc0 = kmajor_desc(ptx::smem_addr(sm.v(0)), 128);
     else v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)), T::kVChunkBytes, 1024);
   }
 
-  __device__ void issue_qk(Acc (&s)[kSAcc], int stage) const {
+  __device__ void issue_qk(Acc (&s)[kSAcc], int stage, int q_buf) const {
     const uint64_t k0 = ptx::smem_desc_advance(k_desc0, stage * T::kKBytes);
+    const uint64_t q0 = ptx::smem_desc_advance(q_desc0, q_buf * T::kQBytes);
     if constexpr (T::kQk16) {
       // 16 columns per product: four in each 64-column chunk, 32 bytes apart inside the swizzled rows.
 #pragma unroll
       for (int kk = 0; kk < T::kD / 16; ++kk)
         flash::Wgmma<T::kBlockN>::template ss<T::kBf16>(
-            s, ptx::smem_desc_advance(q_desc0, (kk / 4) * T::kQChunkBytes + (kk % 4) * 32),
+            s, ptx::smem_desc_advance(q0, (kk / 4) * T::kQChunkBytes + (kk % 4) * 32),
             ptx::smem_desc_advance(k0, (kk / 4) * T::kKChunkBytes + (kk % 4) * 32), kk > 0 ? 1 : 0);
     } else {
 #pragma unroll
       for (int kk = 0; kk < T::kD / 32; ++kk) {
-        const uint64_t qd = ptx::smem_desc_advance(q_desc0, kk * 32), kd = ptx::smem_desc_advance(k0, kk * 32);
+        const uint64_t qd = ptx::smem_desc_advance(q0, kk * 32), kd = ptx::smem_desc_advance(k0, kk * 32);
         if (kk == 0) WgmmaS8<T::kBlockN>::ss_first(s, qd, kd);
         else WgmmaS8<T::kBlockN>::ss(s, qd, kd, 1);
       }
@@ -519,6 +535,7 @@ struct SageConsumer {
                     : -INFINITY;
       uint16_t* dst = out + c.b * p.out_stride_b + static_cast<std::int64_t>(row) * p.out_stride_s + c.h * p.out_stride_h +
                       (lane % 4) * 2;
+      const float inv = l > 0.f ? 1.f / l : 0.f;  // one division per row, not one per value
 #pragma unroll
       for (int j = 0; j < T::kD / 8; ++j) {
         const int col = j * 8 + (lane % 4) * 2;
@@ -527,8 +544,8 @@ struct SageConsumer {
           x0 *= __ldg(vs + col);  // o sums (448 p) (v / vs) and l sums 448 p
           x1 *= __ldg(vs + col + 1);
         }
-        x0 = l > 0.f ? x0 / l : 0.f;
-        x1 = l > 0.f ? x1 / l : 0.f;
+        x0 *= inv;
+        x1 *= inv;
         *reinterpret_cast<uint32_t*>(dst + j * 8) = pack_half2<T::kBf16>(x0, x1);
       }
     }
@@ -577,8 +594,9 @@ struct SageConsumer {
   // Three groups: each block's Q K^T, softmax and P V in order.
   __device__ void run_in_order() const {
     int stage = 0;
-    uint32_t phase = 0, q_phase = 0;
-    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+    uint32_t phase = 0;
+    QSlot<T> q;
+    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x, q.advance()) {
       const SageTile c = decode_tile<T>(p, tile);
       float qs[2];
       row_scales(c, qs);
@@ -586,9 +604,8 @@ struct SageConsumer {
 #pragma unroll
       for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
       float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
-      ptx::mbar_wait(sm.q_full(), q_phase);
-      q_phase ^= 1;
-      if (c.n_blocks == 0) release(sm.q_empty());
+      ptx::mbar_wait(sm.q_full(q.buf()), q.phase());
+      if (c.n_blocks == 0) release(sm.q_empty(q.buf()));
       for (int n = 0; n < c.n_blocks; ++n) {
         Acc si[kSAcc];
         float s[kSAcc];
@@ -597,12 +614,12 @@ struct SageConsumer {
         ptx::mbar_wait(sm.k_full(stage), phase);
         ptx::fence_operands(o);
         ptx::wgmma_fence();
-        issue_qk(si, stage);
+        issue_qk(si, stage, q.buf());
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
         fence_scores(si);
         release(sm.k_empty(stage));
-        if (n == c.n_blocks - 1) release(sm.q_empty());  // the last read of Q: the next tile's may load
+        if (n == c.n_blocks - 1) release(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
         softmax(si, s, m, l, alpha, c, kb, qs);
         convert_p(s, pr);
         ptx::mbar_wait(sm.v_full(stage), phase);
@@ -637,9 +654,10 @@ struct SageConsumer {
   // the P V; the groups issue in turn.
   __device__ void run_overlapped() const {
     int stage = 0;
-    uint32_t phase = 0, q_phase = 0;
+    uint32_t phase = 0;
+    QSlot<T> q;
     start_turns();
-    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x, q.advance()) {
       const SageTile c = decode_tile<T>(p, tile);
       float qs[2];
       row_scales(c, qs);
@@ -650,10 +668,9 @@ struct SageConsumer {
       Acc si[kSAcc];
       float s[kSAcc];
       uint32_t pr[kPRegs];
-      ptx::mbar_wait(sm.q_full(), q_phase);
-      q_phase ^= 1;
+      ptx::mbar_wait(sm.q_full(q.buf()), q.phase());
       if (c.n_blocks == 0) {
-        release(sm.q_empty());
+        release(sm.q_empty(q.buf()));
         finish(o, m, l, c);
         continue;
       }
@@ -662,13 +679,13 @@ struct SageConsumer {
       ptx::mbar_wait(sm.k_full(stage), phase);
       take_turn();
       ptx::wgmma_fence();
-      issue_qk(si, stage);
+      issue_qk(si, stage, q.buf());
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
       pass_turn();
       fence_scores(si);
       release(sm.k_empty(stage));
-      if (c.n_blocks == 1) release(sm.q_empty());
+      if (c.n_blocks == 1) release(sm.q_empty(q.buf()));
       softmax(si, s, m, l, alpha, c, kb, qs);
       alpha_prev[0] = alpha[0];
       alpha_prev[1] = alpha[1];
@@ -684,7 +701,7 @@ struct SageConsumer {
         ptx::fence_operands(pr);
         take_turn();
         ptx::wgmma_fence();
-        issue_qk(si, stage);
+        issue_qk(si, stage, q.buf());
         ptx::wgmma_commit();
         issue_pv(blk, pr, prev_stage);
         ptx::wgmma_commit();
@@ -692,7 +709,7 @@ struct SageConsumer {
         pass_turn();
         fence_scores(si);
         release(sm.k_empty(stage));
-        if (n == c.n_blocks - 1) release(sm.q_empty());  // the last read of Q: the next tile's may load
+        if (n == c.n_blocks - 1) release(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
         softmax(si, s, m, l, alpha, c, kb, qs);
         ptx::wgmma_wait<0>();
         ptx::fence_operands(blk);
@@ -730,8 +747,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   SageSmem<T> sm{reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023))};
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
-    ptx::mbar_init(sm.q_full(), 1);
-    ptx::mbar_init(sm.q_empty(), 4 * T::kConsumers);  // one arrival per consumer warp
+    for (int b = 0; b < T::kQBuffers; ++b) {
+      ptx::mbar_init(sm.q_full(b), 1);
+      ptx::mbar_init(sm.q_empty(b), 4 * T::kConsumers);  // one arrival per consumer warp
+    }
     for (int s = 0; s < T::kStages; ++s) {
       ptx::mbar_init(sm.k_full(s), 1);
       ptx::mbar_init(sm.v_full(s), 1);
