@@ -4,8 +4,10 @@
 # .devcarry/bundle.tar.xz: the GPU tests of TESTS, racecheck and memcheck over SANITIZE_TESTS,
 # then both builds timed in turn, ROUNDS times, on SAGE_WORKLOADS (a workloads file, default
 # dev/sage_sweep.csv) in MODES, so that a change is measured against its base in one job; then
-# (NCU_MASK=1) an ncu summary of the kernels of the masked calls of bin/gpu_mask_bench, if carried.
-# Everything goes to $OUT.
+# (MASK_AB=1) bin/gpu_mask_bench_base and bin/gpu_mask_bench likewise, and (NCU_MASK=1) an ncu
+# summary of the kernels of the masked calls of bin/gpu_mask_bench, if carried.
+# Everything goes to $OUT, in few files (the device tool brings back a limited number); the test
+# and sanitizer summaries are printed again at the end.
 set -uo pipefail
 out="${OUT:-build/round}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
 source scripts/device/env.sh
@@ -26,11 +28,22 @@ fi
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for b in sage_time_base sage_time; do
     [ -x "$bd/$b" ] || continue
-    echo "== $b, round $r"
+    echo "== $b, round $r" | tee -a "$out/ab-sage.txt"
     SAGE_WORKLOADS="${SAGE_WORKLOADS:-dev/sage_sweep.csv}" timeout -s KILL 200 $bd/$b "${FILTER:-}" 5 "${MODES:-fp8/3}" \
-      2>&1 | tee "$out/$b-$r.txt"
+      2>&1 | tee -a "$out/ab-sage.txt"
   done
 done
+# MASK_AB=1: bin/gpu_mask_bench_base (the base build) and bin/gpu_mask_bench in turn, ROUNDS times.
+if [ "${MASK_AB:-0}" = 1 ]; then
+  for r in $(seq 1 "${ROUNDS:-2}"); do
+    for b in gpu_mask_bench_base gpu_mask_bench; do
+      [ -x "$bd/bin/$b" ] || continue
+      echo "== $b, round $r" | tee -a "$out/ab-mask.txt"
+      timeout -s KILL 200 $bd/bin/$b --backends FLASHINFER_ATTN --rounds 10 \
+        ${MASK_WORKLOADS:+--workloads "$MASK_WORKLOADS"} 2>&1 | tee -a "$out/ab-mask.txt" | grep -v "^ *$"
+    done
+  done
+fi
 if [ "${NCU_MASK:-0}" = 1 ] && [ -x "$bd/bin/gpu_mask_bench" ]; then
   echo "== ncu: the kernels of the masked calls"
   timeout 200 ncu --clock-control none --print-summary per-kernel $bd/bin/gpu_mask_bench \
@@ -38,4 +51,9 @@ if [ "${NCU_MASK:-0}" = 1 ] && [ -x "$bd/bin/gpu_mask_bench" ]; then
     --backends FLASHINFER_ATTN --rounds 1 --rest-ms 0 >"$out/ncu-mask.txt" 2>&1
   grep -E "flash|pack|walk|kernel|Duration" "$out/ncu-mask.txt" | cut -c1-200 | head -n 80
 fi
+echo "== summary"
+[ -f "$out/tests.log" ] && grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]" "$out/tests.log" | tail -n 8
+for tool in memcheck racecheck; do
+  [ -f "$out/sanitize-$tool.log" ] && grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED) " "$out/sanitize-$tool.log"
+done
 exit 0

@@ -214,6 +214,37 @@ TEST(GpuSageAttn, FullyMaskedRowsAreZeroWithLseMinusInfinity) {
   }
 }
 
+// Few query tiles against many keys: the three-group kernel runs each tile as up to eight pieces of
+// its key blocks on different CTAs and merges them (sage_config.h, sage_tail_split). Pieces that see
+// only padding keys, and rows that see none at all, must merge to the same output and LSE.
+TEST(GpuSageAttn, TilesSplitIntoPiecesStayWithinTheBudget) {
+  SKIP_WITHOUT_SAGE_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (std::int64_t d : {64, 128})
+    for (sage::PvMode pv : {sage::PvMode::kFp8, sage::PvMode::kFp16})
+      for (int masked = 0; masked < 2; ++masked) {
+        ParityCase c = sage_case(d, DType::kBFloat16, 2);
+        c.seq_q = 500;
+        c.seq_kv = 4100;  // 33 key blocks: 8 pieces of 4 or 5 for each of the 6 or 12 tiles
+        c.heads_q = c.heads_kv = 2;
+        c.batch = 1 + masked;  // masked: the second batch keeps no key at all
+        c.causal = false;
+        c.mask = masked ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
+        c.fully_masked_rows = masked == 1;
+        const Quality q = run_sage(c, pv, rng, 3);
+        const bool fp8 = pv == sage::PvMode::kFp8;
+        const std::string what = c.name() + (fp8 ? " fp8" : " fp16") + " seed " + std::to_string(seed);
+        EXPECT_EQ(q.error, "") << what;
+        EXPECT_LE(q.rel_l2, fp8 ? kFp8RelL2 : kFp16RelL2) << what;
+        EXPECT_GE(q.cosine, fp8 ? kFp8Cosine : kFp16Cosine) << what;
+        EXPECT_LE(q.lse_max_diff, kLseTolerance) << what;
+        EXPECT_TRUE(q.masked_rows_ok) << what;
+        std::printf("[sage] %-60s %s split relL2 %.4f cos %.6f lse %.4f\n", c.name().c_str(), fp8 ? "fp8 " : "fp16",
+                    q.rel_l2, q.cosine, q.lse_max_diff);
+      }
+}
+
 // The GPU kernels compute the CPU implementation's quantized values; what differs is ex2.approx,
 // the FFMA score, fp32 summation order and the tensor cores' sums. So the GPU output must stay
 // closer to the CPU's than either is to exact attention, and its error against float64 may exceed

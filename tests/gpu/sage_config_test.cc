@@ -25,5 +25,42 @@ TEST(SageConfig, ThreeGroupsExceptShortHeadSize64Rows) {
   EXPECT_EQ(sage_consumer_groups(64, 16384), 3);
 }
 
+// A last wave of fewer tiles than half the SMs runs as pieces, each CTA at most one; the pieces of
+// a tile cover its key blocks once, in order, each at least kSageMinPieceBlocks long.
+TEST(SageConfig, ShortLastWavesRunAsPiecesOfOnePerCta) {
+  // FLUX.1 and SD3: 576 tiles of 192 rows on 132 SMs leave 48, run as two pieces each.
+  SageTailSplit flux = sage_tail_split(576, 132, 36);
+  EXPECT_EQ(flux.split_begin, 528);
+  EXPECT_EQ(flux.pieces, 2);
+  EXPECT_EQ(flux.items, 528 + 96);
+  // Fewer tiles than SMs: every tile is split.
+  SageTailSplit few = sage_tail_split(24, 132, 64);
+  EXPECT_EQ(few.split_begin, 0);
+  EXPECT_EQ(few.pieces, 5);
+  EXPECT_EQ(few.items, 120);
+  // No gain: full waves, a last wave of more than half the SMs, or too few key blocks to cut.
+  for (const SageTailSplit& none : {sage_tail_split(1320, 132, 64), sage_tail_split(1440, 132, 90),
+                                    sage_tail_split(576, 132, 7), sage_tail_split(0, 132, 36)}) {
+    EXPECT_EQ(none.pieces, 1);
+    EXPECT_EQ(none.items, none.split_begin);
+  }
+  for (std::int64_t tiles : {1, 5, 48, 131, 133, 200, 576, 6840})
+    for (int sms : {1, 78, 132})
+      for (std::int64_t blocks : {1, 4, 8, 9, 36, 256}) {
+        const SageTailSplit s = sage_tail_split(tiles, sms, blocks);
+        const std::int64_t tail = tiles - s.split_begin;
+        EXPECT_EQ(s.items, s.split_begin + tail * s.pieces);
+        if (s.pieces == 1) continue;
+        EXPECT_EQ(s.split_begin % sms, 0);
+        EXPECT_LE(tail * s.pieces, sms) << tiles << " tiles, " << sms << " SMs";
+        EXPECT_LE(s.pieces, kSageMaxPieces);
+        EXPECT_EQ(sage_piece_begin(blocks, s.pieces, 0), 0);
+        EXPECT_EQ(sage_piece_begin(blocks, s.pieces, s.pieces), blocks);
+        for (int k = 0; k < s.pieces; ++k)
+          EXPECT_GE(sage_piece_begin(blocks, s.pieces, k + 1) - sage_piece_begin(blocks, s.pieces, k),
+                    kSageMinPieceBlocks);
+      }
+}
+
 }  // namespace
 }  // namespace diffattn::sage

@@ -133,15 +133,31 @@ __device__ __forceinline__ void block_keeps(const std::uint32_t* bits, int seqle
 // Each batch's key walk (FlashParams::kv_walk; kernels/sparse/key_walk.h is its CPU oracle) from
 // the packed bits, one warp per batch: the aligned blocks that keep a key are counted, then the
 // kept runs' blocks (stopping once they are more), and the kind with fewer entries is written.
-// The scans are chains of dependent reads, so the batch's bits are first copied to shared memory
-// when they fit (`in_smem`, dynamic shared memory of words * 4 bytes).
+// The scans are chains of dependent reads, so they read the batch's bits from shared memory when
+// they fit (`in_smem`, dynamic shared memory of words * 4 bytes). With `mask` the block first packs
+// the batch's bytes itself, every warp a word at a time, into shared memory and all_bits (the one
+// launch of a key mask that fits); then its first warp walks. Without, all_bits holds the bits
+// (pack_kv_mask_kernel) and one warp copies and walks them.
 template <int kBlockN>
-__global__ void key_walk_kernel(const std::uint32_t* all_bits, int words, int seqlen_k, int stride,
-                                bool aligned_only, bool in_smem, std::int32_t* all_walk, std::int32_t* counts) {
+__global__ void key_walk_kernel(std::uint32_t* all_bits, int words, int seqlen_k, int stride, bool aligned_only,
+                                bool in_smem, std::int32_t* all_walk, std::int32_t* counts,
+                                const std::uint8_t* mask, std::int64_t mask_stride_b, std::int64_t mask_stride_s) {
   extern __shared__ std::uint32_t smem_bits[];
-  const int lane = static_cast<int>(threadIdx.x);
+  const int lane = static_cast<int>(threadIdx.x) % 32;
   const std::uint32_t* bits = all_bits + static_cast<std::int64_t>(blockIdx.x) * words;
-  if (in_smem) {
+  if (mask != nullptr) {
+    const std::uint8_t* m = mask + blockIdx.x * mask_stride_b;
+    std::uint32_t* out = all_bits + static_cast<std::int64_t>(blockIdx.x) * words;
+    for (int w = static_cast<int>(threadIdx.x) / 32; w < words; w += static_cast<int>(blockDim.x) / 32) {
+      const int key = w * 32 + lane;
+      const bool keep = key < seqlen_k && m[key * mask_stride_s] != 0;
+      const std::uint32_t word = __ballot_sync(0xffffffffu, keep);
+      if (lane == 0) smem_bits[w] = out[w] = word;
+    }
+    __syncthreads();
+    if (threadIdx.x >= 32) return;
+    bits = smem_bits;
+  } else if (in_smem) {
     for (int w = lane; w < words; w += 32) smem_bits[w] = __ldg(bits + w);
     __syncwarp();
     bits = smem_bits;
@@ -214,13 +230,20 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
     return {};
   }
   constexpr int kWarps = 8;
-  pack_kv_mask_kernel<kWarps><<<dim3((words + kWarps - 1) / kWarps, p.batch), 32 * kWarps, 0, stream>>>(
-      p.kv_mask, p.mask_stride_b, p.mask_stride_s, p.seqlen_k, words, static_cast<std::uint32_t*>(ws));
+  auto* bits = static_cast<std::uint32_t*>(ws);
   auto* walk = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws) + bits_bytes);
   auto* counts = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws) + bits_bytes + walk_bytes);
-  const bool in_smem = words <= 12 * 1024;  // 48 KB: keys up to about 393k
-  key_walk_kernel<T::kBlockN><<<p.batch, 32, in_smem ? words * 4 : 0, stream>>>(
-      static_cast<const std::uint32_t*>(ws), words, p.seqlen_k, blocks, p.causal, in_smem, walk, counts);
+  // One launch packs and walks where the bits fit in shared memory (48 KB: keys up to about
+  // 393k); longer masks are packed by a grid of their own first.
+  if (words <= 12 * 1024) {
+    key_walk_kernel<T::kBlockN><<<p.batch, 32 * kWarps, words * 4, stream>>>(
+        bits, words, p.seqlen_k, blocks, p.causal, true, walk, counts, p.kv_mask, p.mask_stride_b, p.mask_stride_s);
+  } else {
+    pack_kv_mask_kernel<kWarps><<<dim3((words + kWarps - 1) / kWarps, p.batch), 32 * kWarps, 0, stream>>>(
+        p.kv_mask, p.mask_stride_b, p.mask_stride_s, p.seqlen_k, words, bits);
+    key_walk_kernel<T::kBlockN><<<p.batch, 32, 0, stream>>>(bits, words, p.seqlen_k, blocks, p.causal, false, walk,
+                                                           counts, nullptr, 0, 0);
+  }
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
     (void)cudaFreeAsync(ws, stream);

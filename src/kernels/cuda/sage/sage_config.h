@@ -2,6 +2,7 @@
 // How SAGE_ATTN's Hopper kernel is shaped for a call: plain functions, tested on the CPU
 // (tests/gpu/sage_config_test.cc).
 
+#include <algorithm>
 #include <cstdint>
 
 namespace diffattn::sage {
@@ -24,5 +25,33 @@ constexpr std::int64_t sage_m_blocks(std::int64_t seqlen_q, int consumer_groups)
   const std::int64_t rows = 64 * consumer_groups;
   return (seqlen_q + rows - 1) / rows;
 }
+
+// The last wave of the three-group kernel's persistent loop. When its tiles are fewer than half the
+// CTAs (FLUX.1's and SD3's 576 tiles leave 48 for the fifth wave on 132 SMs), each of them runs as
+// `pieces` consecutive ranges of its key blocks on as many CTAs, and a merge launch combines their
+// partial outputs, so the wave takes a fraction of a tile's time. Work items: the whole tiles
+// [0, split_begin), then piece k of tail tile t as item split_begin + t * pieces + k.
+inline constexpr int kSageMaxPieces = 8;
+inline constexpr std::int64_t kSageMinPieceBlocks = 4;  // fewer key blocks per piece: the merge costs more than it saves
+
+struct SageTailSplit {
+  std::int64_t split_begin = 0;  // the first split tile (== tiles: none)
+  int pieces = 1;
+  std::int64_t items = 0;        // work items of the persistent loop
+};
+
+constexpr SageTailSplit sage_tail_split(std::int64_t tiles, int sm_count, std::int64_t n_blocks) {
+  const SageTailSplit none{tiles, 1, tiles};
+  if (tiles <= 0 || sm_count <= 0) return none;
+  const std::int64_t tail = tiles % sm_count;
+  if (tail == 0) return none;
+  const std::int64_t pieces = std::min<std::int64_t>(
+      {sm_count / tail, n_blocks / kSageMinPieceBlocks, std::int64_t{kSageMaxPieces}});
+  if (pieces < 2) return none;
+  return {tiles - tail, static_cast<int>(pieces), tiles - tail + tail * pieces};
+}
+
+// Key blocks [begin, end) of piece k of a tile of n_blocks split `pieces` ways.
+constexpr std::int64_t sage_piece_begin(std::int64_t n_blocks, int pieces, int k) { return n_blocks * k / pieces; }
 
 }  // namespace diffattn::sage

@@ -49,8 +49,12 @@ struct SageTmaMaps {
 // exponential on the MUFU unit is fastest (long hd128 rows +3-6 % against every fourth on the FMA
 // pipe, +9-14 % against every second): those groups are bound by issue slots, not by the MUFU unit.
 template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, bool kQk16_ = false,
-          int kPolyEvery_ = kConsumers_ == 3 ? 0 : 4, bool kListed_ = false>
+          int kPolyEvery_ = kConsumers_ == 3 ? 0 : 4, bool kListed_ = false, bool kSplit_ = false>
 struct SageTraits {
+  // The in-order groups' launch that splits a short last wave into pieces (sage_config.h,
+  // sage_tail_split). A kernel of its own: the pieces' bookkeeping cost the whole-tile kernel
+  // 2.5-3.5 % at hd128 (ptxas spilled 16 bytes), so the launcher takes it only where it splits.
+  static constexpr bool kSplit = kSplit_;
   static constexpr bool kListed = kListed_;  // the block-sparse walk (see the file comment)
   static constexpr int kPolyEvery = kPolyEvery_;  // see SageConsumer::exp2_col
   static constexpr int kD = kD_;
@@ -99,6 +103,8 @@ struct SageTraits {
   static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register budget exceeded");
   static_assert(kD == 64 || kD == 128, "SAGE_ATTN's Hopper kernel has hd64 and hd128");
   static_assert(!kListed || (kBlockM == kBlockN && !kQk16), "lists of square tiles, on the INT8 Q K^T");
+  static_assert(!kSplit || (kInOrder && !kListed), "the in-order groups split whole tiles' key blocks");
+  using Split = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, true>;
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 
@@ -112,7 +118,8 @@ __device__ __forceinline__ uint64_t kmajor_desc(uint32_t addr, int row_bytes) {
 }
 
 struct SageTile {
-  int b, h, m_block, n_blocks;
+  int b, h, m_block;
+  int n_begin, n_blocks;     // the key blocks [n_begin, n_blocks) of the work item (list positions with kListed)
   const std::int32_t* list;  // kListed: the query tile's key blocks
 };
 
@@ -126,6 +133,7 @@ __device__ __forceinline__ SageTile decode_tile(const SageParams& p, int tile) {
   if (p.causal) m = p.num_m_blocks - 1 - m;  // longest rows first
   c.m_block = m;
   c.list = nullptr;
+  c.n_begin = 0;
   if constexpr (T::kListed) {
     const std::int64_t row = static_cast<std::int64_t>(bh) * p.num_m_blocks + m;
     const int begin = __ldg(p.bs_offsets + row);
@@ -137,6 +145,25 @@ __device__ __forceinline__ SageTile decode_tile(const SageParams& p, int tile) {
   if (p.causal) kv_end = min(kv_end, (m + 1) * T::kBlockM);
   c.n_blocks = (kv_end + T::kBlockN - 1) / T::kBlockN;
   return c;
+}
+
+// Work item `item` of the in-order groups' persistent loop (sage_config.h, sage_tail_split): a whole
+// tile, or piece k of a split tail tile, whose key blocks are the k-th of split_pieces even ranges
+// and whose partials are the (item - split_begin)-th (SageParams::split_*); T::kSplit launches only.
+template <class T>
+__device__ __forceinline__ SageTile decode_item(const SageParams& p, int item) {
+  if (!T::kSplit || item < p.split_begin) return decode_tile<T>(p, item);
+  const int j = item - p.split_begin, k = j % p.split_pieces;
+  SageTile c = decode_tile<T>(p, p.split_begin + j / p.split_pieces);
+  const int n = c.n_blocks;
+  c.n_begin = n * k / p.split_pieces;
+  c.n_blocks = n * (k + 1) / p.split_pieces;
+  return c;
+}
+
+template <class T>
+__device__ __forceinline__ int work_items(const SageParams& p) {
+  return T::kSplit ? p.num_items : p.num_tiles;
 }
 
 // The key block a tile visits n-th: n, or its list's n-th entry.
@@ -197,8 +224,8 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
   int stage = 0;
   uint32_t phase = 0;
   QSlot<T> q;
-  for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x, q.advance()) {
-    const SageTile c = decode_tile<T>(p, tile);
+  for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
+    const SageTile c = decode_item<T>(p, item);
     ptx::mbar_wait(sm.q_empty(q.buf()), q.phase() ^ 1);
     ptx::mbar_arrive_expect_tx(sm.q_full(q.buf()), T::kQBytes);
 #pragma unroll
@@ -206,7 +233,7 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
       ptx::tma_load_4d(sm.q(q.buf()) + ch * T::kQChunkBytes, &maps.q, sm.q_full(q.buf()), ch * 64,
                        c.m_block * T::kBlockM, c.h, c.b);
     const int hkv = c.h / group;
-    for (int n = 0; n < c.n_blocks; ++n) {
+    for (int n = c.n_begin; n < c.n_blocks; ++n) {
       const int key0 = key_block<T>(c, n) * T::kBlockN;
       ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKBytes);
@@ -513,20 +540,52 @@ struct SageConsumer {
     for (int i = 0; i < kOAcc; ++i) o[i] *= alpha[(i % 4) / 2];
   }
 
-  __device__ void finish(const float (&o)[kOAcc], const float (&m)[2], const float (&l_part)[2], const SageTile& c) const {
+  // Row r's sum of P, in every thread of its quad.
+  __device__ static float row_sum(const float (&o)[kOAcc], const float (&l_part)[2], int r) {
+    if constexpr (T::kRowSumByMma) {
+      return o[T::kD / 2 + 2 * r];  // a column of ones: the row's whole sum in every thread of its quad
+    } else {
+      float l = l_part[r];
+      l += __shfl_xor_sync(0xffffffff, l, 1);
+      return l + __shfl_xor_sync(0xffffffff, l, 2);
+    }
+  }
+
+  __device__ const float* v_scales(const SageTile& c) const {
     const int hkv = c.h / (p.heads_q / p.heads_kv);
-    const float* vs = p.v_scale + (static_cast<std::int64_t>(c.b) * p.heads_kv + hkv) * T::kD;
+    return p.v_scale + (static_cast<std::int64_t>(c.b) * p.heads_kv + hkv) * T::kD;
+  }
+
+  // A piece of a split tile: its rows' output before the division by the row sum (times V's
+  // scales in the FP8 mode), their running maxima and row sums, for sage_merge_kernel.
+  __device__ void store_partial(const float (&o)[kOAcc], const float (&m)[2], const float (&l_part)[2],
+                                const SageTile& c, int slot) const {
+    const float* vs = v_scales(c);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = row_sum(o, l_part, r);
+      const std::int64_t at = static_cast<std::int64_t>(slot) * T::kBlockM + wg * 64 + warp * 16 + lane / 4 + 8 * r;
+      if (lane % 4 == 0) reinterpret_cast<float2*>(p.split_ml)[at] = make_float2(m[r], l);
+      float* dst = p.split_o + at * T::kD + (lane % 4) * 2;
+#pragma unroll
+      for (int j = 0; j < T::kD / 8; ++j) {
+        const int col = j * 8 + (lane % 4) * 2;
+        float x0 = o[j * 4 + 2 * r], x1 = o[j * 4 + 2 * r + 1];
+        if constexpr (T::kPvFp8) {
+          x0 *= __ldg(vs + col);
+          x1 *= __ldg(vs + col + 1);
+        }
+        *reinterpret_cast<float2*>(dst + j * 8) = make_float2(x0, x1);
+      }
+    }
+  }
+
+  __device__ void finish(const float (&o)[kOAcc], const float (&m)[2], const float (&l_part)[2], const SageTile& c) const {
+    const float* vs = v_scales(c);
     uint16_t* out = static_cast<uint16_t*>(p.out);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float l;
-      if constexpr (T::kRowSumByMma) {
-        l = o[T::kD / 2 + 2 * r];  // a column of ones: the row's whole sum in every thread of its quad
-      } else {
-        l = l_part[r];
-        l += __shfl_xor_sync(0xffffffff, l, 1);
-        l += __shfl_xor_sync(0xffffffff, l, 2);
-      }
+      const float l = row_sum(o, l_part, r);
       const int row = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4 + 8 * r;
       if (row >= p.seqlen_q) continue;
       if (p.lse != nullptr && lane % 4 == 0)
@@ -596,8 +655,8 @@ struct SageConsumer {
     int stage = 0;
     uint32_t phase = 0;
     QSlot<T> q;
-    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x, q.advance()) {
-      const SageTile c = decode_tile<T>(p, tile);
+    for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
+      const SageTile c = decode_item<T>(p, item);
       float qs[2];
       row_scales(c, qs);
       float o[kOAcc];
@@ -605,8 +664,8 @@ struct SageConsumer {
       for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
       float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
       ptx::mbar_wait(sm.q_full(q.buf()), q.phase());
-      if (c.n_blocks == 0) release(sm.q_empty(q.buf()));
-      for (int n = 0; n < c.n_blocks; ++n) {
+      if (c.n_blocks == c.n_begin) release(sm.q_empty(q.buf()));
+      for (int n = c.n_begin; n < c.n_blocks; ++n) {
         Acc si[kSAcc];
         float s[kSAcc];
         uint32_t pr[kPRegs];
@@ -646,7 +705,8 @@ struct SageConsumer {
         }
         advance(stage, phase);
       }
-      finish(o, m, l, c);
+      if (T::kSplit && item >= p.split_begin) store_partial(o, m, l, c, item - p.split_begin);
+      else finish(o, m, l, c);
     }
   }
 
@@ -785,6 +845,51 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #else
   __trap();  // built for an architecture without wgmma/TMA: the launcher never selects this
 #endif
+}
+
+// The split tiles' pieces combined (sage_config.h, sage_tail_split), one warp per query row: each
+// piece's partial output and row sum weighted by exp2 of its running maximum against the largest,
+// then the one division by the weighted sum, as a whole tile's epilogue divides; the LSE likewise.
+// A row that no piece saw a key of (every maximum -inf) is zero with LSE -inf.
+template <class T>
+__global__ void sage_merge_kernel(const __grid_constant__ SageParams p) {
+  const std::int64_t warp_id = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int tail = p.num_tiles - p.split_begin, pieces = p.split_pieces;
+  if (warp_id >= static_cast<std::int64_t>(tail) * T::kBlockM) return;
+  const int t = static_cast<int>(warp_id / T::kBlockM), row_in = static_cast<int>(warp_id % T::kBlockM);
+  const SageTile c = decode_tile<T>(p, p.split_begin + t);
+  const int row = c.m_block * T::kBlockM + row_in;
+  if (row >= p.seqlen_q) return;
+  const float2* ml = reinterpret_cast<const float2*>(p.split_ml);
+  const std::int64_t first = static_cast<std::int64_t>(t) * pieces * T::kBlockM + row_in;
+  float mx = -INFINITY;
+  for (int k = 0; k < pieces; ++k) mx = fmaxf(mx, ml[first + static_cast<std::int64_t>(k) * T::kBlockM].x);
+  constexpr int kPer = T::kD / 32;  // columns per lane
+  float acc[kPer] = {}, l = 0.f;
+  if (mx != -INFINITY) {
+    for (int k = 0; k < pieces; ++k) {
+      const std::int64_t at = first + static_cast<std::int64_t>(k) * T::kBlockM;
+      const float2 e = ml[at];
+      const float w = exp2f(e.x - mx);  // 0 for a piece without a key
+      l = fmaf(w, e.y, l);
+      const float* src = p.split_o + at * T::kD + lane * kPer;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) acc[i] = fmaf(w, src[i], acc[i]);
+    }
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  uint16_t* out = static_cast<uint16_t*>(p.out) + c.b * p.out_stride_b + static_cast<std::int64_t>(row) * p.out_stride_s +
+                  c.h * p.out_stride_h + lane * kPer;
+#pragma unroll
+  for (int i = 0; i < kPer; i += 2)
+    *reinterpret_cast<uint32_t*>(out + i) = pack_half2<T::kBf16>(acc[i] * inv, acc[i + 1] * inv);
+  if (p.lse != nullptr && lane == 0) {
+    const float shift = T::kQk16 ? 0.f : p.q_shift[(static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.seqlen_q + row];
+    p.lse[c.b * p.lse_stride_b + c.h * p.lse_stride_h + row * p.lse_stride_s] =
+        l > 0.f ? (mx + __log2f(l) - (T::kPvFp8 ? SageConsumer<T>::kLog2E4m3Max : 0.f) + shift) * 0.69314718055994531f
+                : -INFINITY;
+  }
 }
 
 }  // namespace diffattn::sage

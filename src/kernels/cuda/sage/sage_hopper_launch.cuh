@@ -10,8 +10,10 @@
 #include "diffattn/status.h"
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_hopper_launch.cuh"
+#include "kernels/cuda/sage/sage_config.h"
 #include "kernels/cuda/sage/sage_fwd_hopper.cuh"
 #include "kernels/cuda/sage/sage_params.h"
+#include "kernels/cuda/workspace_pool.h"
 
 namespace diffattn::sage {
 
@@ -36,6 +38,20 @@ inline Status encode_map(const char* who, CUtensorMap* map, const char* name, CU
   if (r != CUDA_SUCCESS)
     return CudaError(std::string(who) + ": cuTensorMapEncodeTiled failed for " + name + " (CUresult " +
                      std::to_string(static_cast<int>(r)) + ")");
+  return Status::Ok();
+}
+
+// One persistent launch of the attention kernel over p's work items.
+template <class T>
+Status launch_sage_kernel(const SageTmaMaps& maps, const SageParams& p, int sm_count, cudaStream_t stream) {
+  constexpr const char* who = T::kQk16 ? kQk16V8Name : kSageName;
+  auto kernel = sage_fwd_hopper_kernel<T>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  if (e != cudaSuccess) return CudaError(std::string(who) + ": cannot reserve shared memory: " + cudaGetErrorString(e));
+  const int items = T::kSplit ? p.num_items : p.num_tiles;
+  kernel<<<flash::persistent_grid(items, sm_count), T::kThreads, T::kSmemBytes, stream>>>(maps, p);
+  e = cudaGetLastError();
+  if (e != cudaSuccess) return CudaError(std::string(who) + ": kernel launch failed: " + cudaGetErrorString(e));
   return Status::Ok();
 }
 
@@ -78,14 +94,41 @@ Status launch_sage_hopper(SageParams p, int sm_count, cudaStream_t stream) {
          static_cast<std::uint64_t>(p.v_stride_b) * es},
         64, T::kBlockN, CU_TENSOR_MAP_SWIZZLE_128B));
   }
-  auto kernel = sage_fwd_hopper_kernel<T>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
-  if (e != cudaSuccess) return CudaError(std::string(who) + ": cannot reserve shared memory: " + cudaGetErrorString(e));
-  const int grid = flash::persistent_grid(p.num_tiles, sm_count);
-  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
-  e = cudaGetLastError();
-  if (e != cudaSuccess) return CudaError(std::string(who) + ": kernel launch failed: " + cudaGetErrorString(e));
-  return Status::Ok();
+  // The in-order groups split a short last wave (sage_config.h) in a launch of their split kernel;
+  // without the partials' workspace they run it whole.
+  SageTailSplit plan{p.num_tiles, 1, p.num_tiles};
+  if constexpr (T::kInOrder && !T::kListed)
+    if (!p.causal) plan = sage_tail_split(p.num_tiles, sm_count, flash::ceil_div(p.seqlen_k, T::kBlockN));
+  void* split_ws = nullptr;
+  if (plan.pieces > 1) {
+    const std::size_t rows = static_cast<std::size_t>(plan.items - plan.split_begin) * T::kBlockM;
+    const std::size_t o_bytes = rows * T::kD * 4;
+    if (cuda::workspace_alloc(&split_ws, o_bytes + rows * 8, stream) != cudaSuccess) {
+      (void)cudaGetLastError();
+      split_ws = nullptr;
+      plan = SageTailSplit{p.num_tiles, 1, p.num_tiles};
+    } else {
+      p.split_o = static_cast<float*>(split_ws);
+      p.split_ml = reinterpret_cast<float*>(static_cast<char*>(split_ws) + o_bytes);
+    }
+  }
+  p.num_items = static_cast<int>(plan.items);
+  p.split_begin = static_cast<int>(plan.split_begin);
+  p.split_pieces = plan.pieces;
+  const Status launched = [&] {
+    if constexpr (T::kInOrder && !T::kListed)
+      if (plan.pieces > 1) return launch_sage_kernel<typename T::Split>(maps, p, sm_count, stream);
+    return launch_sage_kernel<T>(maps, p, sm_count, stream);
+  }();
+  cudaError_t merged = cudaSuccess;
+  if (launched.ok() && plan.pieces > 1) {
+    const std::int64_t warps = static_cast<std::int64_t>(p.num_tiles - p.split_begin) * T::kBlockM;
+    sage_merge_kernel<T><<<static_cast<unsigned>(flash::ceil_div(warps, 8)), 256, 0, stream>>>(p);
+    merged = cudaGetLastError();
+  }
+  if (split_ws != nullptr) (void)cudaFreeAsync(split_ws, stream);
+  if (merged != cudaSuccess) return CudaError(std::string(who) + ": merge launch failed: " + cudaGetErrorString(merged));
+  return launched;
 }
 
 // The instantiations of one P*V mode and number of consumer groups: hd64 / hd128 x bf16 / fp16

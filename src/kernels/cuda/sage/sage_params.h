@@ -46,8 +46,15 @@ struct SageParams {
   float* v_amax = nullptr;        // [B, Hkv, D]: V's channel maxima over the valid keys
   int q_groups = 0, k_groups = 0, kv_padded = 0, stat_chunks = 0;
 
-  // The attention kernel's tiles.
+  // The attention kernel's tiles, and its work items (sage_config.h, sage_tail_split): the whole
+  // tiles [0, split_begin), then split_pieces pieces of each later tile, whose partial outputs go to
+  // split_o ([item - split_begin][row of the tile][D], scaled by V's scales, not yet divided by the
+  // row sum) and split_ml ((running max, row sum) per row) for sage_merge_kernel. split_begin ==
+  // num_tiles: none.
   int num_m_blocks = 0, num_tiles = 0;
+  int num_items = 0, split_begin = 0, split_pieces = 1;
+  float* split_o = nullptr;
+  float* split_ml = nullptr;
 
   // Block-sparse key lists of the listed kernels (kernels/sparse/block_sparse_layout.h, CSR over
   // (batch, query head, query tile) of kBlockM = kKvBlock rows): the key blocks of row r are
