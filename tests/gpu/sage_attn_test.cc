@@ -134,6 +134,15 @@ constexpr double kFp8RelL2 = 0.06, kFp8Cosine = 0.998;
 constexpr double kFp16RelL2 = 0.02, kFp16Cosine = 0.9998;
 constexpr double kLseTolerance = 0.05;
 
+// A run's output, LSE and fully masked rows against the budget of its P*V mode.
+void expect_within_budget(const Quality& q, bool fp8, const std::string& what) {
+  EXPECT_EQ(q.error, "") << what;
+  EXPECT_LE(q.rel_l2, fp8 ? kFp8RelL2 : kFp16RelL2) << what;
+  EXPECT_GE(q.cosine, fp8 ? kFp8Cosine : kFp16Cosine) << what;
+  EXPECT_LE(q.lse_max_diff, kLseTolerance) << what;
+  EXPECT_TRUE(q.masked_rows_ok) << what;
+}
+
 // Both kernel shapes (two overlapping and three in-order consumer warpgroups) on every case.
 TEST(GpuSageAttn, ShapesMasksAndModesStayWithinTheBudget) {
   SKIP_WITHOUT_SAGE_GPU();
@@ -149,11 +158,7 @@ TEST(GpuSageAttn, ShapesMasksAndModesStayWithinTheBudget) {
           const bool fp8 = pv == sage::PvMode::kFp8;
           const std::string what = c.name() + (fp8 ? " fp8" : " fp16") + " groups " + std::to_string(groups) +
                                    " seed " + std::to_string(seed);
-          EXPECT_EQ(q.error, "") << what;
-          EXPECT_LE(q.rel_l2, fp8 ? kFp8RelL2 : kFp16RelL2) << what;
-          EXPECT_GE(q.cosine, fp8 ? kFp8Cosine : kFp16Cosine) << what;
-          EXPECT_LE(q.lse_max_diff, kLseTolerance) << what;
-          EXPECT_TRUE(q.masked_rows_ok) << what;
+          expect_within_budget(q, fp8, what);
           std::printf("[sage] %-60s %s/%d relL2 %.4f cos %.6f lse %.4f\n", c.name().c_str(), fp8 ? "fp8 " : "fp16",
                       groups, q.rel_l2, q.cosine, q.lse_max_diff);
         }
@@ -235,11 +240,7 @@ TEST(GpuSageAttn, TilesSplitIntoPiecesStayWithinTheBudget) {
         const Quality q = run_sage(c, pv, rng, 3);
         const bool fp8 = pv == sage::PvMode::kFp8;
         const std::string what = c.name() + (fp8 ? " fp8" : " fp16") + " seed " + std::to_string(seed);
-        EXPECT_EQ(q.error, "") << what;
-        EXPECT_LE(q.rel_l2, fp8 ? kFp8RelL2 : kFp16RelL2) << what;
-        EXPECT_GE(q.cosine, fp8 ? kFp8Cosine : kFp16Cosine) << what;
-        EXPECT_LE(q.lse_max_diff, kLseTolerance) << what;
-        EXPECT_TRUE(q.masked_rows_ok) << what;
+        expect_within_budget(q, fp8, what);
         std::printf("[sage] %-60s %s split relL2 %.4f cos %.6f lse %.4f\n", c.name().c_str(), fp8 ? "fp8 " : "fp16",
                     q.rel_l2, q.cosine, q.lse_max_diff);
       }
