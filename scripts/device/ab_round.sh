@@ -5,7 +5,8 @@
 # then both builds timed in turn, ROUNDS times, on SAGE_WORKLOADS (a workloads file, default
 # dev/sage_sweep.csv) in MODES, so that a change is measured against its base in one job; then
 # (MASK_AB=1) bin/gpu_mask_bench_base and bin/gpu_mask_bench likewise, and (NCU_MASK=1) an ncu
-# summary of the kernels of the masked calls of bin/gpu_mask_bench, if carried.
+# summary of the kernels of the masked calls of bin/gpu_mask_bench, if carried; (NCU_SAGE=a,b) an ncu
+# summary of every kernel of one FP8 call of both dev/sage_time builds on workloads a and b.
 # Everything goes to $OUT, in few files (the device tool brings back a limited number); the test
 # and sanitizer summaries are printed again at the end.
 set -uo pipefail
@@ -50,6 +51,15 @@ if [ "${NCU_MASK:-0}" = 1 ] && [ -x "$bd/bin/gpu_mask_bench" ]; then
     --workloads "${MASK_WORKLOADS:-flux-77of512-keypad,sd3-154of333-keypad,wan22-ragged-4}" \
     --backends FLASHINFER_ATTN --rounds 1 --rest-ms 0 >"$out/ncu-mask.txt" 2>&1
   grep -E "flash|pack|walk|kernel|Duration" "$out/ncu-mask.txt" | cut -c1-200 | head -n 80
+fi
+if [ -n "${NCU_SAGE:-}" ]; then
+  for b in sage_time_base sage_time; do
+    [ -x "$bd/$b" ] || continue
+    echo "== ncu: $b on $NCU_SAGE" | tee -a "$out/ncu-sage.txt"
+    SAGE_WORKLOADS="${SAGE_WORKLOADS:-dev/sage_sweep.csv}" timeout 300 ncu --clock-control none --print-summary per-kernel \
+      --kernel-name regex:sage --metrics gpu__time_duration.sum $bd/$b "$NCU_SAGE" 1 fp8/3 >>"$out/ncu-sage.txt" 2>&1
+  done
+  grep -E "^== ncu|^ +void|^ +sage|gpu__time_duration" "$out/ncu-sage.txt" | sed -E 's/\(sage::SageTmaMaps.*//' | cut -c1-150 | head -n 60
 fi
 echo "== summary"
 [ -f "$out/tests.log" ] && grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]" "$out/tests.log" | tail -n 8

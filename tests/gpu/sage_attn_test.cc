@@ -246,6 +246,58 @@ TEST(GpuSageAttn, TilesSplitIntoPiecesStayWithinTheBudget) {
       }
 }
 
+// The quantization launch's CTAs take their items in ticket order, and a head's K and V items wait
+// for the means that the last of its statistics items computes: with more kv heads than the
+// schedule's lag, masked keys and GQA, every run gives the same bits (the output poisoned between
+// runs), the first within the budget.
+TEST(GpuSageAttn, QuantizationInOneLaunchGivesTheSameBitsEveryRun) {
+  SKIP_WITHOUT_SAGE_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (std::int64_t d : {64, 128})
+    for (sage::PvMode pv : {sage::PvMode::kFp8, sage::PvMode::kFp16}) {
+      ParityCase c = sage_case(d, DType::kBFloat16, 1);
+      c.batch = 2;
+      c.heads_q = 24;
+      c.heads_kv = 12;  // 24 kv heads of 17 statistics chunks
+      c.seq_q = 700;
+      c.seq_kv = 2100;
+      c.causal = false;
+      c.mask = testing::MaskShape::kKeyPadding;
+      const bool fp8 = pv == sage::PvMode::kFp8;
+      const std::string what = c.name() + (fp8 ? " fp8" : " fp16") + " seed " + std::to_string(seed);
+      const Quality q = run_sage(c, pv, rng);
+      expect_within_budget(q, fp8, what);
+      auto data = testing::make_case_data(c, rng);
+      testing::DeviceCase device(*data);
+      ASSERT_TRUE(device.ok()) << what;
+      const TensorView& out = device.problem().out;
+      const std::size_t out_bytes = static_cast<std::size_t>((out.size(0) - 1) * out.stride(0) +
+                                                             (out.size(1) - 1) * out.stride(1) +
+                                                             (out.size(2) - 1) * out.stride(2) + out.size(3)) * 2;
+      std::vector<std::vector<double>> outputs, lses;
+      for (int run = 0; run < 3; ++run) {
+        ASSERT_EQ(cudaMemset(out.data, 0xff, out_bytes), cudaSuccess) << what;  // NaN in bf16
+        const Status st = sage::run_sage_attn_cuda(device.problem(), pv, nullptr);
+        ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
+        ASSERT_TRUE(device.copy_back()) << what;
+        outputs.push_back(testing::output_values(data->problem.out));
+        std::vector<double> lse;
+        const TensorView& l = *data->problem.lse;
+        for (std::int64_t b = 0; b < l.size(0); ++b)
+          for (std::int64_t h = 0; h < l.size(1); ++h)
+            for (std::int64_t i = 0; i < l.size(2); ++i)
+              lse.push_back(testing::read_element(l, b * l.stride(0) + h * l.stride(1) + i * l.stride(2)));
+        lses.push_back(std::move(lse));
+      }
+      for (double x : outputs[0]) ASSERT_FALSE(std::isnan(x)) << what << ": an output left unwritten";
+      for (int run = 1; run < 3; ++run) {
+        EXPECT_EQ(outputs[run], outputs[0]) << what << ", run " << run;
+        EXPECT_EQ(lses[run], lses[0]) << what << ", run " << run;
+      }
+    }
+}
+
 // The GPU kernels compute the CPU implementation's quantized values; what differs is ex2.approx,
 // the FFMA score, fp32 summation order and the tensor cores' sums. So the GPU output must stay
 // closer to the CPU's than either is to exact attention, and its error against float64 may exceed
