@@ -260,7 +260,7 @@ TEST(GpuSageAttn, QuantizationInOneLaunchGivesTheSameBitsEveryRun) {
       c.batch = 2;
       c.heads_q = 24;
       c.heads_kv = 12;  // 24 kv heads of 17 statistics chunks
-      c.seq_q = 700;
+      c.seq_q = 130;  // few rows: the float64 oracle runs on the CPU
       c.seq_kv = 2100;
       c.causal = false;
       c.mask = testing::MaskShape::kKeyPadding;
