@@ -32,6 +32,7 @@
 
 #include "kernels/cuda/flash/hopper_ptx.cuh"
 #include "kernels/cuda/flash/wgmma_ops.cuh"
+#include "kernels/cuda/sage/sage_config.h"
 #include "kernels/cuda/sage/sage_params.h"
 #include "kernels/cuda/sage/sage_wgmma.cuh"
 #include "kernels/sage/sage_quant.h"
@@ -156,9 +157,23 @@ __device__ __forceinline__ SageTile decode_item(const SageParams& p, int item) {
   const int j = item - p.split_begin, k = j % p.split_pieces;
   SageTile c = decode_tile<T>(p, p.split_begin + j / p.split_pieces);
   const int n = c.n_blocks;
-  c.n_begin = n * k / p.split_pieces;
-  c.n_blocks = n * (k + 1) / p.split_pieces;
+  c.n_begin = static_cast<int>(sage_piece_begin(n, p.split_pieces, k));
+  c.n_blocks = static_cast<int>(sage_piece_begin(n, p.split_pieces, k + 1));
   return c;
+}
+
+// log2(448): in the FP8 P*V mode P is 448 times the probability.
+inline constexpr float kLog2E4m3Max = 8.807354922057604f;
+
+// The LSE (natural log) of query row `row` of tile `c`, from its running maximum `m` and row sum `l`
+// (log2 units; in the FP8 mode l sums 448 p), plus what smoothing K took from its scores (none with
+// kQk16); -inf for a row that saw no key. The whole tiles' epilogue and sage_merge_kernel both.
+template <class T>
+__device__ __forceinline__ float row_lse(const SageParams& p, const SageTile& c, int row, float m, float l) {
+  if (!(l > 0.f)) return -INFINITY;
+  float shift = 0.f;
+  if constexpr (!T::kQk16) shift = p.q_shift[(static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.seqlen_q + row];
+  return (m + __log2f(l) - (T::kPvFp8 ? kLog2E4m3Max : 0.f) + shift) * 0.69314718055994531f;
 }
 
 template <class T>
@@ -387,7 +402,6 @@ struct SageConsumer {
     static_assert(T::kD * 127 * 127 < (1 << 22), "scores must stay below 2^22 for the exact conversion");
     return __int_as_float(x + 0x4B400000);
   }
-  static constexpr float kLog2E4m3Max = 8.807354922057604f;  // log2(448)
 
   __device__ static float quad_max(float m) {
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
@@ -589,9 +603,7 @@ struct SageConsumer {
       const int row = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4 + 8 * r;
       if (row >= p.seqlen_q) continue;
       if (p.lse != nullptr && lane % 4 == 0)
-        p.lse[c.b * p.lse_stride_b + c.h * p.lse_stride_h + row * p.lse_stride_s] =
-            l > 0.f ? (m[r] + __log2f(l) - (T::kPvFp8 ? kLog2E4m3Max : 0.f) + lse_shift(c, row)) * 0.69314718055994531f
-                    : -INFINITY;
+        p.lse[c.b * p.lse_stride_b + c.h * p.lse_stride_h + row * p.lse_stride_s] = row_lse<T>(p, c, row, m[r], l);
       uint16_t* dst = out + c.b * p.out_stride_b + static_cast<std::int64_t>(row) * p.out_stride_s + c.h * p.out_stride_h +
                       (lane % 4) * 2;
       const float inv = l > 0.f ? 1.f / l : 0.f;  // one division per row, not one per value
@@ -608,12 +620,6 @@ struct SageConsumer {
         *reinterpret_cast<uint32_t*>(dst + j * 8) = pack_half2<T::kBf16>(x0, x1);
       }
     }
-  }
-
-  // What smoothing K took from the row's scores (log2 units), which its LSE adds back; none with kQk16.
-  __device__ float lse_shift(const SageTile& c, int row) const {
-    if constexpr (T::kQk16) return 0.f;
-    else return p.q_shift[(static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.seqlen_q + row];
   }
 
   __device__ static void fence_scores(Acc (&si)[kSAcc]) {
@@ -717,8 +723,8 @@ struct SageConsumer {
     uint32_t phase = 0;
     QSlot<T> q;
     start_turns();
-    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x, q.advance()) {
-      const SageTile c = decode_tile<T>(p, tile);
+    for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
+      const SageTile c = decode_item<T>(p, item);  // whole tiles: only the in-order groups split
       float qs[2];
       row_scales(c, qs);
       float o[kOAcc], blk[kOAcc];
@@ -884,12 +890,8 @@ __global__ void sage_merge_kernel(const __grid_constant__ SageParams p) {
 #pragma unroll
   for (int i = 0; i < kPer; i += 2)
     *reinterpret_cast<uint32_t*>(out + i) = pack_half2<T::kBf16>(acc[i] * inv, acc[i + 1] * inv);
-  if (p.lse != nullptr && lane == 0) {
-    const float shift = T::kQk16 ? 0.f : p.q_shift[(static_cast<std::int64_t>(c.b) * p.heads_q + c.h) * p.seqlen_q + row];
-    p.lse[c.b * p.lse_stride_b + c.h * p.lse_stride_h + row * p.lse_stride_s] =
-        l > 0.f ? (mx + __log2f(l) - (T::kPvFp8 ? SageConsumer<T>::kLog2E4m3Max : 0.f) + shift) * 0.69314718055994531f
-                : -INFINITY;
-  }
+  if (p.lse != nullptr && lane == 0)
+    p.lse[c.b * p.lse_stride_b + c.h * p.lse_stride_h + row * p.lse_stride_s] = row_lse<T>(p, c, row, mx, l);
 }
 
 }  // namespace diffattn::sage
