@@ -246,11 +246,10 @@ TEST(GpuSageAttn, TilesSplitIntoPiecesStayWithinTheBudget) {
       }
 }
 
-// The quantization launch's CTAs take their items in ticket order, and a head's K and V items wait
-// for the means that the last of its statistics items computes: with more kv heads than the
-// schedule's lag, masked keys and GQA, every run gives the same bits (the output poisoned between
-// runs), the first within the budget.
-TEST(GpuSageAttn, QuantizationInOneLaunchGivesTheSameBitsEveryRun) {
+// The quantization passes add their partials in a fixed order: with many kv heads, masked keys and
+// GQA, every run gives the same bits (the output poisoned between runs), the first within the
+// budget.
+TEST(GpuSageAttn, EveryRunGivesTheSameBits) {
   SKIP_WITHOUT_SAGE_GPU();
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
@@ -259,7 +258,7 @@ TEST(GpuSageAttn, QuantizationInOneLaunchGivesTheSameBitsEveryRun) {
       ParityCase c = sage_case(d, DType::kBFloat16, 1);
       c.batch = 2;
       c.heads_q = 24;
-      c.heads_kv = 12;  // 24 kv heads of 17 statistics chunks
+      c.heads_kv = 12;  // 24 kv heads of 17 statistics chunks each
       c.seq_q = 130;  // few rows: the float64 oracle runs on the CPU
       c.seq_kv = 2100;
       c.causal = false;

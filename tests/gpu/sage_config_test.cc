@@ -3,14 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <map>
-#include <random>
-#include <tuple>
-#include <vector>
-
-#include "kernels/cuda/sage/sage_quant_schedule.h"
-
 namespace diffattn::sage {
 namespace {
 
@@ -68,65 +60,6 @@ TEST(SageConfig, ShortLastWavesRunAsPiecesOfOnePerCta) {
           EXPECT_GE(sage_piece_begin(blocks, s.pieces, k + 1) - sage_piece_begin(blocks, s.pieces, k),
                     kSageMinPieceBlocks);
       }
-}
-
-// The quantization launch's tickets: every item once, the Q items first, and every K or V item of a
-// head after all of that head's statistics items (so a CTA only ever waits on CTAs that started
-// before it), on random shapes and lags.
-TEST(SageQuantSchedule, EveryItemOnceAndEveryWaitOnAnEarlierTicket) {
-  std::mt19937 rng(std::random_device{}());
-  const auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  for (int round = 0; round < 300; ++round) {
-    SageQuantSchedule s;
-    s.q_heads = draw(0, 1) * draw(1, 6);
-    s.q_blocks = draw(1, 9);
-    s.heads = draw(1, 9);
-    s.stat_items = draw(1, 7);
-    s.k_items = draw(0, 1) * draw(1, 9);
-    s.v_items = s.k_items == 0 ? draw(1, 5) : draw(0, 1) * draw(1, 5);
-    s.lag = draw(1, s.heads);
-    std::map<std::tuple<int, int, int>, std::int64_t> seen;  // (kind, head, index) -> ticket
-    std::vector<std::int64_t> last_stats(s.heads, -1), first_kv(s.heads, s.total());
-    std::int64_t last_q = -1, first_other = s.total();
-    for (std::int64_t t = 0; t < s.total(); ++t) {
-      const QuantItem it = quant_item(s, t);
-      const auto key = std::make_tuple(static_cast<int>(it.kind), it.head, it.index);
-      ASSERT_TRUE(seen.emplace(key, t).second) << "ticket " << t << " repeats an item";
-      if (it.kind == QuantItemKind::kQ) {
-        ASSERT_LT(it.head, s.q_heads);
-        ASSERT_LT(it.index, s.q_blocks);
-        last_q = t;
-        continue;
-      }
-      first_other = std::min(first_other, t);
-      ASSERT_GE(it.head, 0);
-      ASSERT_LT(it.head, s.heads);
-      const int limit = it.kind == QuantItemKind::kStats ? s.stat_items : it.kind == QuantItemKind::kK ? s.k_items : s.v_items;
-      ASSERT_GE(it.index, 0);
-      ASSERT_LT(it.index, limit);
-      if (it.kind == QuantItemKind::kStats) last_stats[it.head] = t;
-      else first_kv[it.head] = std::min(first_kv[it.head], t);
-    }
-    EXPECT_EQ(static_cast<std::int64_t>(seen.size()), s.total());
-    EXPECT_LT(last_q, first_other);
-    for (int h = 0; h < s.heads; ++h) EXPECT_LT(last_stats[h], first_kv[h]) << "head " << h << ", lag " << s.lag;
-  }
-}
-
-// The lag fills the CTAs that run at once with items ahead of a head's K and V items, as far as
-// the heads' keys and values fit the L2 window, never below 2 or above the heads.
-TEST(SageQuantSchedule, LagFillsTheMachineWithinTheL2Window) {
-  // FLUX.1 (24 heads of 4608 keys, hd128): 144 items and 2.25 MiB of K and V a head.
-  const std::int64_t flux_bytes = 2LL * 4608 * 128 * 2;
-  EXPECT_EQ(sage_quant_lag(24, 144, flux_bytes, 1056), 7);
-  EXPECT_LE(7 * flux_bytes, kSageQuantL2Window);
-  // A small machine needs fewer heads ahead.
-  EXPECT_EQ(sage_quant_lag(24, 144, flux_bytes, 132), 2);
-  // Wan2.1 480p heads (32760 keys) do not fit twice: still 2, so one head's statistics run while
-  // the previous head's K and V items wait.
-  EXPECT_EQ(sage_quant_lag(40, 1024, 2LL * 32760 * 128 * 2, 1056), 2);
-  EXPECT_EQ(sage_quant_lag(1, 144, flux_bytes, 1056), 1);
-  EXPECT_EQ(sage_quant_lag(3, 4, 1024, 100000), 3);
 }
 
 }  // namespace

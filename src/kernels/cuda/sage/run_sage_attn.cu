@@ -17,7 +17,6 @@
 #include "kernels/cuda/sage/sage_hopper_launch.cuh"
 #include "kernels/cuda/sage/sage_params.h"
 #include "kernels/cuda/sage/sage_quant.cuh"
-#include "kernels/cuda/sage/sage_quant_schedule.h"
 #include "kernels/cuda/scoped_device.h"
 #include "kernels/cuda/workspace_pool.h"
 
@@ -79,11 +78,10 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream, 
       B * Hkv * D * 4,                              // v_scale
       B * Hkv * p.stat_chunks * D * 4,              // k_sum_parts
       v_fp8 ? B * Hkv * p.stat_chunks * D * 4 : 0,  // v_amax_parts
-      B * Hkv * p.stat_chunks * 4,                  // valid_parts
+      B * p.stat_chunks * 4,                        // valid_parts
       q8 * B * Hq * p.seqlen_q * 4,                 // q_shift
       B * Hkv * D * 4,                              // k_mean
-      B * Hkv * D * 4,                              // v_amax
-      (1 + 2 * B * Hkv) * 4};                       // quant_counters
+      B * Hkv * D * 4};                             // v_amax
   std::size_t total = 0;
   for (std::size_t s : sizes) total += align256(s);
   cudaError_t e = cuda::workspace_alloc(&ws.base, total, stream);
@@ -112,48 +110,24 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream, 
   p.q_shift = static_cast<float*>(parts[9]);
   p.k_mean = static_cast<float*>(parts[10]);
   p.v_amax = static_cast<float*>(parts[11]);
-  p.quant_counters = static_cast<int*>(parts[12]);
   return Status::Ok();
 }
 
-// CTAs of the quantization kernel that one SM runs at once (a function of the compiled kernel).
+// qk8 false (QkMode::k16): V's statistics and the V pass only.
 template <bool kBf16, int kD>
-int quant_ctas_per_sm() {
-  static const int ctas = [] {
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, sage_quant_kernel<kBf16, kD>, 256, 0) != cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 4;
-    }
-    return n > 0 ? n : 1;
-  }();
-  return ctas;
-}
-
-// One launch (sage_quant_kernel, its counters zeroed first), then the row shifts if the LSE is asked
-// for. qk8 false (QkMode::k16): V's statistics and the V pass only.
-template <bool kBf16, int kD>
-Status quantize(const SageParams& p, bool v_fp8, bool qk8, int sms, cudaStream_t stream) {
-  const char* who = qk8 ? kSageName : kQk16V8Name;
-  SageQuantSchedule s;
-  s.q_heads = qk8 ? p.batch * p.heads_q : 0;
-  s.q_blocks = static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock));
-  s.heads = p.batch * p.heads_kv;
-  s.stat_items = p.stat_chunks;
-  s.k_items = qk8 ? p.k_groups : 0;
-  s.v_items = v_fp8 ? p.kv_padded / kKvBlock : 0;
-  const std::int64_t kv_bytes = (qk8 ? 2 : 1) * std::int64_t{p.seqlen_k} * kD * 2;
-  s.lag = sage_quant_lag(s.heads, s.stat_items + s.k_items + s.v_items, kv_bytes, sms * quant_ctas_per_sm<kBf16, kD>());
-  s.counters = p.quant_counters;
-  if (s.total() >= (std::int64_t{1} << 31))
-    return InvalidInput(std::string(who) + ": more than 2^31 quantization blocks; split the batch");
-  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.counters, 0, (1 + 2 * std::size_t(s.heads)) * sizeof(int), stream));
-  sage_quant_kernel<kBf16, kD><<<static_cast<unsigned>(s.total()), 256, 0, stream>>>(p, s, qk8, v_fp8);
+Status quantize(const SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream) {
+  const int bhq = p.batch * p.heads_q, bhkv = p.batch * p.heads_kv;
+  const int q_blocks = qk8 ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
+  sage_prepass_kernel<kBf16, kD><<<q_blocks + p.stat_chunks * bhkv, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks);
+  sage_means_kernel<kD><<<dim3(bhkv, kD / 32), 32 * kMeanLanes, 0, stream>>>(p, v_fp8);
+  const int k_blocks = qk8 ? p.k_groups * bhkv : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
+  sage_quant_kv_kernel<kBf16, kD><<<k_blocks + v_blocks, 256, 0, stream>>>(p, k_blocks);
   if (qk8 && p.lse != nullptr)
     sage_q_shift_kernel<kBf16, kD>
-        <<<dim3(static_cast<unsigned>(flash::ceil_div(p.seqlen_q, 8)), p.batch * p.heads_q), 256, 0, stream>>>(p);
+        <<<dim3(static_cast<unsigned>(flash::ceil_div(p.seqlen_q, 8)), bhq), 256, 0, stream>>>(p);
   const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return CudaError(std::string(who) + ": quantization launch failed: " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    return CudaError(std::string(qk8 ? kSageName : kQk16V8Name) + ": quantization launch failed: " + cudaGetErrorString(e));
   return Status::Ok();
 }
 
@@ -239,10 +213,9 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   Workspace ws{stream};
   DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, stream, ws));
   const int d = p.head_size;
-  const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, sms, stream)
-                                             : quantize<true, 128>(p, fp8, qk8, sms, stream))
-                                  : (d == 64 ? quantize<false, 64>(p, fp8, qk8, sms, stream)
-                                             : quantize<false, 128>(p, fp8, qk8, sms, stream));
+  const Status quantized =
+      p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, stream) : quantize<true, 128>(p, fp8, qk8, stream))
+             : (d == 64 ? quantize<false, 64>(p, fp8, qk8, stream) : quantize<false, 128>(p, fp8, qk8, stream));
   DIFFATTN_RETURN_IF_ERROR(quantized);
   return launch(p, sms, stream);
 }

@@ -41,10 +41,9 @@ struct SageParams {
   float* v_scale = nullptr;       // [B, Hkv, D]: amax / 448
   float* k_sum_parts = nullptr;   // [B, Hkv, stat_chunks, D]: sums of valid keys per chunk
   float* v_amax_parts = nullptr;  // [B, Hkv, stat_chunks, D]
-  int* valid_parts = nullptr;     // [B, Hkv, stat_chunks]: valid keys per chunk
+  int* valid_parts = nullptr;     // [B, stat_chunks]: valid keys per chunk
   float* k_mean = nullptr;        // [B, Hkv, D]: K's channel means over the valid keys
   float* v_amax = nullptr;        // [B, Hkv, D]: V's channel maxima over the valid keys
-  int* quant_counters = nullptr;  // [1 + 2 * B * Hkv]: the quantization launch's ticket and per-head counters
   int q_groups = 0, k_groups = 0, kv_padded = 0, stat_chunks = 0;
 
   // The attention kernel's tiles, and its work items (sage_config.h, sage_tail_split): the whole

@@ -1,11 +1,10 @@
 #pragma once
-// SAGE_ATTN's quantization passes (kernels/sage/sage_quant.h gives the arithmetic), in one launch
-// (sage_quant_kernel) whose CTAs take their work items in the order of sage_quant_schedule.h; with
-// the LSE also each row's shift (sage_q_shift_kernel), in a second launch.
+// SAGE_ATTN's quantization passes (kernels/sage/sage_quant.h gives the arithmetic), in three
+// launches: the Q pass with the statistics pass (sage_prepass_kernel), the means, then the K pass
+// with the V pass (sage_quant_kv_kernel); with the LSE also each row's shift (sage_q_shift_kernel).
 //  1. statistics: per chunk of keys, the sum of each K channel and the maximum |V| of each channel
-//     over the valid keys, and the number of valid keys; the last chunk of a head to finish adds
-//     the chunks' partials in a fixed order (every run gives the same bits) into the head's K
-//     means and V scales, then marks them ready;
+//     over the valid keys, and the number of valid keys (fixed-order partials, so every run gives
+//     the same bits);
 //  2. Q: per row (kQGroup is 1), the softmax scale (in log2 units) folded in, INT8 with one scale;
 //  3. K: smoothed by the mean of its channels over the valid keys, INT8 per group of kKGroup keys;
 //     padding keys are written as zero and never enter a maximum;
@@ -13,9 +12,6 @@
 //     K-major operand of the P*V product, keys permuted within each 32 so that the score
 //     accumulators a thread holds are exactly its FP8 operand fragment (no shuffles):
 //     position a of a 32-key chunk holds key 8 * (2 * (a / 16) + (a % 4) / 2) + 2 * ((a % 16) / 4) + a % 2.
-// A K or V item issues its loads, then waits until its head's means are ready: the statistics ran
-// a few heads earlier in the schedule, so the wait is short and the second read of the head's keys
-// and values mostly hits L2 (three launches used to read them twice from memory).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -24,7 +20,6 @@
 #include <cstdint>
 
 #include "kernels/cuda/sage/sage_params.h"
-#include "kernels/cuda/sage/sage_quant_schedule.h"
 #include "kernels/sage/sage_quant.h"
 
 namespace diffattn::sage {
@@ -83,65 +78,11 @@ __device__ __forceinline__ float block_max(float x, float* scratch) {
   return m;
 }
 
-// Waits (thread 0 polling, the CTA at the barrier) until the head's means are ready; what they
-// hold is then read through L2 (__ldcg), where the CTA that wrote them left them.
-__device__ __forceinline__ void wait_for_means(const int* ready) {
-  if (threadIdx.x == 0) {
-    while (*reinterpret_cast<const volatile int*>(ready) == 0) __nanosleep(128);
-    __threadfence();
-  }
-  __syncthreads();
-}
-
-// Chunk lanes per channel when a head's partials are added: lane l adds chunks l, l + lanes, ...
-// in order, then the lanes' sums are added in lane order.
-template <int kD>
-inline constexpr int kMeanLanes = 256 / kD;
-
-// Run by the last statistics CTA of a head to finish, 256 threads: K's channel means and V's
-// channel maxima and scales from the head's partials, summed in a fixed order.
-template <int kD>
-__device__ __forceinline__ void sage_head_means(const SageParams& p, int bh, bool v_stats) {
-  constexpr int kLanes = kMeanLanes<kD>;
-  __shared__ float s_sum[kLanes][kD], s_max[kLanes][kD];
-  __shared__ int s_n[kLanes];
-  const int lane = threadIdx.x / kD, c = threadIdx.x % kD;
-  const std::int64_t base = static_cast<std::int64_t>(bh) * p.stat_chunks;
-  float s = 0.f, amax = 0.f;
-  int n = 0;
-#pragma unroll 4
-  for (int ch = lane; ch < p.stat_chunks; ch += kLanes) {
-    s += __ldcg(p.k_sum_parts + (base + ch) * kD + c);
-    n += __ldcg(p.valid_parts + base + ch);
-    if (v_stats) amax = fmaxf(amax, __ldcg(p.v_amax_parts + (base + ch) * kD + c));
-  }
-  s_sum[lane][c] = s;
-  s_max[lane][c] = amax;
-  if (c == 0) s_n[lane] = n;
-  __syncthreads();
-  if (lane != 0) return;
-  s = 0.f, amax = 0.f, n = 0;
-#pragma unroll
-  for (int l = 0; l < kLanes; ++l) {
-    s += s_sum[l][c];
-    amax = fmaxf(amax, s_max[l][c]);
-    n += s_n[l];
-  }
-  p.k_mean[static_cast<std::int64_t>(bh) * kD + c] = n > 0 ? __fdiv_rn(s, static_cast<float>(n)) : 0.f;
-  if (v_stats) {
-    p.v_amax[static_cast<std::int64_t>(bh) * kD + c] = amax;
-    p.v_scale[static_cast<std::int64_t>(bh) * kD + c] = __fdiv_rn(amax, kE4m3Max);
-  }
-}
-
 // One (chunk, batch * kv head) of the statistics, 256 threads: each thread holds four channels of every
 // (256 / (kD / 4))-th key of the chunk; the key lanes' partials are then added in a fixed order.
-// Without k_stats (QkMode::k16, whose K is not smoothed) K is not read and its sums are zero. The
-// last of the head's chunks to finish (`arrived` counts them) computes the head's means and sets
-// `ready`.
+// Without k_stats (QkMode::k16, whose K is not smoothed) K is not read and its sums are zero.
 template <bool kBf16, int kD>
-__device__ __forceinline__ void sage_stats_block(const SageParams& p, bool k_stats, bool v_stats, int chunk, int bh,
-                                                 int* arrived, int* ready) {
+__device__ __forceinline__ void sage_stats_block(const SageParams& p, bool k_stats, bool v_stats, int chunk, int bh) {
   constexpr int kLanesPerKey = kD / 4, kKeyLanes = 256 / kLanesPerKey;
   __shared__ float4 s_sum[256], s_max[256];
   __shared__ int s_cnt[kKeyLanes];
@@ -179,38 +120,67 @@ __device__ __forceinline__ void sage_stats_block(const SageParams& p, bool k_sta
   s_max[threadIdx.x] = amax;
   if (c0 == 0) s_cnt[lane] = count;
   __syncthreads();
-  if (threadIdx.x < kD) {
-    const int c = threadIdx.x, slot = c / 4, e = c % 4;
-    float total = 0.f, vmax = 0.f;
-    int n = 0;
-    for (int l = 0; l < kKeyLanes; ++l) {
-      total += at4(s_sum[l * kLanesPerKey + slot], e);
-      vmax = fmaxf(vmax, at4(s_max[l * kLanesPerKey + slot], e));
-      n += s_cnt[l];
-    }
-    const std::int64_t part = (static_cast<std::int64_t>(bh) * p.stat_chunks + chunk) * kD + c;
-    p.k_sum_parts[part] = total;
-    if (v_stats) p.v_amax_parts[part] = vmax;
-    if (c == 0) p.valid_parts[static_cast<std::int64_t>(bh) * p.stat_chunks + chunk] = n;
+  if (threadIdx.x >= kD) return;
+  const int c = threadIdx.x, slot = c / 4, e = c % 4;
+  float total = 0.f, vmax = 0.f;
+  int n = 0;
+  for (int l = 0; l < kKeyLanes; ++l) {
+    total += at4(s_sum[l * kLanesPerKey + slot], e);
+    vmax = fmaxf(vmax, at4(s_max[l * kLanesPerKey + slot], e));
+    n += s_cnt[l];
   }
-  // Arrive: this CTA's partials are visible before the count that says so.
-  __shared__ bool s_last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) s_last = atomicAdd(arrived, 1) == p.stat_chunks - 1;
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  sage_head_means<kD>(p, bh, v_stats);
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) atomicExch(ready, 1);
+  const std::int64_t part = (static_cast<std::int64_t>(bh) * p.stat_chunks + chunk) * kD + c;
+  p.k_sum_parts[part] = total;
+  if (v_stats) p.v_amax_parts[part] = vmax;
+  if (hkv == 0 && c == 0) p.valid_parts[b * p.stat_chunks + chunk] = n;
 }
 
-// K's channel means of kv head `bh` into shared memory (through L2: written during the launch).
+// Chunk lanes per channel of the means pass: lane l adds chunks l, l + kMeanLanes, ... in order,
+// then the lanes' sums are added in lane order.
+inline constexpr int kMeanLanes = 8;
+
+// grid (B * Hkv, kD / 32), 32 * kMeanLanes threads: K's channel means and V's channel maxima from
+// the statistics pass's partials, 32 channels per block, summed in a fixed order (every run gives
+// the same bits). Eight lanes per channel keep eight loads in flight where one thread per channel
+// waited on each in turn (Wan2.1 480p: 256 chunks, 61 us on an H200 with one lane).
 template <int kD>
-__device__ __forceinline__ void k_means(const SageParams& p, int bh, float* mean) {
-  for (int c = threadIdx.x; c < kD; c += blockDim.x) mean[c] = __ldcg(p.k_mean + static_cast<std::int64_t>(bh) * kD + c);
+__global__ void __launch_bounds__(32 * kMeanLanes) sage_means_kernel(const SageParams p, bool v_stats) {
+  static_assert(kD % 32 == 0, "32 channels per block");
+  __shared__ float s_sum[kMeanLanes][32], s_max[kMeanLanes][32];
+  __shared__ int s_n[kMeanLanes];
+  const int bh = blockIdx.x, b = bh / p.heads_kv, lane = threadIdx.x / 32, c = blockIdx.y * 32 + threadIdx.x % 32;
+  const float* sums = p.k_sum_parts + static_cast<std::int64_t>(bh) * p.stat_chunks * kD + c;
+  const float* maxima = p.v_amax_parts + static_cast<std::int64_t>(bh) * p.stat_chunks * kD + c;
+  float s = 0.f, amax = 0.f;
+  int n = 0;
+#pragma unroll 4
+  for (int ch = lane; ch < p.stat_chunks; ch += kMeanLanes) {
+    s += sums[static_cast<std::int64_t>(ch) * kD];
+    n += p.valid_parts[b * p.stat_chunks + ch];
+    if (v_stats) amax = fmaxf(amax, maxima[static_cast<std::int64_t>(ch) * kD]);
+  }
+  s_sum[lane][threadIdx.x % 32] = s;
+  s_max[lane][threadIdx.x % 32] = amax;
+  if (threadIdx.x % 32 == 0) s_n[lane] = n;
+  __syncthreads();
+  if (lane != 0) return;
+  s = 0.f, amax = 0.f, n = 0;
+#pragma unroll
+  for (int l = 0; l < kMeanLanes; ++l) {
+    s += s_sum[l][threadIdx.x];
+    amax = fmaxf(amax, s_max[l][threadIdx.x]);
+    n += s_n[l];
+  }
+  p.k_mean[static_cast<std::int64_t>(bh) * kD + c] = n > 0 ? __fdiv_rn(s, static_cast<float>(n)) : 0.f;
+  if (v_stats) {
+    p.v_amax[static_cast<std::int64_t>(bh) * kD + c] = amax;
+    p.v_scale[static_cast<std::int64_t>(bh) * kD + c] = __fdiv_rn(amax, kE4m3Max);
+  }
+}
+
+template <int kD>
+__device__ __forceinline__ void k_means(const SageParams& p, int bh, int, float* mean) {
+  for (int c = threadIdx.x; c < kD; c += blockDim.x) mean[c] = p.k_mean[static_cast<std::int64_t>(bh) * kD + c];
 }
 
 // Query rows per block of the Q pass: eight warps, sixteen rows each.
@@ -219,7 +189,8 @@ inline constexpr int kQRowsPerBlock = 128;
 // One (row block, batch * head) of the Q pass, 256 threads: each warp quantizes sixteen rows, each
 // with its own INT8 scale (kQGroup is 1), a lane holding kD / 32 consecutive channels; every row's
 // loads are issued (hd128: kept packed) before any row is reduced, the pass being bound by the loads
-// in flight. Q needs none of K's statistics: its items wait on nothing.
+// in flight. Q needs none of K's statistics, so this runs in the same launch as the statistics pass
+// (sage_prepass_kernel).
 template <bool kBf16, int kD>
 __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblock, int bh) {
   static_assert(kQGroup == 1, "the Q pass gives every row its own scale");
@@ -275,6 +246,21 @@ __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblo
   }
 }
 
+// grid (ceil(Sq / kQRowsPerBlock) * B * Hq + stat_chunks * B * Hkv), 256 threads: the Q pass's
+// blocks, then the statistics pass's. One launch reads Q, K and V once. QkMode::k16 launches no Q
+// blocks (q_blocks 0) and only V's statistics (k_stats false).
+template <bool kBf16, int kD>
+__global__ void __launch_bounds__(256) sage_prepass_kernel(const SageParams p, bool k_stats, bool v_stats, int q_blocks) {
+  const int qb = (p.seqlen_q + kQRowsPerBlock - 1) / kQRowsPerBlock;
+  const int block = blockIdx.x;
+  if (block < q_blocks) {
+    sage_quant_q_block<kBf16, kD>(p, block % qb, block / qb);
+  } else {
+    const int s = block - q_blocks;
+    sage_stats_block<kBf16, kD>(p, k_stats, v_stats, s % p.stat_chunks, s / p.stat_chunks);
+  }
+}
+
 // Only for calls that ask for the LSE: each row's q' . mean(K), the amount by which smoothing K
 // lowered the row's scores (in log2 units), which the LSE adds back. grid (ceil(Sq / 8), B * Hq),
 // 256 threads, a warp per row, a lane holding kD / 32 consecutive channels.
@@ -283,7 +269,7 @@ __global__ void __launch_bounds__(256) sage_q_shift_kernel(const SageParams p) {
   constexpr int kPer = kD / 32;
   __shared__ float mean[kD];
   const int bh = blockIdx.y, b = bh / p.heads_q, h = bh % p.heads_q;
-  k_means<kD>(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv), mean);
+  k_means<kD>(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv), b, mean);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = lane * kPer;
   const int row = blockIdx.x * 8 + warp;
@@ -300,14 +286,14 @@ __global__ void __launch_bounds__(256) sage_q_shift_kernel(const SageParams p) {
 // One (key group, batch * kv head) of the K pass, 256 threads, each holding four consecutive channels of some of the
 // group's keys (one 32-bit store of INT8 codes per key).
 template <bool kBf16, int kD>
-__device__ __forceinline__ void sage_quant_k_block(const SageParams& p, int group, int bh, const int* ready) {
+__device__ __forceinline__ void sage_quant_k_block(const SageParams& p, int group, int bh) {
   constexpr int kLanesPerKey = kD / 4, kKeysPerPass = 256 / kLanesPerKey, kPasses = kKGroup / kKeysPerPass;
   __shared__ float mean[kD];
   __shared__ float scratch[8];
   const int b = bh / p.heads_kv, hkv = bh % p.heads_kv;
   const int key0 = group * kKGroup, c0 = (threadIdx.x % kLanesPerKey) * 4;
-  // Every key's loads issued (kept packed) before the means are waited for (and, the first time,
-  // until they are ready); an invalid key reads as zero and stays zero after smoothing.
+  // Every key's loads issued (kept packed) before the means are waited for; an invalid key reads
+  // as zero and stays zero after smoothing.
   uint2 raw[kPasses];
   bool valid[kPasses];
 #pragma unroll
@@ -317,8 +303,7 @@ __device__ __forceinline__ void sage_quant_k_block(const SageParams& p, int grou
     const std::int64_t at = b * p.k_stride_b + static_cast<std::int64_t>(key) * p.k_stride_s + hkv * p.k_stride_h + c0;
     raw[i] = valid[i] ? load4_raw(p.k, at, p.vec_k) : make_uint2(0u, 0u);
   }
-  wait_for_means(ready);
-  k_means<kD>(p, bh, mean);
+  k_means<kD>(p, bh, b, mean);
   __syncthreads();
   float x[kPasses][4];
   float amax = 0.f;
@@ -354,7 +339,7 @@ __device__ __forceinline__ void sage_quant_k_block(const SageParams& p, int grou
 // those four keys' four channels and packs them. A warp covers eight words of one chunk (32
 // contiguous bytes per channel row) for 16 channels: its loads and stores fill whole sectors.
 template <bool kBf16, int kD>
-__device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvblock, int bh, const int* ready) {
+__device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvblock, int bh) {
   constexpr int kUnits = (kKvBlock / 32) * (kD / 16);  // (32-key chunk, 16-channel block) pairs
   const int b = bh / p.heads_kv, hkv = bh % p.heads_kv;
   const int key0 = kvblock * kKvBlock;
@@ -376,7 +361,6 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
       raw[w][k] = key_valid(p, b, key) ? load4_raw(p.v, at, p.vec_v) : make_uint2(0u, 0u);
     }
   }
-  wait_for_means(ready);
 #pragma unroll
   for (int w = 0; w < kWarpUnits; ++w) {
     const int u = warp + 8 * w;
@@ -384,7 +368,7 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
     float inv[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float m = __ldcg(amax + c0 + e);
+      const float m = __ldg(amax + c0 + e);
       inv[e] = m > 0.f ? __fdiv_rn(kE4m3Max, m) : 0.f;
     }
     float x[4][4];  // [key kb, kb + 1, kb + 8, kb + 9][channel]
@@ -404,23 +388,16 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
   }
 }
 
-// grid (s.total()), 256 threads: every CTA takes the next ticket and runs its item
-// (sage_quant_schedule.h). k_stats false (QkMode::k16): K is neither read for statistics nor
-// quantized (s.k_items 0), and there are no Q items; v_stats false (16-bit P*V): no V items.
+// grid (k_groups * B * Hkv + (FP8: kv_padded / kKvBlock * B * Hkv)), 256 threads: the K pass's
+// blocks, then the V pass's. One launch reads K and V once more, after the means.
 template <bool kBf16, int kD>
-__global__ void __launch_bounds__(256) sage_quant_kernel(const SageParams p, const SageQuantSchedule s, bool k_stats,
-                                                         bool v_stats) {
-  __shared__ int s_ticket;
-  if (threadIdx.x == 0) s_ticket = atomicAdd(s.counters, 1);
-  __syncthreads();
-  const QuantItem it = quant_item(s, s_ticket);
-  int* arrived = s.counters + 1 + it.head;
-  int* ready = s.counters + 1 + s.heads + it.head;
-  switch (it.kind) {
-    case QuantItemKind::kQ: sage_quant_q_block<kBf16, kD>(p, it.index, it.head); break;
-    case QuantItemKind::kStats: sage_stats_block<kBf16, kD>(p, k_stats, v_stats, it.index, it.head, arrived, ready); break;
-    case QuantItemKind::kK: sage_quant_k_block<kBf16, kD>(p, it.index, it.head, ready); break;
-    case QuantItemKind::kV: sage_quant_v_block<kBf16, kD>(p, it.index, it.head, ready); break;
+__global__ void __launch_bounds__(256) sage_quant_kv_kernel(const SageParams p, int k_blocks) {
+  const int block = blockIdx.x;
+  if (block < k_blocks) {
+    sage_quant_k_block<kBf16, kD>(p, block % p.k_groups, block / p.k_groups);
+  } else {
+    const int vb = p.kv_padded / kKvBlock, s = block - k_blocks;
+    sage_quant_v_block<kBf16, kD>(p, s % vb, s / vb);
   }
 }
 
