@@ -277,50 +277,65 @@ TEST(GpuParity, CallsCapturedInACudaGraphReplayCorrectly) {
   std::mt19937_64 rng = fresh_rng(seed);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  for (const BackendDescriptor* d : h.runnable) {
-    auto c = testing::plain_case_for(*d, *h.platform, DeviceKind::kCuda);
-    if (!c) {
-      std::printf("[ NOT APPLICABLE ] %s runs no plain case on %s\n", d->name.c_str(), h.info.describe().c_str());
-      continue;
-    }
-    c->lse = true;
-    ProblemShape with_lse = testing::case_shape(*c);
-    with_lse.device = DeviceKind::kCuda;
-    if (!testing::case_unsupported_reasons(*d, *h.platform, with_lse).empty()) c->lse = false;
-    auto data = testing::make_case_data(*c, rng);
-    testing::Expectation expected = testing::expect(data->problem);
-    DeviceCase device(*data);
-    ASSERT_TRUE(device.ok()) << "cudaMalloc failed for " << c->name();
-    ASSERT_TRUE(device.upload());
-    auto backend = global_registry().create(d->name, testing::init_for(data->problem, h.info));
-    ASSERT_TRUE(backend.ok()) << d->name << ": " << backend.status().message();
-    // One call on the stream first: a backend may set up per-stream state, which capture forbids.
-    const Status warm = (*backend)->forward(device.problem(), stream);
-    ASSERT_TRUE(warm.ok()) << d->name << " " << c->name() << ": " << warm.message();
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    // The replay alone must produce the outputs: poison them on the device first.
-    const AttentionProblem& host = data->problem;
-    ASSERT_EQ(cudaMemsetAsync(device.device_address(host.out), 0xff, host.out.numel() * dtype_size(host.out.dtype), stream),
-              cudaSuccess);
-    if (host.lse) {
-      ASSERT_EQ(cudaMemsetAsync(device.device_address(*host.lse), 0xff, host.lse->numel() * sizeof(float), stream),
+  // Each backend's plain case, then the same with a key-padding mask where the backend takes one
+  // (a mask whose route depends on its contents must not wait for the stream under capture).
+  for (const BackendDescriptor* d : h.runnable)
+    for (const bool masked : {false, true}) {
+      auto c = testing::plain_case_for(*d, *h.platform, DeviceKind::kCuda);
+      if (!c) {
+        if (!masked)
+          std::printf("[ NOT APPLICABLE ] %s runs no plain case on %s\n", d->name.c_str(), h.info.describe().c_str());
+        continue;
+      }
+      if (masked) {
+        c->mask = testing::MaskShape::kKeyPadding;
+        ProblemShape shape = testing::case_shape(*c);
+        shape.device = DeviceKind::kCuda;
+        if (!testing::case_unsupported_reasons(*d, *h.platform, shape).empty()) {
+          std::printf("[ NOT APPLICABLE ] %s takes no key-padding mask on %s\n", d->name.c_str(),
+                      h.info.describe().c_str());
+          continue;
+        }
+      }
+      c->lse = true;
+      ProblemShape with_lse = testing::case_shape(*c);
+      with_lse.device = DeviceKind::kCuda;
+      if (!testing::case_unsupported_reasons(*d, *h.platform, with_lse).empty()) c->lse = false;
+      auto data = testing::make_case_data(*c, rng);
+      testing::Expectation expected = testing::expect(data->problem);
+      DeviceCase device(*data);
+      ASSERT_TRUE(device.ok()) << "cudaMalloc failed for " << c->name();
+      ASSERT_TRUE(device.upload());
+      auto backend = global_registry().create(d->name, testing::init_for(data->problem, h.info));
+      ASSERT_TRUE(backend.ok()) << d->name << ": " << backend.status().message();
+      // One call on the stream first: a backend may set up per-stream state, which capture forbids.
+      const Status warm = (*backend)->forward(device.problem(), stream);
+      ASSERT_TRUE(warm.ok()) << d->name << " " << c->name() << ": " << warm.message();
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      // The replay alone must produce the outputs: poison them on the device first.
+      const AttentionProblem& host = data->problem;
+      ASSERT_EQ(cudaMemsetAsync(device.device_address(host.out), 0xff, host.out.numel() * dtype_size(host.out.dtype),
+                                stream),
                 cudaSuccess);
+      if (host.lse) {
+        ASSERT_EQ(cudaMemsetAsync(device.device_address(*host.lse), 0xff, host.lse->numel() * sizeof(float), stream),
+                  cudaSuccess);
+      }
+      cudaGraph_t graph = nullptr;
+      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+      const Status captured = (*backend)->forward(device.problem(), stream);
+      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess) << d->name << " " << c->name();
+      ASSERT_TRUE(captured.ok()) << d->name << " " << c->name() << " under capture: " << captured.message();
+      cudaGraphExec_t exec = nullptr;
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess) << d->name;
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess) << d->name;
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << d->name;
+      ASSERT_TRUE(device.download());
+      EXPECT_EQ(testing::compare(d->caps, data->problem, expected), "")
+          << d->name << " " << c->name() << " replayed on " << h.info.describe() << " (seed " << seed << ")";
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
     }
-    cudaGraph_t graph = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-    const Status captured = (*backend)->forward(device.problem(), stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess) << d->name;
-    ASSERT_TRUE(captured.ok()) << d->name << " under capture: " << captured.message();
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess) << d->name;
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess) << d->name;
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << d->name;
-    ASSERT_TRUE(device.download());
-    EXPECT_EQ(testing::compare(d->caps, data->problem, expected), "")
-        << d->name << " " << c->name() << " replayed on " << h.info.describe() << " (seed " << seed << ")";
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-  }
   cudaStreamDestroy(stream);
 #endif
 }

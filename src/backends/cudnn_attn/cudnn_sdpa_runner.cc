@@ -218,6 +218,11 @@ class Runner {
     std::lock_guard<std::mutex> lock(mu_);
     DIFFATTN_ASSIGN_OR_RETURN(cudnnHandle_t handle, handle_for(device));
     DIFFATTN_ASSIGN_OR_RETURN(Workspace * ws, workspace_for(device, stream));
+    // While the stream is captured into a CUDA graph nothing may wait for it: a key-padding mask
+    // then goes by the bias route (no check of its contents), and no buffer may grow.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing"));
+    const bool capturing = capture != cudaStreamCaptureStatusNone;
 
     // The scratch holds everything written before the graph runs; its layout follows the call.
     const bool ragged = p.is_varlen();
@@ -240,14 +245,18 @@ class Runner {
       offsets_at = take((7 * batch + 5) * sizeof(std::int32_t));
       if (p.lse) stats_at = take(static_cast<std::size_t>(p.q.size(1) * p.q.size(2)) * sizeof(float));
     }
-    DIFFATTN_RETURN_IF_ERROR(grow(ws->scratch, used, stream, "CUDNN_ATTN scratch"));
+    DIFFATTN_RETURN_IF_ERROR(grow(ws->scratch, used, stream, capturing, "CUDNN_ATTN scratch"));
     char* scratch = static_cast<char*>(ws->scratch.data);
 
     std::unordered_map<std::int64_t, void*> pack = {{kQ, p.q.data}, {kK, p.k.data}, {kV, p.v.data}, {kO, p.out.data}};
     MaskMode mode = ragged ? MaskMode::kRagged : MaskMode::kNone;
     if (p.mask) {
       mode = MaskMode::kBias;
-      if (mask_is_key_padding(p)) {
+      if (mask_is_key_padding(p) && !capturing) {
+        // The bias route's workspace too, so that the same call captured later need not grow it.
+        DIFFATTN_ASSIGN_OR_RETURN(const BuiltGraph* bias_graph, graph_for(make_key(p, device, MaskMode::kBias), handle));
+        DIFFATTN_RETURN_IF_ERROR(grow(ws->cudnn, align_up(static_cast<std::size_t>(bias_graph->workspace_bytes)), stream,
+                                      capturing, "CUDNN_ATTN workspace"));
         auto* lengths = reinterpret_cast<std::int32_t*>(scratch + lengths_at);
         KeyPaddingLengths out{lengths, lengths + batch, lengths + 2 * batch};
         DIFFATTN_ASSIGN_OR_RETURN(const bool prefix, keeps_nonempty_prefix(p, out, ws, stream));
@@ -290,8 +299,8 @@ class Runner {
 
     const GraphKey key = make_key(p, device, mode);
     DIFFATTN_ASSIGN_OR_RETURN(const BuiltGraph* built, graph_for(key, handle));
-    DIFFATTN_RETURN_IF_ERROR(
-        grow(ws->cudnn, align_up(static_cast<std::size_t>(built->workspace_bytes)), stream, "CUDNN_ATTN workspace"));
+    DIFFATTN_RETURN_IF_ERROR(grow(ws->cudnn, align_up(static_cast<std::size_t>(built->workspace_bytes)), stream, capturing,
+                                  "CUDNN_ATTN workspace"));
     if (cudnnStatus_t s = cudnnSetStream(handle, stream); s != CUDNN_STATUS_SUCCESS) {
       return CudaError(handle_error("cudnnSetStream", s));
     }
@@ -333,8 +342,12 @@ class Runner {
   }
 
   // Buffers are kept per (device, stream) and only grow; the stream may still use the old one.
-  static Status grow(Buffer& buffer, std::size_t bytes, cudaStream_t stream, const char* what) {
+  static Status grow(Buffer& buffer, std::size_t bytes, cudaStream_t stream, bool capturing, const char* what) {
     if (buffer.bytes >= bytes) return Status::Ok();
+    if (capturing)
+      return InvalidInput(std::string(what) + " must grow to " + std::to_string(bytes) +
+                                " bytes, which cannot happen while the stream is captured into a CUDA graph; make the "
+                                "same call once on this stream before capturing it");
     if (buffer.data != nullptr) {
       DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
       DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaFree(buffer.data), std::string("cudaFree(") + what + ")"));
