@@ -346,8 +346,8 @@ class Runner {
     if (buffer.bytes >= bytes) return Status::Ok();
     if (capturing)
       return InvalidInput(std::string(what) + " must grow to " + std::to_string(bytes) +
-                                " bytes, which cannot happen while the stream is captured into a CUDA graph; make the "
-                                "same call once on this stream before capturing it");
+                          " bytes, which cannot happen while the stream is captured into a CUDA graph; make the "
+                          "same call once on this stream before capturing it");
     if (buffer.data != nullptr) {
       DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
       DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaFree(buffer.data), std::string("cudaFree(") + what + ")"));
