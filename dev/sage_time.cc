@@ -80,11 +80,15 @@ int main(int argc, char** argv) {
     int groups;
     bool qk16;
     int poly = 0;  // > 0: qk16_poly<poly>
+    int fuse_q = -1;  // SageKernelChoice::fuse_q
   };
   const Mode all_modes[] = {{"fp8/2", sage::PvMode::kFp8, 2, false},   {"fp8/3", sage::PvMode::kFp8, 3, false},
                             {"fp16/2", sage::PvMode::kFp16, 2, false}, {"fp16/3", sage::PvMode::kFp16, 3, false},
                             {"qk16/2", sage::PvMode::kFp8, 2, true},   {"qk16/3", sage::PvMode::kFp8, 3, true},
-                            {"qk16/3p4", sage::PvMode::kFp8, 3, true, 4}, {"qk16/3p8", sage::PvMode::kFp8, 3, true, 8}};
+                            {"qk16/3p4", sage::PvMode::kFp8, 3, true, 4}, {"qk16/3p8", sage::PvMode::kFp8, 3, true, 8},
+                            // The Q pass (q) or the kernel's own quantization of Q (f), not sage_fuse_q's rule.
+                            {"fp8/3q", sage::PvMode::kFp8, 3, false, 0, 0},
+                            {"fp8/3f", sage::PvMode::kFp8, 3, false, 0, 1}};
   std::vector<Mode> modes;
   for (const Mode& m : all_modes)
     if (mode_filter.empty() ? !m.qk16 : ("," + mode_filter + ",").find("," + std::string(m.name) + ",") != std::string::npos)
@@ -151,7 +155,7 @@ int main(int argc, char** argv) {
         if (m.poly == 4) return qk16_poly<4>(ps);
         if (m.poly == 8) return qk16_poly<8>(ps);
         return m.qk16 ? sage::run_qk16_v8_cuda(ps, nullptr, sage::SageKernelChoice{m.groups})
-                      : sage::run_sage_attn_cuda(ps, m.pv, nullptr, sage::SageKernelChoice{m.groups});
+                      : sage::run_sage_attn_cuda(ps, m.pv, nullptr, sage::SageKernelChoice{m.groups, m.fuse_q});
       });
       cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost);
       double dd = 0, rr = 0, gg = 0, dot = 0;

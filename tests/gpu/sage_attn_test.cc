@@ -297,6 +297,69 @@ TEST(GpuSageAttn, EveryRunGivesTheSameBits) {
     }
 }
 
+// The Q quantization's divisions avoid IEEE division's slow-path call (sage_quant.cuh): for every
+// non-negative float, and a NaN, they give IEEE division's bits.
+TEST(GpuSageAttn, CallFreeDivisionsGiveIeeeDivisionsBitsForEveryFloat) {
+  SKIP_WITHOUT_SAGE_GPU();
+  std::uint64_t mismatches[3] = {1, 1, 1};
+  const Status st = sage::count_division_mismatches(mismatches);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(mismatches[0], 0u) << "127 / amax";
+  EXPECT_EQ(mismatches[1], 0u) << "amax / 127";
+  EXPECT_EQ(mismatches[2], 0u) << "1 / x";
+}
+
+// The three-group FP8 kernel quantizes Q itself (its producer's spare warps) unless told to read the
+// Q pass's codes; both use the same operations, so the outputs and LSEs must be the same bits: whole
+// tiles taken two or more per CTA (both Q buffers), split tiles, rows past the last whole tile, GQA,
+// key padding with a batch that keeps no key, causal, both head sizes and dtypes.
+TEST(GpuSageAttn, TheKernelsOwnQuantizationOfQGivesTheQPasssBits) {
+  SKIP_WITHOUT_SAGE_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    std::int64_t batch, heads_q, heads_kv, seq_q, seq_kv;
+    bool causal, masked;
+  };
+  const Shape shapes[] = {{1, 24, 8, 1000, 300, false, false},  // 144 whole tiles: two per CTA
+                          {2, 6, 3, 130, 2100, false, true},     // 12 tiles, each split into pieces
+                          {1, 4, 4, 700, 700, true, false}};
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (std::int64_t d : {64, 128})
+      for (const Shape& sh : shapes) {
+        ParityCase c = sage_case(d, dtype, 0);
+        c.batch = sh.batch, c.heads_q = sh.heads_q, c.heads_kv = sh.heads_kv;
+        c.seq_q = sh.seq_q, c.seq_kv = sh.seq_kv, c.causal = sh.causal;
+        c.mask = sh.masked ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
+        c.fully_masked_rows = sh.masked;
+        const std::string what = c.name() + " seed " + std::to_string(seed);
+        auto data = testing::make_case_data(c, rng);
+        testing::DeviceCase device(*data);
+        ASSERT_TRUE(device.ok()) << what;
+        const TensorView& out = device.problem().out;
+        const std::size_t out_bytes = static_cast<std::size_t>((out.size(0) - 1) * out.stride(0) +
+                                                               (out.size(1) - 1) * out.stride(1) +
+                                                               (out.size(2) - 1) * out.stride(2) + out.size(3)) * 2;
+        std::vector<double> outputs[2], lses[2];
+        for (int fused = 0; fused < 2; ++fused) {
+          ASSERT_EQ(cudaMemset(out.data, 0xff, out_bytes), cudaSuccess) << what;  // NaN in both dtypes
+          const Status st = sage::run_sage_attn_cuda(device.problem(), sage::PvMode::kFp8, nullptr,
+                                                     sage::SageKernelChoice{3, fused});
+          ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
+          ASSERT_TRUE(device.copy_back()) << what;
+          outputs[fused] = testing::output_values(data->problem.out);
+          const TensorView& l = *data->problem.lse;
+          for (std::int64_t b = 0; b < l.size(0); ++b)
+            for (std::int64_t h = 0; h < l.size(1); ++h)
+              for (std::int64_t i = 0; i < l.size(2); ++i)
+                lses[fused].push_back(testing::read_element(l, b * l.stride(0) + h * l.stride(1) + i * l.stride(2)));
+        }
+        for (double x : outputs[1]) ASSERT_FALSE(std::isnan(x)) << what << ": an output left unwritten";
+        EXPECT_EQ(outputs[1], outputs[0]) << what;
+        EXPECT_EQ(lses[1], lses[0]) << what;
+      }
+}
+
 // The GPU kernels compute the CPU implementation's quantized values; what differs is ex2.approx,
 // the FFMA score, fp32 summation order and the tensor cores' sums. So the GPU output must stay
 // closer to the CPU's than either is to exact attention, and its error against float64 may exceed

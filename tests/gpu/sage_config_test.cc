@@ -27,6 +27,23 @@ TEST(SageConfig, ThreeGroupsExceptShortHeadSize64Rows) {
 
 // A last wave of fewer tiles than half the SMs runs as pieces, each CTA at most one; the pieces of
 // a tile cover its key blocks once, in order, each at least kSageMinPieceBlocks long.
+// Only the three-group FP8 kernel quantizes Q itself: by the rule on long hd128 key sequences, or
+// wherever a caller asks; a caller can also ask for the Q pass.
+TEST(SageConfig, TheThreeGroupFp8KernelQuantizesQItselfOnLongHd128Keys) {
+  EXPECT_TRUE(sage_fuse_q(3, true, 128, kSageFuseQMinKeys));
+  EXPECT_TRUE(sage_fuse_q(3, true, 128, 32760));
+  EXPECT_FALSE(sage_fuse_q(3, true, 128, kSageFuseQMinKeys - 1));
+  EXPECT_FALSE(sage_fuse_q(3, true, 128, 4608));  // FLUX.1
+  EXPECT_FALSE(sage_fuse_q(3, true, 128, 512));   // text cross-attention
+  EXPECT_FALSE(sage_fuse_q(3, true, 64, 16384));
+  EXPECT_TRUE(sage_fuse_q(3, true, 64, 512, 1));
+  EXPECT_FALSE(sage_fuse_q(3, true, 128, 32760, 0));
+  EXPECT_FALSE(sage_fuse_q(2, true, 128, 32760));
+  EXPECT_FALSE(sage_fuse_q(2, true, 128, 32760, 1));
+  EXPECT_FALSE(sage_fuse_q(3, false, 128, 32760));
+  EXPECT_FALSE(sage_fuse_q(3, false, 128, 32760, 1));
+}
+
 TEST(SageConfig, ShortLastWavesRunAsPiecesOfOnePerCta) {
   // FLUX.1 and SD3: 576 tiles of 192 rows on 132 SMs leave 48, run as two pieces each.
   SageTailSplit flux = sage_tail_split(576, 132, 36);

@@ -65,13 +65,14 @@ struct Workspace {
 };
 
 // QkMode::k16 reads the caller's Q and K: no INT8 copies, scales or row shifts.
+// With p.fused_q the kernel quantizes Q itself: no INT8 Q or scales.
 Status take_workspace(SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream, Workspace& ws) {
   const char* who = qk8 ? kSageName : kQk16V8Name;
   const std::size_t B = p.batch, Hq = p.heads_q, Hkv = p.heads_kv, D = p.head_size;
-  const std::size_t q8 = qk8 ? 1 : 0;
+  const std::size_t q8 = qk8 ? 1 : 0, q_pass = qk8 && !p.fused_q ? 1 : 0;
   std::vector<std::size_t> sizes = {
-      q8 * B * Hq * p.seqlen_q * D,                 // q_int8
-      q8 * B * Hq * p.q_groups * 4,                 // q_scale
+      q_pass * B * Hq * p.seqlen_q * D,             // q_int8
+      q_pass * B * Hq * p.q_groups * 4,             // q_scale
       q8 * B * Hkv * p.seqlen_k * D,                // k_int8
       q8 * B * Hkv * p.k_groups * 4,                // k_scale
       v_fp8 ? B * Hkv * D * p.kv_padded : 0,        // v_e4m3
@@ -113,11 +114,11 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream, 
   return Status::Ok();
 }
 
-// qk8 false (QkMode::k16): V's statistics and the V pass only.
+// qk8 false (QkMode::k16): V's statistics and the V pass only. p.fused_q: no Q pass.
 template <bool kBf16, int kD>
 Status quantize(const SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream) {
   const int bhq = p.batch * p.heads_q, bhkv = p.batch * p.heads_kv;
-  const int q_blocks = qk8 ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
+  const int q_blocks = qk8 && !p.fused_q ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
   sage_prepass_kernel<kBf16, kD><<<q_blocks + p.stat_chunks * bhkv, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks);
   sage_means_kernel<kD><<<dim3(bhkv, kD / 32), 32 * kMeanLanes, 0, stream>>>(p, v_fp8);
   const int k_blocks = qk8 ? p.k_groups * bhkv : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
@@ -172,6 +173,43 @@ SageParams make_params(const AttentionProblem& pr) {
 
 }  // namespace
 
+namespace {
+
+// Every float bit pattern from 0 to +inf, and one NaN: q_code_ratio, q_scale_of and reciprocal_rn
+// against IEEE division, counting the inputs whose bits differ.
+__global__ void division_check_kernel(unsigned long long* mismatches) {
+  const unsigned stride = gridDim.x * blockDim.x;
+  unsigned long long bad[3] = {0, 0, 0};
+  for (unsigned bits = blockIdx.x * blockDim.x + threadIdx.x; bits <= 0x7f800001u; bits += stride) {
+    const float x = __uint_as_float(bits);
+    const float ratio = x > 0.f ? __fdiv_rn(kInt8Max, x) : 0.f, scale = __fdiv_rn(x, kInt8Max);
+    const auto same = [](float a, float b) { return __float_as_uint(a) == __float_as_uint(b) || (a != a && b != b); };
+    if (!same(q_code_ratio(x), ratio)) ++bad[0];
+    if (!same(q_scale_of(x), scale)) ++bad[1];
+    if (x > 0.f && x < 8.5070592e37f && !same(reciprocal_rn(x), __fdiv_rn(1.f, x))) ++bad[2];  // (0, 2^126)
+  }
+  for (int i = 0; i < 3; ++i)
+    if (bad[i] != 0) atomicAdd(mismatches + i, bad[i]);
+}
+
+}  // namespace
+
+Status count_division_mismatches(std::uint64_t (&mismatches)[3]) {
+  unsigned long long* d = nullptr;
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaMalloc(&d, 3 * sizeof(unsigned long long)));
+  unsigned long long h[3] = {0, 0, 0};
+  cudaError_t e = cudaMemset(d, 0, sizeof h);
+  if (e == cudaSuccess) {
+    division_check_kernel<<<1024, 256>>>(d);
+    e = cudaGetLastError();
+  }
+  if (e == cudaSuccess) e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+  (void)cudaFree(d);
+  if (e != cudaSuccess) return CudaError(std::string("division check: ") + cudaGetErrorString(e));
+  for (int i = 0; i < 3; ++i) mismatches[i] = h[i];
+  return Status::Ok();
+}
+
 bool sage_cuda_kernel_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }
 
 bool qk16_v8_cuda_kernel_for(int major, int minor) { return major == 9 && minor == 0; }
@@ -180,8 +218,9 @@ namespace {
 
 // The checks, launch workspace and quantization kernels of every SAGE_ATTN CUDA kernel, then
 // `launch` with tiles of `tile_rows` query rows. `hopper` adds the sm_90 check.
+// `fuse_q`: the kernel quantizes Q itself where q's alignment allows its 16-byte copies.
 Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk, void* stream_ptr, int tile_rows,
-                           bool hopper, const SageKernelLaunch& launch) {
+                           bool hopper, const SageKernelLaunch& launch, bool fuse_q = false) {
   const bool qk8 = qk == QkMode::kInt8;
   const std::string who = qk8 ? kSageName : kQk16V8Name;
   DIFFATTN_RETURN_IF_ERROR(check_problem(problem, who));
@@ -199,6 +238,9 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
     return Unsupported("SAGE_ATTN's Ampere kernel needs sm_80 or newer, but this device is sm_" +
                        std::to_string(major * 10 + minor) + "; select TORCH_SDPA");
   SageParams p = make_params(problem);
+  const TensorView& q = problem.q;
+  p.fused_q = fuse_q && qk8 && reinterpret_cast<std::uintptr_t>(q.data) % 16 == 0 && q.stride(0) % 8 == 0 &&
+              q.stride(1) % 8 == 0 && q.stride(2) % 8 == 0;
   p.num_m_blocks = static_cast<int>(flash::ceil_div(p.seqlen_q, tile_rows));
   const std::int64_t tiles = std::int64_t{p.num_m_blocks} * p.batch * p.heads_q;
   if (tiles >= (std::int64_t{1} << 31)) return InvalidInput(who + ": more than 2^31 query tiles; split the batch");
@@ -224,11 +266,11 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
 }  // namespace
 
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
-                               const SageKernelLaunch& launch, QkMode qk) {
+                               const SageKernelLaunch& launch, QkMode qk, bool fuse_q) {
   if (consumer_groups != 2 && consumer_groups != 3)
     return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 or 3 consumer warpgroups, not " + std::to_string(consumer_groups));
   return quantize_and_launch(problem, qk == QkMode::k16 ? PvMode::kFp8 : pv, qk, stream, 64 * consumer_groups,
-                             /*hopper=*/true, launch);
+                             /*hopper=*/true, launch, fuse_q);
 }
 
 Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) {
@@ -256,11 +298,15 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
   const int groups = choice.consumer_groups != 0
                          ? choice.consumer_groups
                          : sage_consumer_groups(static_cast<int>(problem.q.size(3)), problem.q.size(1));
-  return run_sage_attn_cuda_with(problem, pv, stream, groups, [&](const SageParams& p, int sms, void* s) {
-    const auto st = static_cast<cudaStream_t>(s);
-    if (groups == 3) return fp8 ? launch_sage_hopper_fp8_g3(p, sms, st) : launch_sage_hopper_fp16_g3(p, sms, st);
-    return fp8 ? launch_sage_hopper_fp8_g2(p, sms, st) : launch_sage_hopper_fp16_g2(p, sms, st);
-  });
+  return run_sage_attn_cuda_with(
+      problem, pv, stream, groups,
+      [&](const SageParams& p, int sms, void* s) {
+        const auto st = static_cast<cudaStream_t>(s);
+        if (groups == 3) return fp8 ? launch_sage_hopper_fp8_g3(p, sms, st) : launch_sage_hopper_fp16_g3(p, sms, st);
+        return fp8 ? launch_sage_hopper_fp8_g2(p, sms, st) : launch_sage_hopper_fp16_g2(p, sms, st);
+      },
+      QkMode::kInt8,
+      sage_fuse_q(groups, fp8, static_cast<int>(problem.q.size(3)), problem.k.size(1), choice.fuse_q));
 }
 
 Status run_sage_block_sparse_cuda(const AttentionProblem& problem, const flash::DeviceBlockSparseLists& lists,

@@ -2,6 +2,7 @@
 // SAGE_ATTN on CUDA views: fused quantization of Q, K (smoothed) and V, then the 8-bit attention
 // kernel, on the caller's stream. The arithmetic is kernels/sage/sage_quant.h's.
 
+#include <cstdint>
 #include <functional>
 
 #include "diffattn/problem.h"
@@ -19,21 +20,28 @@ namespace diffattn::sage {
 // the default takes sage_config.h's rule.
 struct SageKernelChoice {
   int consumer_groups = 0;  // 0: sage_consumer_groups; else 2 or 3
+  int fuse_q = -1;          // -1: sage_fuse_q's rule; 0: the Q pass; 1: the kernel quantizes Q where it can
 };
 Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream, const SageKernelChoice& choice = {});
 
 // For probes that time attention-kernel instantiations of their own (dev/sage_time.cc): the
 // backend's checks, launch workspace and quantization kernels, then `launch` (on `stream`) in place
-// of the built-in attention kernels, with tiles of 64 * consumer_groups query rows.
+// of the built-in attention kernels, with tiles of 64 * consumer_groups query rows. `fuse_q`: leave
+// Q to the kernel (SageParams::fused_q, where q's alignment allows) instead of the Q pass.
 struct SageParams;
 using SageKernelLaunch = std::function<Status(const SageParams& params, int sm_count, void* stream)>;
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
-                               const SageKernelLaunch& launch, QkMode qk = QkMode::kInt8);
+                               const SageKernelLaunch& launch, QkMode qk = QkMode::kInt8, bool fuse_q = false);
 
 // SAGE_ATTN's Ampere/Ada kernel (mma.sync; INT8 Q K^T, P V in the input dtype: the accurate mode's
 // arithmetic), built as compute_80 PTX so that any GPU from sm_80 runs it; calling it directly
 // lets it be checked on a newer GPU. run_sage_attn_cuda selects it on sm_80-sm_89.
 Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream);
+
+// For the tests: how many float inputs (every bit pattern from 0 to +inf, and a NaN) give bits other
+// than IEEE division's to the quantization's call-free divisions (sage_quant.cuh): 127 / amax, amax /
+// 127, and 1 / x on (0, 2^126), in that order. Runs on the current device.
+Status count_division_mismatches(std::uint64_t (&mismatches)[3]);
 
 // True when this build holds a SAGE_ATTN kernel for compute capability major.minor.
 bool sage_cuda_kernel_for(int major, int minor);

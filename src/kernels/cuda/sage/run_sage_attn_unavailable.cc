@@ -9,7 +9,7 @@ Status run_sage_attn_cuda(const AttentionProblem&, PvMode, void*, const SageKern
 }
 
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int, const SageKernelLaunch&,
-                               QkMode) {
+                               QkMode, bool) {
   return run_sage_attn_cuda(problem, pv, stream);
 }
 
@@ -18,6 +18,10 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) 
 }
 
 bool sage_cuda_kernel_for(int, int) { return false; }
+
+Status count_division_mismatches(std::uint64_t (&)[3]) {
+  return Unavailable("SAGE_ATTN's CUDA kernels are not part of this build");
+}
 
 Status run_sage_block_sparse_cuda(const AttentionProblem& problem, const flash::DeviceBlockSparseLists&, PvMode pv,
                                   void* stream) {

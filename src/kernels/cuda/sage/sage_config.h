@@ -21,6 +21,21 @@ constexpr int sage_consumer_groups(int head_size, std::int64_t seqlen_q) {
   return head_size == 64 && seqlen_q <= kSageHd64TwoGroupMaxRows ? 2 : 3;
 }
 
+// Whether the attention kernel quantizes Q itself (sage_fwd_hopper.cuh, kFusedQ: the producer
+// warpgroup's idle warps, a tile ahead) instead of the Q pass: the three-group FP8 kernel can; the
+// others read a Q pass's codes. Either way the codes and scales are the same bits. The kernel's
+// first tile waits for its own Q, and a tile's quantization must fit under the tile before it, so
+// the rule takes it where tiles are long: hd128 with at least kSageFuseQMinKeys keys (measured on an
+// H200, dev/sage_time.cc, docs/backends/sage_attn.md). `requested`: -1 the rule, 0 the Q pass, 1 the
+// kernel wherever it can.
+inline constexpr std::int64_t kSageFuseQMinKeys = 8192;
+
+constexpr bool sage_fuse_q(int consumer_groups, bool pv_fp8, int head_size, std::int64_t seqlen_k,
+                           int requested = -1) {
+  if (requested == 0 || consumer_groups != 3 || !pv_fp8) return false;
+  return requested == 1 || (head_size == 128 && seqlen_k >= kSageFuseQMinKeys);
+}
+
 constexpr std::int64_t sage_m_blocks(std::int64_t seqlen_q, int consumer_groups) {
   const std::int64_t rows = 64 * consumer_groups;
   return (seqlen_q + rows - 1) / rows;

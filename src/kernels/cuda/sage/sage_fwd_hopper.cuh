@@ -17,6 +17,10 @@
 // caller's 16-bit tensors (64-column chunks, 128-byte swizzle, as FLASH_ATTN loads them) and
 // Q K^T runs as a bf16/fp16 wgmma into fp32 scores; the softmax scale is applied to the score, and
 // the FP8 P V path is unchanged.
+// With kFusedQ (three groups, INT8 Q K^T) the producer warpgroup's idle warps 1-3 quantize each
+// tile's Q rows from the caller's tensor into the Q buffer, a tile ahead of the consumers
+// (SageQQuantizer), in place of the Q pass and the INT8 Q tile's TMA load: Q is read once, not
+// read, written and read again.
 // With kListed (two consumer groups: 128-row query tiles, 128-key blocks) the kernel walks
 // block-sparse key-tile lists (SageParams::bs_*): each query tile visits only the key blocks its
 // list names, in list order, with keys past a padded tile's valid rows masked; RAINFUSION_ATTN's
@@ -30,10 +34,12 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "kernels/cuda/dense/mma_utils.cuh"
 #include "kernels/cuda/flash/hopper_ptx.cuh"
 #include "kernels/cuda/flash/wgmma_ops.cuh"
 #include "kernels/cuda/sage/sage_config.h"
 #include "kernels/cuda/sage/sage_params.h"
+#include "kernels/cuda/sage/sage_quant.cuh"
 #include "kernels/cuda/sage/sage_wgmma.cuh"
 #include "kernels/sage/sage_quant.h"
 
@@ -50,13 +56,17 @@ struct SageTmaMaps {
 // exponential on the MUFU unit is fastest (long hd128 rows +3-6 % against every fourth on the FMA
 // pipe, +9-14 % against every second): those groups are bound by issue slots, not by the MUFU unit.
 template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, bool kQk16_ = false,
-          int kPolyEvery_ = kConsumers_ == 3 ? 0 : 4, bool kListed_ = false, bool kSplit_ = false>
+          int kPolyEvery_ = kConsumers_ == 3 ? 0 : 4, bool kListed_ = false, bool kSplit_ = false,
+          bool kFusedQ_ = false>
 struct SageTraits {
   // The in-order groups' launch that splits a short last wave into pieces (sage_config.h,
   // sage_tail_split). A kernel of its own: the pieces' bookkeeping cost the whole-tile kernel
   // 2.5-3.5 % at hd128 (ptxas spilled 16 bytes), so the launcher takes it only where it splits.
   static constexpr bool kSplit = kSplit_;
   static constexpr bool kListed = kListed_;  // the block-sparse walk (see the file comment)
+  // The producer warpgroup's warps 1-3 quantize each tile's Q rows themselves (sage_q_quantizer),
+  // in place of the Q pass and the INT8 Q tile's TMA load (see the file comment).
+  static constexpr bool kFusedQ = kFusedQ_;
   static constexpr int kPolyEvery = kPolyEvery_;  // see SageConsumer::exp2_col
   static constexpr int kD = kD_;
   static constexpr bool kBf16 = kBf16_;    // the caller's dtype: the output, and P and V in the FP16 mode
@@ -91,10 +101,17 @@ struct SageTraits {
   // this tile runs instead of after its last Q K^T (QK16/V8's 16-bit tile has room for one). The
   // overlapped groups keep one: the second buffer's bookkeeping made them spill.
   static constexpr int kRingBytes = kStages * (kKBytes + kVStageBytes);
-  static constexpr int kQBuffers = kInOrder && 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
+  // kFusedQ: the caller's 16-bit Q rows of a tile, staged (row-major, 2 kD bytes a row) for the
+  // quantizing warps, and the rows' INT8 scales of each Q buffer.
+  static constexpr int kQStageBytes = kFusedQ ? kBlockM * kD * 2 : 0;
+  static constexpr int kQScaleBytes = kFusedQ ? 2 * kBlockM * 4 : 0;  // both buffers' (kFusedQ needs two)
+  static constexpr int kQBuffers =
+      kInOrder && 2 * kQBytes + kRingBytes + kQStageBytes + kQScaleBytes + 2048 <= 227 * 1024 ? 2 : 1;
   static constexpr int kKOffset = kQBuffers * kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
-  static constexpr int kBarrierOffset = kVOffset + kStages * kVStageBytes;
+  static constexpr int kQStageOffset = kVOffset + kStages * kVStageBytes;
+  static constexpr int kQScaleOffset = kQStageOffset + kQStageBytes;
+  static constexpr int kBarrierOffset = kQScaleOffset + (kFusedQ ? kQBuffers * kBlockM * 4 : 0);
   static constexpr int kNumBarriers = 2 * kQBuffers + 4 * kStages;
   static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
   // The register file (64K) split between the producer and the consumers (setmaxnreg).
@@ -105,7 +122,10 @@ struct SageTraits {
   static_assert(kD == 64 || kD == 128, "SAGE_ATTN's Hopper kernel has hd64 and hd128");
   static_assert(!kListed || (kBlockM == kBlockN && !kQk16), "lists of square tiles, on the INT8 Q K^T");
   static_assert(!kSplit || (kInOrder && !kListed), "the in-order groups split whole tiles' key blocks");
-  using Split = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, true>;
+  static_assert(!kFusedQ || (kInOrder && !kQk16 && !kListed && kQBuffers == 2),
+                "the producer quantizes Q for the in-order groups' INT8 Q K^T, into the buffer they do not read");
+  static_assert(!kFusedQ || kBlockM == 3 * 64, "warp w of the producer quantizes consumer group w's 64 rows");
+  using Split = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, true, kFusedQ_>;
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 
@@ -215,6 +235,8 @@ struct SageSmem {
   __device__ uint8_t* q(int b) const { return base + b * T::kQBytes; }
   __device__ uint8_t* k(int s) const { return base + T::kKOffset + s * T::kKBytes; }
   __device__ uint8_t* v(int s) const { return base + T::kVOffset + s * T::kVStageBytes; }
+  __device__ uint8_t* q_stage() const { return base + T::kQStageOffset; }
+  __device__ float* q_scale(int b) const { return reinterpret_cast<float*>(base + T::kQScaleOffset) + b * T::kBlockM; }
   __device__ uint64_t* bar() const { return reinterpret_cast<uint64_t*>(base + T::kBarrierOffset); }
   __device__ uint64_t* q_full(int b) const { return bar() + b; }
   __device__ uint64_t* q_empty(int b) const { return bar() + T::kQBuffers + b; }
@@ -241,12 +263,14 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
   QSlot<T> q;
   for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
     const SageTile c = decode_item<T>(p, item);
-    ptx::mbar_wait(sm.q_empty(q.buf()), q.phase() ^ 1);
-    ptx::mbar_arrive_expect_tx(sm.q_full(q.buf()), T::kQBytes);
+    if constexpr (!T::kFusedQ) {  // else warps 1-3 fill the Q buffer (sage_q_quantizer)
+      ptx::mbar_wait(sm.q_empty(q.buf()), q.phase() ^ 1);
+      ptx::mbar_arrive_expect_tx(sm.q_full(q.buf()), T::kQBytes);
 #pragma unroll
-    for (int ch = 0; ch < T::kQkChunks; ++ch)
-      ptx::tma_load_4d(sm.q(q.buf()) + ch * T::kQChunkBytes, &maps.q, sm.q_full(q.buf()), ch * 64,
-                       c.m_block * T::kBlockM, c.h, c.b);
+      for (int ch = 0; ch < T::kQkChunks; ++ch)
+        ptx::tma_load_4d(sm.q(q.buf()) + ch * T::kQChunkBytes, &maps.q, sm.q_full(q.buf()), ch * 64,
+                         c.m_block * T::kBlockM, c.h, c.b);
+    }
     const int hkv = c.h / group;
     for (int n = c.n_begin; n < c.n_blocks; ++n) {
       const int key0 = key_block<T>(c, n) * T::kBlockN;
@@ -271,6 +295,112 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
     }
   }
 }
+
+// kFusedQ: warp w (0-2) of the producer warpgroup's warps 1-3 turns consumer group w's 64 rows of
+// each tile's Q into INT8 codes in the tile's Q buffer and their scales beside it, with the Q pass's
+// arithmetic (q_fold_scale, q_code_ratio, q_scale_of, q_codes: the same bits). The caller's rows are
+// staged in shared memory by cp.async (16-byte pieces) as soon as the warp has quantized the
+// previous tile's, so they load while the consumers run. The codes go where the TMA load would put
+// them (128- or 64-byte swizzle), and each of the warps' threads arrives on the buffer's q_full (96
+// arrivals) after a proxy fence, since the products read the buffer through the async proxy. Rows
+// past the sequence stage as zeros: codes and scale 0.
+template <class T>
+struct SageQQuantizer {
+  static constexpr int kRows = 64;                     // rows of a warp
+  static constexpr int kRowStage = 2 * T::kD;          // bytes of a staged row
+  static constexpr int kCopyLanes = kRowStage / 16;    // lanes that copy a row
+  static constexpr int kRowsAtOnce = 32 / kCopyLanes;  // rows a warp copies at once
+  const SageParams& p;
+  const SageSmem<T>& sm;
+  int w, lane;
+
+  __device__ void stage(const SageTile& c) const {
+    const int first = c.m_block * T::kBlockM + w * kRows;
+    const std::uint16_t* src = static_cast<const std::uint16_t*>(p.q) + c.b * p.q_stride_b + c.h * p.q_stride_h +
+                               (lane % kCopyLanes) * 8;
+    uint8_t* dst = sm.q_stage() + w * kRows * kRowStage + lane * 16;
+#pragma unroll 4
+    for (int i = 0; i < kRows; i += kRowsAtOnce) {
+      const int row = first + i + lane / kCopyLanes;
+      const bool in = row < p.seqlen_q;
+      cuda::cp_async_16(dst + i * kRowStage, src + static_cast<std::int64_t>(in ? row : 0) * p.q_stride_s, in);
+    }
+    cuda::cp_async_commit();
+  }
+
+  // A row's kD / 32 channels of this lane, from the staging area.
+  __device__ static void load_row(uint32_t at, float (&x)[T::kD / 32]) {
+    if constexpr (T::kD == 128) {
+      uint2 raw;
+      asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(raw.x), "=r"(raw.y) : "r"(at));
+      const float4 v = unpack4<T::kBf16>(raw);
+      x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+    } else {
+      uint32_t raw;
+      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(raw) : "r"(at));
+      const float4 v = unpack4<T::kBf16>(make_uint2(raw, 0u));
+      x[0] = v.x, x[1] = v.y;
+    }
+  }
+
+  // The warp's 64 rows in two halves of 32: a row's largest |x| in one warp reduction each (redux on
+  // the bits: non-negative floats order as their bits do), kept by lane i for the half's i-th row;
+  // then every lane's two divisions at once, for its row; then each row's codes with its lane's
+  // ratio. The divisions are off the per-row path, which a row at a time (64 dependent chains per
+  // tile) was too slow for short tiles. 32-bit shared-memory addresses, one row in flight: the
+  // producer runs under setmaxnreg's 32 registers, and more pressure there made ptxas spill the
+  // consumers' tile state.
+  __device__ void quantize(int buf) const {
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncwarp();
+    constexpr int kPer = T::kD / 32;
+    const uint32_t staged = ptx::smem_addr(sm.q_stage()) + (w * kRows * kRowStage + lane * kPer * 2);
+    const uint32_t codes = ptx::smem_addr(sm.q(buf));
+    const uint32_t scales = ptx::smem_addr(sm.q_scale(buf)) + w * kRows * 4;
+#pragma unroll 1
+    for (int half = 0; half < kRows; half += 32) {
+      float mine = 0.f;
+#pragma unroll 4
+      for (int i = 0; i < 32; ++i) {
+        float x[kPer];
+        load_row(staged + (half + i) * kRowStage, x);
+        const float lane_max = q_fold_scale<kPer>(x, p.scale_log2);
+        const float amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(lane_max)));
+        mine = lane == i ? amax : mine;
+      }
+      const float ratio = q_code_ratio(mine);
+      asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(scales + 4 * (half + lane)), "f"(q_scale_of(mine)) : "memory");
+#pragma unroll 1
+      for (int i = 0; i < 32; ++i) {
+        float x[kPer];
+        load_row(staged + (half + i) * kRowStage, x);
+        (void)q_fold_scale<kPer>(x, p.scale_log2);
+        std::uint32_t packed[1];
+        q_codes<kPer>(x, __shfl_sync(0xffffffffu, ratio, i), packed);
+        const uint32_t at = (w * kRows + half + i) * T::kRowBytes + lane * kPer;
+        const uint32_t dst = codes + (at ^ (((at >> 7) & (T::kRowBytes == 128 ? 7 : 3)) << 4));
+        if constexpr (kPer == 4)
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(dst), "r"(packed[0]) : "memory");
+        else
+          asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(dst), "h"(static_cast<unsigned short>(packed[0])) : "memory");
+      }
+    }
+    ptx::fence_proxy_async_smem();
+    __syncwarp();
+  }
+
+  __device__ void run() const {
+    QSlot<T> q;
+    const int items = work_items<T>(p);
+    if (blockIdx.x < items) stage(decode_item<T>(p, blockIdx.x));
+    for (int item = blockIdx.x; item < items; item += gridDim.x, q.advance()) {
+      ptx::mbar_wait(sm.q_empty(q.buf()), q.phase() ^ 1);
+      quantize(q.buf());
+      ptx::mbar_arrive(sm.q_full(q.buf()));  // each thread releases its own writes
+      if (item + static_cast<int>(gridDim.x) < items) stage(decode_item<T>(p, item + gridDim.x));
+    }
+  }
+};
 
 // Four E4M3 values (x0 in the lowest byte), each rounded to nearest even with saturation.
 __device__ __forceinline__ uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
@@ -606,7 +736,8 @@ struct SageConsumer {
         p.lse[c.b * p.lse_stride_b + c.h * p.lse_stride_h + row * p.lse_stride_s] = row_lse<T>(p, c, row, m[r], l);
       uint16_t* dst = out + c.b * p.out_stride_b + static_cast<std::int64_t>(row) * p.out_stride_s + c.h * p.out_stride_h +
                       (lane % 4) * 2;
-      const float inv = l > 0.f ? 1.f / l : 0.f;  // one division per row, not one per value
+      // One division per row, not one per value, and no call: see q_code_ratio.
+      const float inv = l > 0.f ? reciprocal_rn(l) : 0.f;
 #pragma unroll
       for (int j = 0; j < T::kD / 8; ++j) {
         const int col = j * 8 + (lane % 4) * 2;
@@ -637,10 +768,15 @@ struct SageConsumer {
   }
 
   // The INT8 scales of the thread's two rows (kQGroup is 1: one per row); 0 past the sequence.
-  __device__ void row_scales(const SageTile& c, float (&qs)[2]) const {
+  // kFusedQ: from beside Q buffer `buf`, after its q_full wait.
+  __device__ void row_scales(const SageTile& c, float (&qs)[2], int buf) const {
     static_assert(kQGroup == 1, "the consumer reads one Q scale per row");
     if constexpr (T::kQk16) {
       qs[0] = qs[1] = 0.f;  // unused: 16-bit scores carry no INT8 scales
+    } else if constexpr (T::kFusedQ) {
+      const uint32_t at = ptx::smem_addr(sm.q_scale(buf)) + 4 * (wg * 64 + warp * 16 + lane / 4);
+      asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(qs[0]) : "r"(at));
+      asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(qs[1]) : "r"(at + 32));
     } else {
       const int row0 = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
 #pragma unroll
@@ -664,12 +800,13 @@ struct SageConsumer {
     for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
       const SageTile c = decode_item<T>(p, item);
       float qs[2];
-      row_scales(c, qs);
+      if constexpr (!T::kFusedQ) row_scales(c, qs, q.buf());  // global loads, ahead of the wait
       float o[kOAcc];
 #pragma unroll
       for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
       float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
       ptx::mbar_wait(sm.q_full(q.buf()), q.phase());
+      if constexpr (T::kFusedQ) row_scales(c, qs, q.buf());  // written with the buffer
       if (c.n_blocks == c.n_begin) release(sm.q_empty(q.buf()));
       for (int n = c.n_begin; n < c.n_blocks; ++n) {
         Acc si[kSAcc];
@@ -684,7 +821,9 @@ struct SageConsumer {
         ptx::wgmma_wait<0>();
         fence_scores(si);
         release(sm.k_empty(stage));
-        if (n == c.n_blocks - 1) release(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
+        // The last read of this Q (kFusedQ: of its scales, read for each block from beside the buffer,
+        // which holds fewer registers across the tile): the buffer may load again.
+        if (n == c.n_blocks - 1) release(sm.q_empty(q.buf()));
         softmax(si, s, m, l, alpha, c, kb, qs);
         convert_p(s, pr);
         ptx::mbar_wait(sm.v_full(stage), phase);
@@ -726,7 +865,7 @@ struct SageConsumer {
     for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
       const SageTile c = decode_item<T>(p, item);  // whole tiles: only the in-order groups split
       float qs[2];
-      row_scales(c, qs);
+      row_scales(c, qs, q.buf());
       float o[kOAcc], blk[kOAcc];
 #pragma unroll
       for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
@@ -814,7 +953,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     for (int b = 0; b < T::kQBuffers; ++b) {
-      ptx::mbar_init(sm.q_full(b), 1);
+      ptx::mbar_init(sm.q_full(b), T::kFusedQ ? 96 : 1);  // every quantizing thread, or the TMA load
       ptx::mbar_init(sm.q_empty(b), 4 * T::kConsumers);  // one arrival per consumer warp
     }
     for (int s = 0; s < T::kStages; ++s) {
@@ -833,7 +972,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     ptx::fence_proxy_async_smem();  // the products read the atoms through the async proxy
   }
   if (threadIdx.x == 0) {
-    ptx::prefetch_tensor_map(&maps.q);
+    if constexpr (!T::kFusedQ) ptx::prefetch_tensor_map(&maps.q);  // kFusedQ: no Q map
     ptx::prefetch_tensor_map(&maps.k);
     ptx::prefetch_tensor_map(&maps.v);
   }
@@ -841,6 +980,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<T::kProducerRegs>();
     if (threadIdx.x == 0) sage_producer<T>(maps, p, sm);
+    if constexpr (T::kFusedQ)
+      if (threadIdx.x >= 32)
+        SageQQuantizer<T>{p, sm, static_cast<int>(threadIdx.x / 32) - 1, static_cast<int>(threadIdx.x % 32)}.run();
   } else {
     ptx::setmaxnreg_inc<T::kConsumerRegs>();
     const int tid = threadIdx.x % 128;

@@ -77,8 +77,9 @@ Status launch_sage_hopper(SageParams p, int sm_count, cudaStream_t stream) {
                                          static_cast<std::uint64_t>(p.k_stride_b) * es},
                                         64, T::kBlockN, CU_TENSOR_MAP_SWIZZLE_128B));
   } else {
-    DIFFATTN_RETURN_IF_ERROR(encode_map(who, &maps.q, "quantized q", CU_TENSOR_MAP_DATA_TYPE_UINT8, p.q_int8,
-                                        {D, Sq, Hq, B}, {D, Sq * D, Hq * Sq * D}, D, T::kBlockM, sw));
+    if constexpr (!T::kFusedQ)  // else the kernel reads the caller's Q itself
+      DIFFATTN_RETURN_IF_ERROR(encode_map(who, &maps.q, "quantized q", CU_TENSOR_MAP_DATA_TYPE_UINT8, p.q_int8,
+                                          {D, Sq, Hq, B}, {D, Sq * D, Hq * Sq * D}, D, T::kBlockM, sw));
     DIFFATTN_RETURN_IF_ERROR(encode_map(who, &maps.k, "quantized k", CU_TENSOR_MAP_DATA_TYPE_UINT8, p.k_int8,
                                         {D, Skv, Hkv, B}, {D, Skv * D, Hkv * Skv * D}, D, T::kBlockN, sw));
   }
@@ -145,8 +146,23 @@ Status launch_sage_hopper_listed(const SageParams& p, bool pv_fp8, int sm_count,
 Status launch_qk16_v8_hopper_g2(const SageParams& p, int sm_count, cudaStream_t stream);
 Status launch_qk16_v8_hopper_g3(const SageParams& p, int sm_count, cudaStream_t stream);
 
+// The three-group FP8 kernel that quantizes Q itself (kFusedQ).
+template <int kD, bool kBf16>
+using FusedQTraits = SageTraits<kD, kBf16, /*kPvFp8=*/true, 3, /*kQk16=*/false, 0, /*kListed=*/false, /*kSplit=*/false,
+                                /*kFusedQ=*/true>;
+
 template <bool kPvFp8, int kConsumers, bool kQk16 = false>
 Status launch_sage_hopper_mode(const SageParams& p, int sm_count, cudaStream_t stream) {
+  if constexpr (kPvFp8 && kConsumers == 3 && !kQk16) {
+    if (p.fused_q && p.head_size == 64)  // the kernel quantizes Q itself (sage_config.h, sage_fuse_q)
+      return p.bf16 ? launch_sage_hopper<FusedQTraits<64, true>>(p, sm_count, stream)
+                    : launch_sage_hopper<FusedQTraits<64, false>>(p, sm_count, stream);
+    if (p.fused_q && p.head_size == 128)
+      return p.bf16 ? launch_sage_hopper<FusedQTraits<128, true>>(p, sm_count, stream)
+                    : launch_sage_hopper<FusedQTraits<128, false>>(p, sm_count, stream);
+  } else if (p.fused_q) {
+    return InvalidInput(std::string(kSageName) + ": only the three-group FP8 kernel quantizes Q itself");
+  }
   if (p.head_size == 64)
     return p.bf16 ? launch_sage_hopper<SageTraits<64, true, kPvFp8, kConsumers, kQk16>>(p, sm_count, stream)
                   : launch_sage_hopper<SageTraits<64, false, kPvFp8, kConsumers, kQk16>>(p, sm_count, stream);

@@ -31,6 +31,10 @@ struct SageParams {
   bool causal = false;
   bool bf16 = true;
 
+  // The attention kernel quantizes Q itself (sage_fwd_hopper.cuh, kFusedQ): no Q pass, and q_int8
+  // and q_scale are not allocated. q is then 16-byte aligned with strides of whole 8 elements.
+  bool fused_q = false;
+
   // The workspace (see run_sage_attn.cu for its layout).
   std::int8_t* q_int8 = nullptr;  // [B, Hq, Sq, D]
   float* q_scale = nullptr;       // [B, Hq, q_groups]

@@ -186,6 +186,111 @@ __device__ __forceinline__ void k_means(const SageParams& p, int bh, int, float*
 // Query rows per block of the Q pass: eight warps, sixteen rows each.
 inline constexpr int kQRowsPerBlock = 128;
 
+// a / b for a, b in [1, 2) x [1, 128], correctly rounded: the approximate reciprocal refined once,
+// then the quotient corrected twice by its exact remainder (FFMA), as an IEEE division's fast path
+// computes it where no operand or result is near the ends of the float range.
+__device__ __forceinline__ float div_rn_moderate(float a, float b) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(b));
+  y = fmaf(y, fmaf(-b, y, 1.f), y);
+  float q = __fmul_rn(a, y);
+  q = fmaf(fmaf(-b, q, a), y, q);
+  return fmaf(fmaf(-b, q, a), y, q);
+}
+
+// x = m 2^e with m in [1, 2), for a positive finite x (subnormals included). Branch-free, as the
+// functions below: see q_code_ratio.
+__device__ __forceinline__ float split_exponent(float x, int& e) {
+  const bool tiny = x < 1.17549435e-38f;
+  const unsigned bits = __float_as_uint(tiny ? __fmul_rn(x, 18446744073709551616.f) : x);  // 2^64: exact
+  e = static_cast<int>(bits >> 23) - 127 - (tiny ? 64 : 0);
+  return __uint_as_float((bits & 0x7fffffu) | 0x3f800000u);
+}
+
+// x 2^e, exactly where the result is a normal float (a product of powers of two in two steps, so
+// that each factor is one); an overflow gives inf, as a rounding of the exact value would.
+__device__ __forceinline__ float scale_by_power_of_two(float x, int e) {
+  const int h = e / 2;
+  return __fmul_rn(__fmul_rn(x, __uint_as_float(static_cast<unsigned>(h + 127) << 23)),
+                   __uint_as_float(static_cast<unsigned>(e - h + 127) << 23));
+}
+
+// 1 / x rounded to nearest even for 0 < x < 2^126 (the same bits as 1.f / x), without a call: the
+// attention kernel's row sums (at most 448 per key) in its epilogue.
+__device__ __forceinline__ float reciprocal_rn(float x) {
+  int e;
+  const float m = split_exponent(x, e);
+  return scale_by_power_of_two(div_rn_moderate(1.f, m), -e);
+}
+
+// 127 / amax and amax / 127 rounded to nearest even, for every amax >= 0 (0 gives 0 for both, as the
+// Q pass defines them): the same bits as IEEE division (__fdiv_rn), without the call to its slow path
+// and without branches. The attention kernel's producer warps quantize Q under setmaxnreg's 32
+// registers; a call or a branch there made ptxas spill the consumer warpgroups' tile state (96
+// bytes at hd128), which these leave alone. tests/gpu/sage_attn_test.cc compares both with
+// __fdiv_rn for every non-negative float.
+__device__ __forceinline__ float q_code_ratio(float amax) {
+  int e;
+  const float m = split_exponent(amax, e);
+  const float r = scale_by_power_of_two(div_rn_moderate(kInt8Max, m), -e);  // in (63.5, 127] before the scaling
+  return amax > 0.f && amax < INFINITY ? r : 0.f;  // 0, inf and NaN: 0, as the Q pass had it
+}
+
+__device__ __forceinline__ float q_scale_of(float amax) {
+  int e;
+  const float m = split_exponent(amax, e);
+  const float normal = scale_by_power_of_two(div_rn_moderate(m, kInt8Max), e);  // in [2^-7, 2^-6) before the scaling
+  // Below 127 2^-126 the quotient is below the smallest normal float: a whole number n of 2^-149,
+  // n = round(A / 127) for the whole number A = amax 2^149 (< 2^30); 127 is odd, so there is no tie.
+  const unsigned a = static_cast<unsigned>(__fmul_rn(__fmul_rn(amax, 1.2676506002282294e30f), 562949953421312.f));
+  const unsigned n = a / 127u + (2u * (a % 127u) > 127u ? 1u : 0u);
+  const float sub = __fmul_rn(__fmul_rn(static_cast<float>(n), 7.8886090522101181e-31f), 1.7763568394002505e-15f);
+  const float finite = amax < 127.f * 1.17549435e-38f ? sub : normal;
+  return amax > 0.f && amax < INFINITY ? finite : amax;  // 0, inf and NaN stay
+}
+
+// A Q row's quantization in its steps, each lane holding kPer of the row's channels (kPer a multiple
+// of two, at most eight): the softmax scale (log2 units) folded into x, and the largest |x| of the
+// lane's channels (never NaN: fmaxf passes over a NaN); then, with the row's largest |x| (amax),
+// 127 / amax (q_code_ratio) and the row's scale amax / 127 (q_scale_of, kQGroup is 1), the INT8
+// codes, four to a word, the first channel in the lowest byte. The Q pass (quantize_q_row) and the
+// attention kernel's own quantization of Q (sage_fwd_hopper.cuh, kFusedQ) take the same steps, so
+// they give the same bits however a row is spread over lanes (a maximum does not depend on the
+// order it is taken in).
+template <int kPer>
+__device__ __forceinline__ float q_fold_scale(float (&x)[kPer], float scale_log2) {
+  float amax = 0.f;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    x[e] = __fmul_rn(x[e], scale_log2);
+    amax = fmaxf(amax, fabsf(x[e]));
+  }
+  return amax;
+}
+
+template <int kPer>
+__device__ __forceinline__ void q_codes(const float (&x)[kPer], float r, std::uint32_t (&packed)[(kPer + 3) / 4]) {
+#pragma unroll
+  for (int w = 0; w < (kPer + 3) / 4; ++w) packed[w] = 0;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[e], r))));
+    packed[e / 4] |= (static_cast<std::uint32_t>(v) & 0xffu) << (8 * (e % 4));
+  }
+}
+
+// One Q row held by kLanes consecutive lanes: its codes and (in `scale`) its scale.
+template <int kPer, int kLanes>
+__device__ __forceinline__ void quantize_q_row(float (&x)[kPer], float scale_log2,
+                                               std::uint32_t (&packed)[(kPer + 3) / 4], float& scale) {
+  static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a power-of-two group of lanes");
+  float amax = q_fold_scale<kPer>(x, scale_log2);
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  q_codes<kPer>(x, q_code_ratio(amax), packed);
+  scale = q_scale_of(amax);
+}
+
 // One (row block, batch * head) of the Q pass, 256 threads: each warp quantizes sixteen rows, each
 // with its own INT8 scale (kQGroup is 1), a lane holding kD / 32 consecutive channels; every row's
 // loads are issued (hd128: kept packed) before any row is reduced, the pass being bound by the loads
@@ -224,25 +329,13 @@ __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblo
 #pragma unroll
       for (int e = 0; e < kPer; ++e) x[e] = loaded[i][e];
     }
-    float amax = 0.f;
-#pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      x[e] = __fmul_rn(x[e], p.scale_log2);
-      amax = fmaxf(amax, fabsf(x[e]));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float r = amax > 0.f ? __fdiv_rn(kInt8Max, amax) : 0.f;
-    std::uint32_t packed = 0;
-#pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      const int v = max(-127, min(127, __float2int_rn(__fmul_rn(x[e], r))));
-      packed |= (static_cast<std::uint32_t>(v) & 0xffu) << (8 * e);
-    }
+    std::uint32_t packed[1];
+    float scale;
+    quantize_q_row<kPer, 32>(x, p.scale_log2, packed, scale);
     std::int8_t* dst = p.q_int8 + (static_cast<std::int64_t>(bh) * p.seqlen_q + row) * kD + c0;
-    if constexpr (kPer == 4) *reinterpret_cast<std::uint32_t*>(dst) = packed;
-    else *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(packed);
-    if (lane == 0) p.q_scale[static_cast<std::int64_t>(bh) * p.q_groups + row] = __fdiv_rn(amax, kInt8Max);
+    if constexpr (kPer == 4) *reinterpret_cast<std::uint32_t*>(dst) = packed[0];
+    else *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(packed[0]);
+    if (lane == 0) p.q_scale[static_cast<std::int64_t>(bh) * p.q_groups + row] = scale;
   }
 }
 
