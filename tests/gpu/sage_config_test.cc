@@ -27,21 +27,23 @@ TEST(SageConfig, ThreeGroupsExceptShortHeadSize64Rows) {
 
 // A last wave of fewer tiles than half the SMs runs as pieces, each CTA at most one; the pieces of
 // a tile cover its key blocks once, in order, each at least kSageMinPieceBlocks long.
-// Only the three-group FP8 kernel quantizes Q itself: by the rule on long hd128 key sequences, or
-// wherever a caller asks; a caller can also ask for the Q pass.
-TEST(SageConfig, TheThreeGroupFp8KernelQuantizesQItselfOnLongHd128Keys) {
-  EXPECT_TRUE(sage_fuse_q(3, true, 128, kSageFuseQMinKeys));
-  EXPECT_TRUE(sage_fuse_q(3, true, 128, 32760));
-  EXPECT_FALSE(sage_fuse_q(3, true, 128, kSageFuseQMinKeys - 1));
-  EXPECT_FALSE(sage_fuse_q(3, true, 128, 4608));  // FLUX.1
-  EXPECT_FALSE(sage_fuse_q(3, true, 128, 512));   // text cross-attention
-  EXPECT_FALSE(sage_fuse_q(3, true, 64, 16384));
-  EXPECT_TRUE(sage_fuse_q(3, true, 64, 512, 1));
-  EXPECT_FALSE(sage_fuse_q(3, true, 128, 32760, 0));
-  EXPECT_FALSE(sage_fuse_q(2, true, 128, 32760));
-  EXPECT_FALSE(sage_fuse_q(2, true, 128, 32760, 1));
-  EXPECT_FALSE(sage_fuse_q(3, false, 128, 32760));
-  EXPECT_FALSE(sage_fuse_q(3, false, 128, 32760, 1));
+// Only the three-group FP8 kernel quantizes Q itself: by the rule on hd128 calls of enough keys
+// whose last wave is not split, or wherever a caller asks; a caller can also ask for the Q pass.
+TEST(SageConfig, TheThreeGroupFp8KernelQuantizesQItselfOnHd128CallsOfEnoughKeys) {
+  EXPECT_TRUE(sage_fuse_q(3, true, 128, kSageFuseQMinKeys, false));
+  EXPECT_TRUE(sage_fuse_q(3, true, 128, 32760, false));
+  EXPECT_FALSE(sage_fuse_q(3, true, 128, kSageFuseQMinKeys - 1, false));
+  EXPECT_FALSE(sage_fuse_q(3, true, 128, 512, false));  // text cross-attention
+  EXPECT_FALSE(sage_fuse_q(3, true, 128, 4608, true));  // FLUX.1: its last wave splits
+  EXPECT_FALSE(sage_fuse_q(3, true, 64, 16384, false));
+  EXPECT_TRUE(sage_fuse_q(3, true, 64, 512, true, 1));
+  EXPECT_FALSE(sage_fuse_q(3, true, 128, 32760, false, 0));
+  EXPECT_FALSE(sage_fuse_q(2, true, 128, 32760, false));
+  EXPECT_FALSE(sage_fuse_q(2, true, 128, 32760, false, 1));
+  EXPECT_FALSE(sage_fuse_q(3, false, 128, 32760, false));
+  EXPECT_FALSE(sage_fuse_q(3, false, 128, 32760, false, 1));
+  // FLUX.1's 576 tiles of 192 rows on 132 SMs leave a last wave of 48: split, so the Q pass runs.
+  EXPECT_GT(sage_tail_split(576, 132, 36).pieces, 1);
 }
 
 TEST(SageConfig, ShortLastWavesRunAsPiecesOfOnePerCta) {

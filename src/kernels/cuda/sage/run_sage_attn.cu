@@ -218,9 +218,10 @@ namespace {
 
 // The checks, launch workspace and quantization kernels of every SAGE_ATTN CUDA kernel, then
 // `launch` with tiles of `tile_rows` query rows. `hopper` adds the sm_90 check.
-// `fuse_q`: the kernel quantizes Q itself where q's alignment allows its 16-byte copies.
+// `fuse_q`: whether the kernel quantizes Q itself (SageKernelChoice::fuse_q, sage_fuse_q's request;
+// the launch of three-group Hopper tiles only), where q's alignment allows its 16-byte copies.
 Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk, void* stream_ptr, int tile_rows,
-                           bool hopper, const SageKernelLaunch& launch, bool fuse_q = false) {
+                           bool hopper, const SageKernelLaunch& launch, int fuse_q = 0) {
   const bool qk8 = qk == QkMode::kInt8;
   const std::string who = qk8 ? kSageName : kQk16V8Name;
   DIFFATTN_RETURN_IF_ERROR(check_problem(problem, who));
@@ -238,13 +239,17 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
     return Unsupported("SAGE_ATTN's Ampere kernel needs sm_80 or newer, but this device is sm_" +
                        std::to_string(major * 10 + minor) + "; select TORCH_SDPA");
   SageParams p = make_params(problem);
-  const TensorView& q = problem.q;
-  p.fused_q = fuse_q && qk8 && reinterpret_cast<std::uintptr_t>(q.data) % 16 == 0 && q.stride(0) % 8 == 0 &&
-              q.stride(1) % 8 == 0 && q.stride(2) % 8 == 0;
   p.num_m_blocks = static_cast<int>(flash::ceil_div(p.seqlen_q, tile_rows));
   const std::int64_t tiles = std::int64_t{p.num_m_blocks} * p.batch * p.heads_q;
   if (tiles >= (std::int64_t{1} << 31)) return InvalidInput(who + ": more than 2^31 query tiles; split the batch");
   p.num_tiles = static_cast<int>(tiles);
+  const TensorView& q = problem.q;
+  const bool splits_tail =
+      !p.causal && sage_tail_split(tiles, sms, flash::ceil_div(p.seqlen_k, kKvBlock)).pieces > 1;  // as launched
+  p.fused_q = hopper && qk8 && tile_rows == 3 * 64 &&
+              sage_fuse_q(3, pv == PvMode::kFp8, p.head_size, p.seqlen_k, splits_tail, fuse_q) &&
+              reinterpret_cast<std::uintptr_t>(q.data) % 16 == 0 && q.stride(0) % 8 == 0 && q.stride(1) % 8 == 0 &&
+              q.stride(2) % 8 == 0;
   if (p.num_tiles == 0) return Status::Ok();
   if (p.seqlen_k == 0) {
     // No keys: every row is fully masked (zeros, LSE -inf), as the other backends give.
@@ -266,7 +271,7 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
 }  // namespace
 
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
-                               const SageKernelLaunch& launch, QkMode qk, bool fuse_q) {
+                               const SageKernelLaunch& launch, QkMode qk, int fuse_q) {
   if (consumer_groups != 2 && consumer_groups != 3)
     return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 or 3 consumer warpgroups, not " + std::to_string(consumer_groups));
   return quantize_and_launch(problem, qk == QkMode::k16 ? PvMode::kFp8 : pv, qk, stream, 64 * consumer_groups,
@@ -305,8 +310,7 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
         if (groups == 3) return fp8 ? launch_sage_hopper_fp8_g3(p, sms, st) : launch_sage_hopper_fp16_g3(p, sms, st);
         return fp8 ? launch_sage_hopper_fp8_g2(p, sms, st) : launch_sage_hopper_fp16_g2(p, sms, st);
       },
-      QkMode::kInt8,
-      sage_fuse_q(groups, fp8, static_cast<int>(problem.q.size(3)), problem.k.size(1), choice.fuse_q));
+      QkMode::kInt8, choice.fuse_q);
 }
 
 Status run_sage_block_sparse_cuda(const AttentionProblem& problem, const flash::DeviceBlockSparseLists& lists,

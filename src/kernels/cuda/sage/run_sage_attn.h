@@ -26,12 +26,13 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
 
 // For probes that time attention-kernel instantiations of their own (dev/sage_time.cc): the
 // backend's checks, launch workspace and quantization kernels, then `launch` (on `stream`) in place
-// of the built-in attention kernels, with tiles of 64 * consumer_groups query rows. `fuse_q`: leave
-// Q to the kernel (SageParams::fused_q, where q's alignment allows) instead of the Q pass.
+// of the built-in attention kernels, with tiles of 64 * consumer_groups query rows. `fuse_q`, as
+// SageKernelChoice::fuse_q: whether Q is left to the three-group FP8 kernel (SageParams::fused_q)
+// instead of the Q pass; a `launch` of other kernels takes 0.
 struct SageParams;
 using SageKernelLaunch = std::function<Status(const SageParams& params, int sm_count, void* stream)>;
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
-                               const SageKernelLaunch& launch, QkMode qk = QkMode::kInt8, bool fuse_q = false);
+                               const SageKernelLaunch& launch, QkMode qk = QkMode::kInt8, int fuse_q = 0);
 
 // SAGE_ATTN's Ampere/Ada kernel (mma.sync; INT8 Q K^T, P V in the input dtype: the accurate mode's
 // arithmetic), built as compute_80 PTX so that any GPU from sm_80 runs it; calling it directly

@@ -23,17 +23,21 @@ constexpr int sage_consumer_groups(int head_size, std::int64_t seqlen_q) {
 
 // Whether the attention kernel quantizes Q itself (sage_fwd_hopper.cuh, kFusedQ: the producer
 // warpgroup's idle warps, a tile ahead) instead of the Q pass: the three-group FP8 kernel can; the
-// others read a Q pass's codes. Either way the codes and scales are the same bits. The kernel's
-// first tile waits for its own Q, and a tile's quantization must fit under the tile before it, so
-// the rule takes it where tiles are long: hd128 with at least kSageFuseQMinKeys keys (measured on an
-// H200, dev/sage_time.cc, docs/backends/sage_attn.md). `requested`: -1 the rule, 0 the Q pass, 1 the
-// kernel wherever it can.
-inline constexpr std::int64_t kSageFuseQMinKeys = 8192;
+// others read a Q pass's codes. Either way the codes and scales are the same bits. Measured on an
+// H200 against the Q pass (dev/sage_time.cc, dev/sage_fuse_sweep.csv, docs/backends/sage_attn.md):
+// 5-8 % faster on hd128 calls from 2048 keys up (6k-32k squares, 16k rows against 2k-8k keys);
+// slower where a tile's quantization does not fit under the tile before it (512-key
+// cross-attention, +8 %) and where the last wave splits into pieces (FLUX.1, +6 %: every piece
+// quantizes its tile's Q again, and the fused split kernel spills); neutral at hd64. So the rule
+// takes it on hd128 calls of at least kSageFuseQMinKeys keys whose last wave is not split
+// (`splits_tail`, sage_tail_split). `requested`: -1 the rule, 0 the Q pass, 1 the kernel wherever it
+// can.
+inline constexpr std::int64_t kSageFuseQMinKeys = 2048;
 
-constexpr bool sage_fuse_q(int consumer_groups, bool pv_fp8, int head_size, std::int64_t seqlen_k,
+constexpr bool sage_fuse_q(int consumer_groups, bool pv_fp8, int head_size, std::int64_t seqlen_k, bool splits_tail,
                            int requested = -1) {
   if (requested == 0 || consumer_groups != 3 || !pv_fp8) return false;
-  return requested == 1 || (head_size == 128 && seqlen_k >= kSageFuseQMinKeys);
+  return requested == 1 || (head_size == 128 && seqlen_k >= kSageFuseQMinKeys && !splits_tail);
 }
 
 constexpr std::int64_t sage_m_blocks(std::int64_t seqlen_q, int consumer_groups) {
