@@ -143,6 +143,23 @@ void expect_within_budget(const Quality& q, bool fp8, const std::string& what) {
   EXPECT_TRUE(q.masked_rows_ok) << what;
 }
 
+// The bytes an output view spans on the device (poisoned between runs), and an LSE's values in
+// (batch, head, row) order.
+std::size_t output_bytes(const TensorView& out) {
+  const std::int64_t last = (out.size(0) - 1) * out.stride(0) + (out.size(1) - 1) * out.stride(1) +
+                            (out.size(2) - 1) * out.stride(2) + out.size(3);
+  return static_cast<std::size_t>(last) * 2;  // 16-bit elements
+}
+
+std::vector<double> lse_values(const TensorView& l) {
+  std::vector<double> values;
+  for (std::int64_t b = 0; b < l.size(0); ++b)
+    for (std::int64_t h = 0; h < l.size(1); ++h)
+      for (std::int64_t i = 0; i < l.size(2); ++i)
+        values.push_back(testing::read_element(l, b * l.stride(0) + h * l.stride(1) + i * l.stride(2)));
+  return values;
+}
+
 // Both kernel shapes (two overlapping and three in-order consumer warpgroups) on every case.
 TEST(GpuSageAttn, ShapesMasksAndModesStayWithinTheBudget) {
   SKIP_WITHOUT_SAGE_GPU();
@@ -271,9 +288,7 @@ TEST(GpuSageAttn, EveryRunGivesTheSameBits) {
       testing::DeviceCase device(*data);
       ASSERT_TRUE(device.ok()) << what;
       const TensorView& out = device.problem().out;
-      const std::size_t out_bytes = static_cast<std::size_t>((out.size(0) - 1) * out.stride(0) +
-                                                             (out.size(1) - 1) * out.stride(1) +
-                                                             (out.size(2) - 1) * out.stride(2) + out.size(3)) * 2;
+      const std::size_t out_bytes = output_bytes(out);
       std::vector<std::vector<double>> outputs, lses;
       for (int run = 0; run < 3; ++run) {
         ASSERT_EQ(cudaMemset(out.data, 0xff, out_bytes), cudaSuccess) << what;  // NaN in bf16
@@ -281,13 +296,7 @@ TEST(GpuSageAttn, EveryRunGivesTheSameBits) {
         ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
         ASSERT_TRUE(device.copy_back()) << what;
         outputs.push_back(testing::output_values(data->problem.out));
-        std::vector<double> lse;
-        const TensorView& l = *data->problem.lse;
-        for (std::int64_t b = 0; b < l.size(0); ++b)
-          for (std::int64_t h = 0; h < l.size(1); ++h)
-            for (std::int64_t i = 0; i < l.size(2); ++i)
-              lse.push_back(testing::read_element(l, b * l.stride(0) + h * l.stride(1) + i * l.stride(2)));
-        lses.push_back(std::move(lse));
+        lses.push_back(lse_values(*data->problem.lse));
       }
       for (double x : outputs[0]) ASSERT_FALSE(std::isnan(x)) << what << ": an output left unwritten";
       for (int run = 1; run < 3; ++run) {
@@ -337,9 +346,7 @@ TEST(GpuSageAttn, TheKernelsOwnQuantizationOfQGivesTheQPasssBits) {
         testing::DeviceCase device(*data);
         ASSERT_TRUE(device.ok()) << what;
         const TensorView& out = device.problem().out;
-        const std::size_t out_bytes = static_cast<std::size_t>((out.size(0) - 1) * out.stride(0) +
-                                                               (out.size(1) - 1) * out.stride(1) +
-                                                               (out.size(2) - 1) * out.stride(2) + out.size(3)) * 2;
+        const std::size_t out_bytes = output_bytes(out);
         std::vector<double> outputs[2], lses[2];
         for (int fused = 0; fused < 2; ++fused) {
           ASSERT_EQ(cudaMemset(out.data, 0xff, out_bytes), cudaSuccess) << what;  // NaN in both dtypes
@@ -348,11 +355,7 @@ TEST(GpuSageAttn, TheKernelsOwnQuantizationOfQGivesTheQPasssBits) {
           ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
           ASSERT_TRUE(device.copy_back()) << what;
           outputs[fused] = testing::output_values(data->problem.out);
-          const TensorView& l = *data->problem.lse;
-          for (std::int64_t b = 0; b < l.size(0); ++b)
-            for (std::int64_t h = 0; h < l.size(1); ++h)
-              for (std::int64_t i = 0; i < l.size(2); ++i)
-                lses[fused].push_back(testing::read_element(l, b * l.stride(0) + h * l.stride(1) + i * l.stride(2)));
+          lses[fused] = lse_values(*data->problem.lse);
         }
         for (double x : outputs[1]) ASSERT_FALSE(std::isnan(x)) << what << ": an output left unwritten";
         EXPECT_EQ(outputs[1], outputs[0]) << what;
