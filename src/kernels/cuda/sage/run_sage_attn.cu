@@ -171,10 +171,6 @@ SageParams make_params(const AttentionProblem& pr) {
   return p;
 }
 
-}  // namespace
-
-namespace {
-
 // Every float bit pattern from 0 to +inf, and one NaN: q_code_ratio, q_scale_of and reciprocal_rn
 // against IEEE division, counting the inputs whose bits differ.
 __global__ void division_check_kernel(unsigned long long* mismatches) {

@@ -64,7 +64,7 @@ struct SageTraits {
   // 2.5-3.5 % at hd128 (ptxas spilled 16 bytes), so the launcher takes it only where it splits.
   static constexpr bool kSplit = kSplit_;
   static constexpr bool kListed = kListed_;  // the block-sparse walk (see the file comment)
-  // The producer warpgroup's warps 1-3 quantize each tile's Q rows themselves (sage_q_quantizer),
+  // The producer warpgroup's warps 1-3 quantize each tile's Q rows themselves (SageQQuantizer),
   // in place of the Q pass and the INT8 Q tile's TMA load (see the file comment).
   static constexpr bool kFusedQ = kFusedQ_;
   static constexpr int kPolyEvery = kPolyEvery_;  // see SageConsumer::exp2_col
@@ -111,7 +111,7 @@ struct SageTraits {
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
   static constexpr int kQStageOffset = kVOffset + kStages * kVStageBytes;
   static constexpr int kQScaleOffset = kQStageOffset + kQStageBytes;
-  static constexpr int kBarrierOffset = kQScaleOffset + (kFusedQ ? kQBuffers * kBlockM * 4 : 0);
+  static constexpr int kBarrierOffset = kQScaleOffset + kQScaleBytes;
   static constexpr int kNumBarriers = 2 * kQBuffers + 4 * kStages;
   static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
   // The register file (64K) split between the producer and the consumers (setmaxnreg).
@@ -263,7 +263,7 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
   QSlot<T> q;
   for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
     const SageTile c = decode_item<T>(p, item);
-    if constexpr (!T::kFusedQ) {  // else warps 1-3 fill the Q buffer (sage_q_quantizer)
+    if constexpr (!T::kFusedQ) {  // else warps 1-3 fill the Q buffer (SageQQuantizer)
       ptx::mbar_wait(sm.q_empty(q.buf()), q.phase() ^ 1);
       ptx::mbar_arrive_expect_tx(sm.q_full(q.buf()), T::kQBytes);
 #pragma unroll
@@ -821,9 +821,7 @@ struct SageConsumer {
         ptx::wgmma_wait<0>();
         fence_scores(si);
         release(sm.k_empty(stage));
-        // The last read of this Q (kFusedQ: of its scales, read for each block from beside the buffer,
-        // which holds fewer registers across the tile): the buffer may load again.
-        if (n == c.n_blocks - 1) release(sm.q_empty(q.buf()));
+        if (n == c.n_blocks - 1) release(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
         softmax(si, s, m, l, alpha, c, kb, qs);
         convert_p(s, pr);
         ptx::mbar_wait(sm.v_full(stage), phase);
