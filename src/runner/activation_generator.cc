@@ -139,13 +139,24 @@ void fill(HostTensor& t, Operand op, std::uint64_t stream, const LayerParams& p,
         if (op == Operand::kV) {
           x = noise;
         } else {
-          double angle = p.frequency[pi] * position + p.phase[pi];
-          if (where.in_video) {
+          const double gain = p.gain_qk[pi];
+          if (!where.in_video) {
+            const double smooth = std::sqrt(2.0) * std::sin(p.frequency[pi] * position + p.phase[pi]);
+            x = p.head_scale[ph] * gain * (w_pos * smooth + w_noise * noise);
+          } else if (gain == 1.0) {
             const double* w = &p.video_frequency[pi * 3];
-            angle = w[0] * where.axis[0] + w[1] * where.axis[1] + w[2] * where.axis[2] + p.phase[pi];
+            const double smooth =
+                std::sqrt(2.0) * std::sin(w[0] * where.axis[0] + w[1] * where.axis[1] + w[2] * where.axis[2] + p.phase[pi]);
+            x = p.head_scale[ph] * (w_pos * smooth + w_noise * noise);
+          } else {
+            // A video token's outlier channel is a constant offset of unit power times the gain, the
+            // same in Q and K (a massive activation), plus the ordinary noise: its product is then
+            // the same for every key of a query, which softmax ignores. An outlier that varied with
+            // position, or noise times the gain, would hand a query's attention to scattered far
+            // keys whose outlier channels happen to align (docs/validation.md).
+            const double offset = std::sin(p.phase[pi]) >= 0.0 ? 1.0 : -1.0;
+            x = p.head_scale[ph] * (gain * w_pos * offset + w_noise * noise);
           }
-          const double smooth = std::sqrt(2.0) * std::sin(angle);
-          x = p.head_scale[ph] * p.gain_qk[pi] * (w_pos * smooth + w_noise * noise);
           if (op == Operand::kK) x += p.head_scale[ph] * p.k_bias[pi];
           if (op == Operand::kQ) x += p.head_scale[ph] * p.q_bias[pi];
         }
