@@ -121,9 +121,8 @@ Status quantize(const SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream) 
   const int q_blocks = qk8 && !p.fused_q ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
   sage_prepass_kernel<kBf16, kD><<<q_blocks + p.stat_chunks * bhkv, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks);
   sage_means_kernel<kD><<<dim3(bhkv, kD / 32), 32 * kMeanLanes, 0, stream>>>(p, v_fp8);
-  const int k_per_head = qk8 ? p.k_groups : 0, v_per_head = v_fp8 ? p.kv_padded / kKvBlock : 0;
-  if (k_per_head + v_per_head > 0)
-    sage_quant_kv_kernel<kBf16, kD><<<(k_per_head + v_per_head) * bhkv, 256, 0, stream>>>(p, k_per_head, v_per_head);
+  const int k_blocks = qk8 ? p.k_groups * bhkv : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
+  sage_quant_kv_kernel<kBf16, kD><<<k_blocks + v_blocks, 256, 0, stream>>>(p, k_blocks);
   if (qk8 && p.lse != nullptr)
     sage_q_shift_kernel<kBf16, kD>
         <<<dim3(static_cast<unsigned>(flash::ceil_div(p.seqlen_q, 8)), bhq), 256, 0, stream>>>(p);

@@ -481,17 +481,17 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
   }
 }
 
-// grid ((k_per_head + v_per_head) * B * Hkv), 256 threads: for each (batch, head) its K pass's
-// blocks (k_per_head = k_groups, or 0 without INT8 K) then its V pass's (kv_padded / kKvBlock, or 0
-// without FP8 V). The heads run last to first: the statistics pass read them first to last, so the
-// K and V it read last are still in L2 when this launch, which reads them again, starts.
+// grid (k_groups * B * Hkv + (FP8: kv_padded / kKvBlock * B * Hkv)), 256 threads: the K pass's
+// blocks, then the V pass's. One launch reads K and V once more, after the means.
 template <bool kBf16, int kD>
-__global__ void __launch_bounds__(256) sage_quant_kv_kernel(const SageParams p, int k_per_head, int v_per_head) {
-  const int per_head = k_per_head + v_per_head;
-  const int bh = static_cast<int>(gridDim.x) / per_head - 1 - static_cast<int>(blockIdx.x) / per_head;
-  const int r = static_cast<int>(blockIdx.x) % per_head;
-  if (r < k_per_head) sage_quant_k_block<kBf16, kD>(p, r, bh);
-  else sage_quant_v_block<kBf16, kD>(p, r - k_per_head, bh);
+__global__ void __launch_bounds__(256) sage_quant_kv_kernel(const SageParams p, int k_blocks) {
+  const int block = blockIdx.x;
+  if (block < k_blocks) {
+    sage_quant_k_block<kBf16, kD>(p, block % p.k_groups, block / p.k_groups);
+  } else {
+    const int vb = p.kv_padded / kKvBlock, s = block - k_blocks;
+    sage_quant_v_block<kBf16, kD>(p, s % vb, s / vb);
+  }
 }
 
 }  // namespace diffattn::sage
