@@ -166,8 +166,8 @@ int main(int argc, char** argv) {
       std::printf(" | %9.3f %8.3f %8.1f %8.2e %9.6f", t, t_flash / t, flops / t / 1e9, std::sqrt(dd / rr),
                   dot / std::sqrt(rr * gg));
     }
-    // The Ampere/Ada kernels (run here as compute_80 code on the Hopper GPU): SAGE_ATTN's against
-    // FLASH_ATTN's, both against the Hopper FLASH_ATTN output.
+    // The Ampere/Ada kernels (run here on the Hopper GPU): SAGE_ATTN's (16-bit P*V, then FP8 P*V)
+    // against FLASH_ATTN's, all against the Hopper FLASH_ATTN output.
     if (mode_filter.empty()) {
       AttentionProblem pa = p;
       pa.out = view(o, w.b, w.sq, w.h, w.d);
@@ -181,6 +181,16 @@ int main(int argc, char** argv) {
         dd += (a - b) * (a - b), rr += b * b;
       }
       std::printf(" | sm80 flash %8.3f sage %8.3f x %6.3f relL2 %8.2e", t_fa, t_sa, t_fa / t_sa, std::sqrt(dd / rr));
+      // The same kernel's FP8 P*V mode (Ada's, compute_89 code; here its sm_90a build).
+      cudaMemset(o, 0xff, nq * 2);
+      const float t_s8 = time([&] { return sage::run_sage_attn_ampere_cuda(pa, nullptr, sage::PvMode::kFp8); });
+      cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost);
+      dd = 0, rr = 0;
+      for (size_t i = 0; i < nq; i += 7) {
+        const double a = __bfloat162float(got[i]), b = __bfloat162float(ref[i]);
+        dd += (a - b) * (a - b), rr += b * b;
+      }
+      std::printf(" | ada-fp8 sage %8.3f x %6.3f relL2 %8.2e", t_s8, t_fa / t_s8, std::sqrt(dd / rr));
     }
     std::printf("\n");
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o_ref), cudaFree(o);

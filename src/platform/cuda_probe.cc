@@ -19,7 +19,7 @@ const std::vector<std::string> kCompiledArchs = {"sm_80", "sm_90a"};
 // sm_80 SASS runs on every 8.x device (and its PTX JIT-compiles there); sm_90a only on 9.0.
 bool flash_attn_built_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }
 
-// SAGE_ATTN's kernels: the Hopper kernel on sm_90, the Ampere/Ada kernel (16-bit P*V) on sm_80-sm_89
+// SAGE_ATTN's kernels: the Hopper kernel on sm_90, the Ampere/Ada kernel on sm_80-sm_89 (FP8 P*V from sm_89)
 // (kernels/cuda/sage/run_sage_attn.h answers the same for the kernels layer, which the platform may
 // not include).
 bool sage_attn_built_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }

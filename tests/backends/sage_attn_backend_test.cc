@@ -48,28 +48,35 @@ TEST(SageAttnBackend, ThePvOptionTakesFp8OrFp16AndNothingElse) {
   EXPECT_EQ(created.status().code(), ErrorCode::kInvalidConfig);
 }
 
-// An unset pv follows the hardware: FP8 P*V on the CPU and Hopper, 16-bit on Ampere/Ada, where an
-// explicit "fp8" is refused at creation with what to set instead.
-TEST(SageAttnBackend, AnUnsetPvFollowsTheGpuAndAnExplicitFp8NeedsHopper) {
-  const PlatformInfo cpu = testing::described_cpu(), hopper = testing::probed_like(9, 0), ada = testing::probed_like(8, 9);
+// An unset pv follows the hardware: FP8 P*V on the CPU and wherever FP8 tensor cores exist (Ada,
+// sm_89, and Hopper), 16-bit on Ampere (sm_80-sm_87), where an explicit "fp8" is refused at creation
+// with what to set instead.
+TEST(SageAttnBackend, AnUnsetPvFollowsTheGpuAndAnExplicitFp8NeedsFp8TensorCores) {
+  const PlatformInfo cpu = testing::described_cpu(), hopper = testing::probed_like(9, 0), ada = testing::probed_like(8, 9),
+                     ampere = testing::probed_like(8, 0), ga10x = testing::probed_like(8, 6);
   const std::optional<AttentionSpec> none, fp8 = spec_with({{"pv", "fp8"}}), fp16 = spec_with({{"pv", "fp16"}});
   EXPECT_EQ(*sage_pv_mode(none, cpu), sage::PvMode::kFp8);
   EXPECT_EQ(*sage_pv_mode(none, hopper), sage::PvMode::kFp8);
-  EXPECT_EQ(*sage_pv_mode(none, ada), sage::PvMode::kFp16);
-  EXPECT_EQ(*sage_pv_mode(spec_with(nlohmann::json::object()), testing::probed_like(8, 0)), sage::PvMode::kFp16);
+  EXPECT_EQ(*sage_pv_mode(none, ada), sage::PvMode::kFp8);
+  EXPECT_EQ(*sage_pv_mode(none, ampere), sage::PvMode::kFp16);
+  EXPECT_EQ(*sage_pv_mode(spec_with(nlohmann::json::object()), ga10x), sage::PvMode::kFp16);
   EXPECT_EQ(*sage_pv_mode(fp16, ada), sage::PvMode::kFp16);
+  EXPECT_EQ(*sage_pv_mode(fp16, ampere), sage::PvMode::kFp16);
   EXPECT_EQ(*sage_pv_mode(fp8, hopper), sage::PvMode::kFp8);
-  const auto refused = sage_pv_mode(fp8, ada);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), ErrorCode::kUnsupported);
-  EXPECT_THAT(refused.status().message(), HasSubstr("\"pv\": \"fp16\""));
-  EXPECT_THAT(refused.status().message(), HasSubstr("sm_89"));
-  BackendInit init;
-  init.spec = fp8;
-  init.platform = ada;
-  auto created = global_registry().create("SAGE_ATTN", init);
-  ASSERT_FALSE(created.ok());
-  EXPECT_EQ(created.status().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(*sage_pv_mode(fp8, ada), sage::PvMode::kFp8);
+  for (const PlatformInfo& old : {ampere, ga10x}) {
+    const auto refused = sage_pv_mode(fp8, old);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), ErrorCode::kUnsupported);
+    EXPECT_THAT(refused.status().message(), HasSubstr("\"pv\": \"fp16\""));
+    EXPECT_THAT(refused.status().message(), HasSubstr(old.sm_string()));
+    BackendInit init;
+    init.spec = fp8;
+    init.platform = old;
+    auto created = global_registry().create("SAGE_ATTN", init);
+    ASSERT_FALSE(created.ok());
+    EXPECT_EQ(created.status().code(), ErrorCode::kUnsupported);
+  }
 }
 
 // A layer configured with `extra` gives exactly what the CPU implementation gives in `pv` mode.

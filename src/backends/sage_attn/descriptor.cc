@@ -44,7 +44,7 @@ void register_sage_attn(Registry& registry) {
                       .when_explicit("does not provide a kernel for {sm} (SAGE_ATTN's CUDA kernels are built for "
                                      "sm_80 to sm_90). Select {suggest} instead.")};
   d.kernels = {{DeviceKind::kCpu, "INT8 Q*K^T, FP8 or 16-bit P*V; the GPU kernels' arithmetic"},
-               {DeviceKind::kCuda, "sm_90a (FP8 or 16-bit P*V); sm_80 PTX for sm_80-sm_89 (16-bit P*V)"}};
+               {DeviceKind::kCuda, "sm_90a (FP8 or 16-bit P*V); sm_80 PTX for sm_80-sm_89 (16-bit P*V) and compute_89 for sm_89 (FP8 P*V)"}};
   // The CPU implementation is always built; the CUDA kernels exist where the platform says so.
   d.unavailable_reason = [](const PlatformInfo& platform) -> std::optional<std::string> {
     if (platform.kind == PlatformKind::kCpu || platform.features.sage_attn) return std::nullopt;

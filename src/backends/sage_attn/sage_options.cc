@@ -22,12 +22,14 @@ std::optional<sage::PvMode> sage_pv_choice(const std::optional<AttentionSpec>& s
 }
 
 Result<sage::PvMode> sage_pv_mode(const std::optional<AttentionSpec>& spec, const PlatformInfo& platform) {
-  const bool fp8_kernel = platform.kind != PlatformKind::kCuda || platform.cc_major >= 9;
+  // FP8 tensor cores: Ada (sm_89) and Hopper; the CPU implements the arithmetic itself.
+  const bool fp8_kernel = platform.kind != PlatformKind::kCuda || platform.capability() >= 89;
   const std::optional<sage::PvMode> named = sage_pv_choice(spec);
   if (!named) return fp8_kernel ? sage::PvMode::kFp8 : sage::PvMode::kFp16;
   if (*named == sage::PvMode::kFp8 && !fp8_kernel)
     return Unsupported("SAGE_ATTN extra.pv \"fp8\" asks for FP8 P*V, which its kernel for " + platform.sm_string() +
-                       " does not have (Hopper, sm_90, does); set \"pv\": \"fp16\" or leave pv unset");
+                       " does not have (FP8 tensor cores: Ada, sm_89, and Hopper, sm_90); set \"pv\": \"fp16\" or leave pv "
+                       "unset");
   return *named;
 }
 

@@ -17,6 +17,7 @@ inline constexpr int kKGroup = 64;     // keys sharing one INT8 scale (per batch
 inline constexpr int kKvBlock = 128;   // keys per online-softmax block: P is quantized against this block's max
 inline constexpr float kInt8Max = 127.f;
 inline constexpr float kE4m3Max = fp8::kE4m3Max;
+inline constexpr float kLog2E4m3Max = 8.807354922057604f;  // log2(448): the LSE of the FP8 mode's 448 p row sums
 
 // How P*V is computed: FP8 E4M3 P and per-channel-scaled FP8 V (the default), or P rounded to the
 // input dtype against unquantized V (the accurate mode, extra {"pv": "fp16"}).

@@ -274,7 +274,21 @@ Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void*
                              /*hopper=*/true, launch, fuse_q);
 }
 
-Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) {
+Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream, PvMode pv) {
+  if (pv == PvMode::kFp8) {
+    int major = 0, minor = 0;
+    DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
+    DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, problem.q.device.index));
+    if (major * 10 + minor < 89)
+      return Unsupported("SAGE_ATTN's FP8 P*V needs FP8 tensor cores (sm_89 or newer), but this device is sm_" +
+                         std::to_string(major * 10 + minor) +
+                         "; set extra {\"pv\": \"fp16\"} or leave pv unset (the 16-bit P*V is then the default here)");
+    // V goes through the quantization kernels (any alignment); the kernel reads their E4M3 copy.
+    return quantize_and_launch(problem, PvMode::kFp8, QkMode::kInt8, stream, kSageAmpereTileRows, /*hopper=*/false,
+                               [](const SageParams& p, int, void* s) {
+                                 return launch_sage_ada_fp8(p, static_cast<cudaStream_t>(s));
+                               });
+  }
   const TensorView& v = problem.v;
   if (reinterpret_cast<std::uintptr_t>(v.data) % 16 != 0 || v.stride(0) % 8 != 0 || v.stride(1) % 8 != 0 ||
       v.stride(2) % 8 != 0)
@@ -289,12 +303,7 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) 
 Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream, const SageKernelChoice& choice) {
   int major = 0;
   DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
-  if (major == 8) {
-    if (pv == PvMode::kFp8)
-      return Unsupported("SAGE_ATTN's FP8 P*V runs on Hopper (sm_90) only; on this GPU set extra {\"pv\": \"fp16\"} "
-                         "or leave pv unset (the 16-bit P*V is then the default here)");
-    return run_sage_attn_ampere_cuda(problem, stream);
-  }
+  if (major == 8) return run_sage_attn_ampere_cuda(problem, stream, pv);  // FP8 P*V from sm_89 on
   const bool fp8 = pv == PvMode::kFp8;
   const int groups = choice.consumer_groups != 0
                          ? choice.consumer_groups

@@ -14,8 +14,8 @@ namespace diffattn::sage {
 
 // `problem` has passed the layer's checks. Checks what the kernels need (head size, dtype, mask
 // kind, architecture) before anything is written; in a build without CUDA returns kUnavailable.
-// sm_90 runs the Hopper kernel in either P*V mode; sm_80-sm_89 run the Ampere/Ada kernel, which has
-// the 16-bit P*V mode only (kFp8 is refused there with what to set instead).
+// sm_90 runs the Hopper kernel in either P*V mode; sm_80-sm_89 run the Ampere/Ada kernel, in either
+// mode on sm_89 and in the 16-bit mode below it (kFp8 is refused there with what to set instead).
 // `choice` overrides the kernel's shape where it is set (benchmarks and tests that compare shapes);
 // the default takes sage_config.h's rule.
 struct SageKernelChoice {
@@ -34,10 +34,12 @@ using SageKernelLaunch = std::function<Status(const SageParams& params, int sm_c
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
                                const SageKernelLaunch& launch, QkMode qk = QkMode::kInt8, int fuse_q = 0);
 
-// SAGE_ATTN's Ampere/Ada kernel (mma.sync; INT8 Q K^T, P V in the input dtype: the accurate mode's
-// arithmetic), built as compute_80 PTX so that any GPU from sm_80 runs it; calling it directly
-// lets it be checked on a newer GPU. run_sage_attn_cuda selects it on sm_80-sm_89.
-Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream);
+// SAGE_ATTN's Ampere/Ada kernel (mma.sync; INT8 Q K^T). PvMode::kFp16, P V in the input dtype (the
+// accurate mode's arithmetic), is built as compute_80 PTX so that any GPU from sm_80 runs it;
+// PvMode::kFp8, E4M3 P and V on the FP8 tensor cores, as compute_89 and runs from sm_89 on (refused
+// below). Calling it directly lets it be checked on a newer GPU. run_sage_attn_cuda selects it on
+// sm_80-sm_89.
+Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream, PvMode pv = PvMode::kFp16);
 
 // For the tests: how many float inputs (every bit pattern from 0 to +inf, and a NaN) give bits other
 // than IEEE division's to the quantization's call-free divisions (sage_quant.cuh): 127 / amax, amax /

@@ -1,5 +1,6 @@
 #pragma once
-// The launch of SAGE_ATTN's Ampere/Ada kernel (sage_fwd_ampere.cuh, instantiated in sage_ampere.cu).
+// The launches of SAGE_ATTN's Ampere/Ada kernel (sage_fwd_ampere.cuh): its 16-bit P*V mode
+// (sage_ampere.cu, compute_80) and its FP8 P*V mode (sage_ada.cu, compute_89).
 
 #include <cuda_runtime.h>
 
@@ -12,5 +13,8 @@ inline constexpr int kSageAmpereTileRows = 64;  // query rows per CTA: four warp
 
 // p.num_m_blocks counts tiles of kSageAmpereTileRows rows; the workspace holds INT8 Q and K.
 Status launch_sage_ampere(const SageParams& p, cudaStream_t stream);
+
+// The FP8 P*V mode (sm_89 and newer): the workspace also holds V in E4M3 and its scales.
+Status launch_sage_ada_fp8(const SageParams& p, cudaStream_t stream);
 
 }  // namespace diffattn::sage

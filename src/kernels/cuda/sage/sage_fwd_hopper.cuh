@@ -182,9 +182,6 @@ __device__ __forceinline__ SageTile decode_item(const SageParams& p, int item) {
   return c;
 }
 
-// log2(448): in the FP8 P*V mode P is 448 times the probability.
-inline constexpr float kLog2E4m3Max = 8.807354922057604f;
-
 // The LSE (natural log) of query row `row` of tile `c`, from its running maximum `m` and row sum `l`
 // (log2 units; in the FP8 mode l sums 448 p), plus what smoothing K took from its scores (none with
 // kQk16); -inf for a row that saw no key. The whole tiles' epilogue and sage_merge_kernel both.
