@@ -191,6 +191,18 @@ int main(int argc, char** argv) {
         dd += (a - b) * (a - b), rr += b * b;
       }
       std::printf(" | ada-fp8 sage %8.3f x %6.3f relL2 %8.2e", t_s8, t_fa / t_s8, std::sqrt(dd / rr));
+      // FLASHINFER_ATTN's QK16/V8 on the same kernel ('fa2').
+      cudaMemset(o, 0xff, nq * 2);
+      sage::SageKernelChoice mma;
+      mma.mma_sync = true;
+      const float t_q8 = time([&] { return sage::run_qk16_v8_cuda(pa, nullptr, mma); });
+      cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost);
+      dd = 0, rr = 0;
+      for (size_t i = 0; i < nq; i += 7) {
+        const double a = __bfloat162float(got[i]), b = __bfloat162float(ref[i]);
+        dd += (a - b) * (a - b), rr += b * b;
+      }
+      std::printf(" | ada-qk16 %8.3f x %6.3f relL2 %8.2e", t_q8, t_fa / t_q8, std::sqrt(dd / rr));
     }
     std::printf("\n");
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o_ref), cudaFree(o);

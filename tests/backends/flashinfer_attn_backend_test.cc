@@ -74,29 +74,31 @@ TEST(FlashInferAttnBackend, Fa2Fa3AndAutoRunOnTheCpuAndBlackwellKernelsAreRefuse
   EXPECT_TRUE(create_on(hopper, spec_with(variant("fa3"))).ok());
 }
 
-// QK16/V8 has a CUDA kernel on sm_90 only (FP8 P*V on Hopper's tensor cores): created there with
-// 'fa3' or 'auto', refused with 'fa2' (the Ampere-class kernel) and on other GPUs, with what to do.
-TEST(FlashInferAttnBackend, Qk16V8IsCreatedOnHopperAndTheCpuAndRefusedElsewhere) {
+// QK16/V8 runs P*V on FP8 tensor cores: created on Hopper with 'fa3', 'auto' or 'fa2' (the
+// mma.sync kernel), on Ada (sm_89) with 'auto' or 'fa2', on the CPU with any; refused on GPUs
+// without FP8 tensor cores (sm_80, sm_86), with what to do.
+TEST(FlashInferAttnBackend, Qk16V8IsCreatedWhereFp8TensorCoresAreAndRefusedElsewhere) {
   AttnQuantSpec fp8 = variant("auto");
   fp8.dtype_vo = "fp8_e4m3";
-  const PlatformInfo hopper = testing::probed_like(9, 0);
-  EXPECT_TRUE(create_on(probe_cpu_platform(), spec_with(fp8)).ok());
-  EXPECT_TRUE(create_on(hopper, spec_with(fp8)).ok());
-  AttnQuantSpec fa3 = fp8;
+  const PlatformInfo hopper = testing::probed_like(9, 0), ada = testing::probed_like(8, 9);
+  AttnQuantSpec fa3 = fp8, fa2 = fp8;
   fa3.flashinfer_backend = "fa3";
-  EXPECT_TRUE(create_on(hopper, spec_with(fa3)).ok());
-  AttnQuantSpec fa2 = fp8;
   fa2.flashinfer_backend = "fa2";
+  EXPECT_TRUE(create_on(probe_cpu_platform(), spec_with(fp8)).ok());
   EXPECT_TRUE(create_on(probe_cpu_platform(), spec_with(fa2)).ok());
-  const Status on_fa2 = create_on(hopper, spec_with(fa2));
-  EXPECT_EQ(on_fa2.code(), ErrorCode::kUnsupported);
-  EXPECT_THAT(on_fa2.message(), HasSubstr("Use 'fa3' or 'auto', or leave dtype_vo unset"));
-  for (const auto& [major, minor] : {std::pair{8, 0}, {8, 9}}) {
-    const Status off_hopper = create_on(testing::probed_like(major, minor), spec_with(fp8));
-    EXPECT_EQ(off_hopper.code(), ErrorCode::kUnsupported) << major << "." << minor;
-    EXPECT_THAT(off_hopper.message(), HasSubstr("sm_90 (Hopper) only"));
-    EXPECT_THAT(off_hopper.message(), HasSubstr("Leave dtype_vo unset"));
-  }
+  EXPECT_TRUE(create_on(hopper, spec_with(fp8)).ok());
+  EXPECT_TRUE(create_on(hopper, spec_with(fa3)).ok());
+  EXPECT_TRUE(create_on(hopper, spec_with(fa2)).ok());
+  EXPECT_TRUE(create_on(ada, spec_with(fp8)).ok());
+  EXPECT_TRUE(create_on(ada, spec_with(fa2)).ok());
+  EXPECT_THAT(create_on(ada, spec_with(fa3)).message(), HasSubstr("Hopper"));  // 'fa3' names the Hopper kernel
+  for (const auto& [major, minor] : {std::pair{8, 0}, {8, 6}})
+    for (const AttnQuantSpec& q : {fp8, fa2}) {
+      const Status refused = create_on(testing::probed_like(major, minor), spec_with(q));
+      EXPECT_EQ(refused.code(), ErrorCode::kUnsupported) << major << "." << minor;
+      EXPECT_THAT(refused.message(), HasSubstr("FP8 tensor cores (sm_89 and newer)"));
+      EXPECT_THAT(refused.message(), HasSubstr("Leave dtype_vo unset"));
+    }
 }
 
 TEST(FlashInferAttnBackend, RunsOnTheCpuAndWhereverFlashAttnsKernelsRun) {

@@ -82,6 +82,15 @@ bool lse_check(const AttentionProblem& p, testing::OracleOutput& t, double* wors
   return ok;
 }
 
+// The kernels this file checks: the Hopper kernel with 2 or 3 consumer groups, and (0) the Ada
+// mma.sync kernel ('fa2'), which the Hopper GPU runs too.
+sage::SageKernelChoice kernel_choice(int kernel) {
+  sage::SageKernelChoice choice;
+  choice.consumer_groups = kernel;
+  choice.mma_sync = kernel == 0;
+  return choice;
+}
+
 // FP8 P*V's budget on the harness's inputs (as SAGE_ATTN's FP8 mode; the 16-bit scores add nothing).
 constexpr double kRelL2 = 0.06, kCosine = 0.998;
 // The LSE sums the E4M3 P values (the row sums come out of the P*V product), so a row of few keys
@@ -91,7 +100,8 @@ constexpr double kLseTolerance = 0.05;
 // The GPU kernel computes the CPU implementation's quantized V and the same E4M3 P; what differs is
 // ex2.approx, fp32 summation order and the tensor cores' sums. So the GPU output stays closer to the
 // CPU's than either is to exact attention, and its error against float64 exceeds the CPU's by at
-// most 10 %. Both kernel shapes, both dtypes, both head sizes, causal, GQA, key padding, Sq != Skv.
+// most 10 %. Both Hopper kernel shapes and the Ada (mma.sync) kernel, both dtypes, both head sizes,
+// causal, GQA, key padding, Sq != Skv.
 TEST(GpuQk16V8, AgreesWithTheCpuImplementationOfTheSameArithmetic) {
   SKIP_WITHOUT_HOPPER();
   const auto seed = testing::fresh_seed();
@@ -99,7 +109,7 @@ TEST(GpuQk16V8, AgreesWithTheCpuImplementationOfTheSameArithmetic) {
   int idx = 0;
   for (DType dtype : {DType::kBFloat16, DType::kFloat16})
     for (std::int64_t d : {64, 128})
-      for (int groups : {2, 3}) {
+      for (int groups : {2, 3, 0}) {
         const ParityCase c = fp8_v_case(d, dtype, idx++);
         auto data = testing::make_case_data(c, rng);
         testing::OracleOutput truth = testing::reference_attention(data->problem, testing::OraclePrecision::kFloat64);
@@ -109,7 +119,7 @@ TEST(GpuQk16V8, AgreesWithTheCpuImplementationOfTheSameArithmetic) {
         testing::poison(data->problem.out);
         testing::DeviceCase device(*data);
         ASSERT_TRUE(device.ok()) << c.name();
-        const Status s = sage::run_qk16_v8_cuda(device.problem(), nullptr, sage::SageKernelChoice{groups});
+        const Status s = sage::run_qk16_v8_cuda(device.problem(), nullptr, kernel_choice(groups));
         ASSERT_TRUE(s.ok()) << c.name() << ": " << s.ToString();
         ASSERT_TRUE(device.copy_back()) << c.name();
         const std::vector<double> gpu = testing::output_values(data->problem.out);
@@ -137,11 +147,11 @@ TEST(GpuQk16V8, FullyMaskedRowsAreZeroWithLseMinusInfinity) {
   c.mask = testing::MaskShape::kKeyPadding;
   c.fully_masked_rows = true;
   c.batch = 2;
-  for (int groups : {2, 3}) {
+  for (int groups : {2, 3, 0}) {
     auto data = testing::make_case_data(c, rng);
     testing::DeviceCase device(*data);
     ASSERT_TRUE(device.ok());
-    ASSERT_TRUE(sage::run_qk16_v8_cuda(device.problem(), nullptr, sage::SageKernelChoice{groups}).ok());
+    ASSERT_TRUE(sage::run_qk16_v8_cuda(device.problem(), nullptr, kernel_choice(groups)).ok());
     ASSERT_TRUE(device.copy_back());
     EXPECT_EQ(testing::check_fully_masked_rows(c, data->problem), "") << c.name() << " groups " << groups
                                                                        << " seed " << seed;

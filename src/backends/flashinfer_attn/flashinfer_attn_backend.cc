@@ -26,18 +26,15 @@ Status check_operand_dtype(const std::optional<DType>& wanted, DType got, const 
                       std::string(dtype_name(*wanted)) + " or change quant." + field);
 }
 
-// QK16/V8 on CUDA is the Hopper FP8 P*V kernel (sm_90): refused at creation elsewhere, and with
-// 'fa2', which names the Ampere-class kernel (16-bit P*V only).
+// QK16/V8 on CUDA runs P*V on FP8 tensor cores: the Hopper kernel on sm_90 ('auto', 'fa3'), the
+// Ada-class mma.sync kernel on sm_89 ('auto', 'fa2') and, with 'fa2', on sm_90 too; GPUs without
+// FP8 tensor cores (sm_80-sm_87) are refused at creation.
 Status check_fp8_v_on_platform(const FlashInferMode& mode, const PlatformInfo& platform) {
   if (!mode.fp8_v || platform.kind != PlatformKind::kCuda) return Status::Ok();
-  if (mode.variant == FlashInferVariant::kFa2)
-    return Unsupported("FLASHINFER_ATTN's QK16/V8 mode (quant.dtype_vo=fp8_e4m3) runs P*V on the FP8 tensor cores of "
-                       "the Hopper kernel; quant.flashinfer_backend='fa2' names the Ampere-class kernel, which has "
-                       "none. Use 'fa3' or 'auto', or leave dtype_vo unset for 16-bit V.");
-  if (platform.cc_major != 9 || platform.cc_minor != 0)
-    return Unsupported("FLASHINFER_ATTN's QK16/V8 mode (quant.dtype_vo=fp8_e4m3) has a CUDA kernel for sm_90 (Hopper) "
-                       "only, not " + platform.sm_string() + ". Leave dtype_vo unset for 16-bit V, or run on CPU "
-                       "tensors.");
+  if (platform.capability() < 89)
+    return Unsupported("FLASHINFER_ATTN's QK16/V8 mode (quant.dtype_vo=fp8_e4m3) runs P*V on FP8 tensor cores (sm_89 "
+                       "and newer), which " + platform.sm_string() + " does not have. Leave dtype_vo unset for 16-bit "
+                       "V, or run on CPU tensors.");
   return Status::Ok();
 }
 
@@ -67,7 +64,9 @@ Status FlashInferAttnBackend::forward(const AttentionProblem& problem, void* str
   if (problem.q.device.kind == DeviceKind::kCuda) {
     if (mode_.fp8_v) {
       DIFFATTN_RETURN_IF_ERROR(check_fp8_v_cuda_problem(problem));
-      return sage::run_qk16_v8_cuda(problem, stream);
+      sage::SageKernelChoice choice;
+      choice.mma_sync = mode_.variant == FlashInferVariant::kFa2;  // 'fa2': the Ampere/Ada-class kernel
+      return sage::run_qk16_v8_cuda(problem, stream, choice);
     }
     if (problem.v.size(3) != problem.q.size(3))
       return Unsupported("FLASHINFER_ATTN's CUDA kernels need the value head size to equal the query/key head size, "

@@ -208,7 +208,7 @@ Status count_division_mismatches(std::uint64_t (&mismatches)[3]) {
 
 bool sage_cuda_kernel_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }
 
-bool qk16_v8_cuda_kernel_for(int major, int minor) { return major == 9 && minor == 0; }
+bool qk16_v8_cuda_kernel_for(int major, int minor) { return major == 9 ? minor == 0 : major == 8 && minor >= 9; }
 
 namespace {
 
@@ -344,6 +344,24 @@ Status run_sage_block_sparse_cuda(const AttentionProblem& problem, const flash::
 }
 
 Status run_qk16_v8_cuda(const AttentionProblem& problem, void* stream, const SageKernelChoice& choice) {
+  int major = 0, minor = 0;
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, problem.q.device.index));
+  const int sm = major * 10 + minor;
+  if (sm != 90 || choice.mma_sync) {
+    if (sm < 89)
+      return Unsupported(std::string(kQk16V8Name) + " runs P*V on FP8 tensor cores (sm_89 or newer), but this device is "
+                         "sm_" + std::to_string(sm) + "; leave quant.dtype_vo unset for 16-bit V, or run on CPU tensors");
+    for (const TensorView* t : {&problem.q, &problem.k})
+      if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0 || t->stride(0) % 8 != 0 || t->stride(1) % 8 != 0 ||
+          t->stride(2) % 8 != 0)
+        return InvalidInput(std::string(kQk16V8Name) + "'s Ada kernel copies q and k in 16-byte pieces: they must be "
+                            "16-byte aligned with strides that are multiples of 8 elements; pass contiguous q and k");
+    return quantize_and_launch(problem, PvMode::kFp8, QkMode::k16, stream, kSageAmpereTileRows, /*hopper=*/false,
+                               [](const SageParams& p, int, void* s) {
+                                 return launch_qk16_v8_ada(p, static_cast<cudaStream_t>(s));
+                               });
+  }
   for (const TensorView* t : {&problem.q, &problem.k})
     if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
       return InvalidInput(std::string(kQk16V8Name) + " loads q and k with the tensor memory accelerator: their data must "

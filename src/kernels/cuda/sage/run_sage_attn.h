@@ -21,6 +21,9 @@ namespace diffattn::sage {
 struct SageKernelChoice {
   int consumer_groups = 0;  // 0: sage_consumer_groups; else 2 or 3
   int fuse_q = -1;          // -1: sage_fuse_q's rule; 0: the Q pass; 1: the kernel quantizes Q where it can
+  // QK16/V8 only: the Ampere/Ada-class (mma.sync) kernel even on sm_90, as quant.flashinfer_backend
+  // 'fa2' asks; it needs FP8 tensor cores (sm_89 or newer).
+  bool mma_sync = false;
 };
 Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream, const SageKernelChoice& choice = {});
 
@@ -59,12 +62,13 @@ bool sage_cuda_kernel_for(int major, int minor);
 Status run_sage_block_sparse_cuda(const AttentionProblem& problem, const flash::DeviceBlockSparseLists& lists,
                                   PvMode pv, void* stream);
 
-// FLASHINFER_ATTN's QK16/V8 mode on CUDA views (sm_90): the Hopper kernel above with Q K^T as a
-// 16-bit wgmma on the caller's Q and K (fp32 scores, no quantization of either) and V in FP8 E4M3
-// with one scale per (batch, kv head, channel) over the valid keys, P V on the FP8 tensor cores
-// with the two-level accumulation. Takes what SAGE_ATTN's kernel takes: bf16/fp16, head sizes 64
-// and 128, key-padding masks, causal, GQA, Sq != Skv, LSE; refuses the rest before writing. The
-// arithmetic is run_sage_attn_cpu's QkMode::k16, its oracle.
+// FLASHINFER_ATTN's QK16/V8 mode on CUDA views: on sm_90 the Hopper kernel above with Q K^T as a
+// 16-bit wgmma on the caller's Q and K (fp32 scores, no quantization of either), on sm_89 (and on
+// sm_90 with SageKernelChoice::mma_sync) the Ada kernel with Q K^T as 16-bit mma.sync; V in FP8
+// E4M3 with one scale per (batch, kv head, channel) over the valid keys, P V on the FP8 tensor
+// cores with the two-level accumulation. Takes what SAGE_ATTN's kernel takes: bf16/fp16, head sizes
+// 64 and 128, key-padding masks, causal, GQA, Sq != Skv, LSE; refuses the rest (and GPUs without
+// FP8 tensor cores) before writing. The arithmetic is run_sage_attn_cpu's QkMode::k16, its oracle.
 Status run_qk16_v8_cuda(const AttentionProblem& problem, void* stream, const SageKernelChoice& choice = {});
 bool qk16_v8_cuda_kernel_for(int major, int minor);
 

@@ -17,4 +17,8 @@ Status launch_sage_ampere(const SageParams& p, cudaStream_t stream);
 // The FP8 P*V mode (sm_89 and newer): the workspace also holds V in E4M3 and its scales.
 Status launch_sage_ada_fp8(const SageParams& p, cudaStream_t stream);
 
+// FLASHINFER_ATTN's QK16/V8 mode on the same kernel (sm_89 and newer): Q K^T from the caller's
+// 16-bit Q and K, V in E4M3 from the quantization kernels.
+Status launch_qk16_v8_ada(const SageParams& p, cudaStream_t stream);
+
 }  // namespace diffattn::sage

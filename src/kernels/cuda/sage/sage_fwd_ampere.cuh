@@ -12,6 +12,8 @@
 //    e4m3*e4m3 -> f32 into fresh accumulators per block, added to the output in fp32 (the two-level
 //    accumulation: the FP8 tensor cores keep fewer bits than fp32); the row sums are a product of
 //    P with a column of ones, so numerator and denominator share P's rounding.
+// kQk16 (FLASHINFER_ATTN's QK16/V8 mode, FP8 mode only): Q K^T from the caller's 16-bit Q and K with
+// mma.sync m16n8k16 and fp32 sums, times the softmax scale; no INT8, no smoothing.
 // FlashAttention-2 tiling: four warps of 16 query rows, K and V double-buffered with cp.async in
 // padded rows.
 
@@ -21,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "diffattn/status.h"
 
@@ -30,28 +33,35 @@
 
 namespace diffattn::sage {
 
-template <int kD_, typename T_, bool kFp8_ = false>
+template <int kD_, typename T_, bool kFp8_ = false, bool kQk16_ = false>
 struct SageAmpereTile {
   using T = T_;
   static constexpr int kD = kD_;
   static constexpr bool kFp8 = kFp8_;
+  static constexpr bool kQk16 = kQk16_;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockM = 16 * kWarps;
   static constexpr int kBlockN = kFp8 ? kKvBlock : kKGroup;  // FP8: P quantized per kKvBlock keys; 16-bit: one K scale per block
-  static constexpr int kQkPitch = kD + 16;  // bytes per INT8 row: 16 bytes of padding keep ldmatrix free of bank conflicts
+  // Bytes per Q or K row (INT8, or kQk16's 16-bit): 16 bytes of padding keep ldmatrix free of bank conflicts.
+  static constexpr int kQkPitch = (kQk16 ? 2 : 1) * kD + 16;
   static constexpr int kVPitch = kD + 8;    // elements per 16-bit V row, likewise
   static constexpr int kV8Pitch = kBlockN + 16;  // bytes per E4M3 V channel row (keys along the row), likewise
   static constexpr int kNTiles = kBlockN / 8;  // n8 tiles of the score block
   static constexpr int kDTiles = kD / 8;       // n8 tiles of the output
-  static constexpr int kQkSteps = kD / 32;     // k32 steps of Q K^T
+  static constexpr int kQkSteps = kQk16 ? kD / 16 : kD / 32;  // k16 (16-bit) or k32 (INT8) steps of Q K^T, 32 bytes each
   static constexpr int kPvSteps = kFp8 ? kBlockN / 32 : kBlockN / 16;  // k32 (E4M3) or k16 steps of P V
   static constexpr int kQBytes = kBlockM * kQkPitch;
   static constexpr int kKBytes = kBlockN * kQkPitch;
   static constexpr int kVBytes = kFp8 ? kD * kV8Pitch : kBlockN * kVPitch * 2;
-  static constexpr int kSmemBytes = kQBytes + 2 * kKBytes + 2 * kVBytes;
+  // kQk16: one K stage (the next block's K loads under this block's softmax and P V), so that hd128
+  // stays within Ada's 99 KB of shared memory per block.
+  static constexpr int kKStages = kQk16 ? 1 : 2;
+  static constexpr int kSmemBytes = kQBytes + kKStages * kKBytes + 2 * kVBytes;
   static_assert(kD == 64 || kD == 128, "SAGE_ATTN's Ampere kernel has hd64 and hd128");
   static_assert(kBlockN % 32 == 0 && kBlockN % kKGroup == 0, "P V steps of 32 keys; whole K scale groups per block");
+  static_assert(!kQk16 || kFp8, "QK16/V8 is an FP8 P*V mode");
+  static_assert(kSmemBytes <= 99 * 1024, "Ada gives a block at most 99 KB of shared memory");
 };
 
 // d += a * b on the FP8 tensor cores (sm_89 and newer); elsewhere the kernel is never launched
@@ -108,6 +118,19 @@ __device__ __forceinline__ void load_v_rows(typename Tile::T* smem, const typena
   }
 }
 
+// kRows rows of a 16-bit [rows, kD] operand (row stride `stride` elements, 16-byte aligned) into
+// padded shared rows of Tile::kQkPitch bytes; rows past `rows_valid` are zero-filled.
+template <class Tile, int kRows>
+__device__ __forceinline__ void load_16bit_rows(std::uint8_t* smem, const typename Tile::T* gmem, std::int64_t stride,
+                                                int rows_valid, int tid) {
+  constexpr int kChunks = Tile::kD / 8;
+  for (int idx = tid; idx < kRows * kChunks; idx += Tile::kThreads) {
+    const int row = idx / kChunks, chunk = idx % kChunks;
+    const bool valid = row < rows_valid;
+    cuda::cp_async_16(smem + row * Tile::kQkPitch + chunk * 16, valid ? gmem + row * stride + chunk * 8 : gmem, valid);
+  }
+}
+
 // The E4M3 V of one block: kD channel rows of kBlockN keys (the V pass's layout, [channel][key] in
 // its order within 16-key groups, zeros past the sequence up to kv_padded).
 template <class Tile>
@@ -128,7 +151,7 @@ __global__ void __launch_bounds__(Tile::kThreads) sage_fwd_ampere_kernel(const S
   extern __shared__ __align__(16) unsigned char smem_raw[];
   std::uint8_t* sQ = smem_raw;
   std::uint8_t* sK = sQ + Tile::kQBytes;
-  std::uint8_t* sV8 = sK + 2 * Tile::kKBytes;  // FP8 mode: E4M3 channel rows
+  std::uint8_t* sV8 = sK + Tile::kKStages * Tile::kKBytes;  // FP8 mode: E4M3 channel rows
   T* sV = reinterpret_cast<T*>(sV8);            // 16-bit mode: the caller's V rows
 
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal tiles first
@@ -143,11 +166,23 @@ __global__ void __launch_bounds__(Tile::kThreads) sage_fwd_ampere_kernel(const S
   const std::int64_t bhkv = static_cast<std::int64_t>(b) * p.heads_kv + hkv;
   const std::int8_t* q = p.q_int8 + (bh * p.seqlen_q + m0) * kD;
   const std::int8_t* k = p.k_int8 + bhkv * p.seqlen_k * kD;
+  // kQk16: the caller's 16-bit Q rows of this tile and K rows of this head.
+  const T* q16 = Tile::kQk16 ? static_cast<const T*>(p.q) + b * p.q_stride_b + m0 * p.q_stride_s + h * p.q_stride_h : nullptr;
+  const T* k16 = Tile::kQk16 ? static_cast<const T*>(p.k) + b * p.k_stride_b + hkv * p.k_stride_h : nullptr;
+  auto load_k = [&](std::uint8_t* dst, int block) {
+    if constexpr (Tile::kQk16)
+      load_16bit_rows<Tile, kBlockN>(dst, k16 + static_cast<std::int64_t>(block) * kBlockN * p.k_stride_s, p.k_stride_s,
+                                     p.seqlen_k - block * kBlockN, tid);
+    else
+      load_int8_rows<Tile, kBlockN>(dst, k + static_cast<std::int64_t>(block) * kBlockN * kD, p.seqlen_k - block * kBlockN,
+                                    tid);
+  };
   const T* v = static_cast<const T*>(p.v) + b * p.v_stride_b + hkv * p.v_stride_h;
   const std::uint8_t* v8 = Tile::kFp8 ? p.v_e4m3 + bhkv * kD * p.kv_padded : nullptr;
 
-  load_int8_rows<Tile, kBlockM>(sQ, q, p.seqlen_q - m0, tid);
-  if (n_blocks > 0) load_int8_rows<Tile, kBlockN>(sK, k, p.seqlen_k, tid);
+  if constexpr (Tile::kQk16) load_16bit_rows<Tile, kBlockM>(sQ, q16, p.q_stride_s, p.seqlen_q - m0, tid);
+  else load_int8_rows<Tile, kBlockM>(sQ, q, p.seqlen_q - m0, tid);
+  if (n_blocks > 0) load_k(sK, 0);
   cuda::cp_async_commit();
   if (n_blocks > 0) {
     if constexpr (Tile::kFp8) load_v8_cols<Tile>(sV8, v8, p.kv_padded, tid);
@@ -159,8 +194,9 @@ __global__ void __launch_bounds__(Tile::kThreads) sage_fwd_ampere_kernel(const S
   float qs[2];
   const int row0 = m0 + warp * 16 + lane / 4;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) qs[r] = row0 + 8 * r < p.seqlen_q ? p.q_scale[bh * p.q_groups + row0 + 8 * r] : 0.f;
-  const float* k_scale = p.k_scale + bhkv * p.k_groups;
+  for (int r = 0; r < 2; ++r)
+    qs[r] = !Tile::kQk16 && row0 + 8 * r < p.seqlen_q ? p.q_scale[bh * p.q_groups + row0 + 8 * r] : 0.f;
+  const float* k_scale = Tile::kQk16 ? nullptr : p.k_scale + bhkv * p.k_groups;
   const std::uint8_t* mask = p.kv_mask != nullptr ? p.kv_mask + b * p.mask_stride_b : nullptr;
 
   float o[Tile::kDTiles][4];
@@ -171,17 +207,20 @@ __global__ void __launch_bounds__(Tile::kThreads) sage_fwd_ampere_kernel(const S
 
   for (int n = 0; n < n_blocks; ++n) {
     const int stage = n & 1;
-    const std::uint8_t* sKs = sK + stage * Tile::kKBytes;
+    const std::uint8_t* sKs = sK + (Tile::kKStages == 2 ? stage : 0) * Tile::kKBytes;
     const T* sVs = sV + stage * kBlockN * Tile::kVPitch;
     const std::uint8_t* sV8s = sV8 + stage * Tile::kVBytes;
     cuda::cp_async_wait<1>();  // K of block n (V's group may still be in flight)
     __syncthreads();
-    if (n + 1 < n_blocks)
-      load_int8_rows<Tile, kBlockN>(sK + (stage ^ 1) * Tile::kKBytes, k + static_cast<std::int64_t>(n + 1) * kBlockN * kD,
-                                    p.seqlen_k - (n + 1) * kBlockN, tid);
-    cuda::cp_async_commit();
+    if constexpr (Tile::kKStages == 2) {
+      if (n + 1 < n_blocks) load_k(sK + (stage ^ 1) * Tile::kKBytes, n + 1);
+      cuda::cp_async_commit();
+    }
 
-    int si[Tile::kNTiles][4];
+    // The products: INT32 sums of INT8 (ldmatrix gives each thread its four bytes of a 32-byte
+    // step), or kQk16's fp32 sums of 16-bit values (two values of a 32-byte step).
+    using Acc = std::conditional_t<Tile::kQk16, float, int>;
+    Acc si[Tile::kNTiles][4];
 #pragma unroll
     for (int j = 0; j < Tile::kNTiles; ++j) si[j][0] = si[j][1] = si[j][2] = si[j][3] = 0;
 #pragma unroll
@@ -193,18 +232,29 @@ __global__ void __launch_bounds__(Tile::kThreads) sage_fwd_ampere_kernel(const S
         std::uint32_t bk[4];
         const int mat = lane / 8;
         cuda::ldmatrix_x4(bk, sKs + (j * 8 + (mat / 2) * 8 + lane % 8) * Tile::kQkPitch + kk * 32 + (mat % 2) * 16);
-        mma_s8(si[j], a, bk[0], bk[1]);
-        mma_s8(si[j + 1], a, bk[2], bk[3]);
+        if constexpr (Tile::kQk16) {
+          Mma::run(si[j], a, bk[0], bk[1]);
+          Mma::run(si[j + 1], a, bk[2], bk[3]);
+        } else {
+          mma_s8(si[j], a, bk[0], bk[1]);
+          mma_s8(si[j + 1], a, bk[2], bk[3]);
+        }
       }
+    }
+    if constexpr (Tile::kKStages == 1) {
+      __syncthreads();  // every warp has read this block's K: the next one loads under the softmax and P V
+      if (n + 1 < n_blocks) load_k(sK, n + 1);
+      cuda::cp_async_commit();
     }
 
     // Scores: the INT32 sum times q_scale * k_scale (one K scale per kKGroup keys), exactly as the CPU.
+    // kQk16: the fp32 sum times the softmax scale in log2 units.
     constexpr int kGroups = kBlockN / kKGroup, kGroupTiles = kKGroup / 8;
     float f[kGroups][2];
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
       const int kg = n * kGroups + g;
-      const float ks = kg < p.k_groups ? k_scale[kg] : 0.f;  // a group past the keys has only masked keys
+      const float ks = Tile::kQk16 ? 0.f : kg < p.k_groups ? k_scale[kg] : 0.f;  // a group past the keys has only masked keys
       f[g][0] = __fmul_rn(qs[0], ks);
       f[g][1] = __fmul_rn(qs[1], ks);
     }
@@ -212,7 +262,10 @@ __global__ void __launch_bounds__(Tile::kThreads) sage_fwd_ampere_kernel(const S
 #pragma unroll
     for (int j = 0; j < Tile::kNTiles; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[j][e] = __fmul_rn(__int2float_rn(si[j][e]), f[j / kGroupTiles][e / 2]);
+      for (int e = 0; e < 4; ++e) {
+        if constexpr (Tile::kQk16) s[j][e] = si[j][e] * p.scale_log2;
+        else s[j][e] = __fmul_rn(__int2float_rn(si[j][e]), f[j / kGroupTiles][e / 2]);
+      }
     const int n0 = n * kBlockN;
     if (mask != nullptr || n0 + kBlockN > p.seqlen_k || (p.causal && n0 + kBlockN - 1 > m0)) {
 #pragma unroll
@@ -340,7 +393,8 @@ __global__ void __launch_bounds__(Tile::kThreads) sage_fwd_ampere_kernel(const S
     const float inv = total > 0.f ? 1.f / total : 0.f;
     if (p.lse != nullptr && lane % 4 == 0)
       p.lse[b * p.lse_stride_b + h * p.lse_stride_h + row * p.lse_stride_s] =
-          total > 0.f ? (m[r] + __log2f(total) - (Tile::kFp8 ? kLog2E4m3Max : 0.f) + p.q_shift[bh * p.seqlen_q + row]) *
+          total > 0.f ? (m[r] + __log2f(total) - (Tile::kFp8 ? kLog2E4m3Max : 0.f) +
+                         (Tile::kQk16 ? 0.f : p.q_shift[bh * p.seqlen_q + row])) *
                             0.69314718055994531f
                       : -INFINITY;
     T* dst = out + b * p.out_stride_b + static_cast<std::int64_t>(row) * p.out_stride_s + h * p.out_stride_h + (lane % 4) * 2;
