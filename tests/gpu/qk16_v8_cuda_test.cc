@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -102,14 +103,13 @@ constexpr double kLseTolerance = 0.05;
 // CPU's than either is to exact attention, and its error against float64 exceeds the CPU's by at
 // most 10 %. Both Hopper kernel shapes and the Ada (mma.sync) kernel, both dtypes, both head sizes,
 // causal, GQA, key padding, Sq != Skv.
-TEST(GpuQk16V8, AgreesWithTheCpuImplementationOfTheSameArithmetic) {
-  SKIP_WITHOUT_HOPPER();
+void expect_agreement_with_the_cpu(std::initializer_list<int> kernels) {
   const auto seed = testing::fresh_seed();
   std::mt19937_64 rng(seed);
   int idx = 0;
   for (DType dtype : {DType::kBFloat16, DType::kFloat16})
     for (std::int64_t d : {64, 128})
-      for (int groups : {2, 3, 0}) {
+      for (int groups : kernels) {
         const ParityCase c = fp8_v_case(d, dtype, idx++);
         auto data = testing::make_case_data(c, rng);
         testing::OracleOutput truth = testing::reference_attention(data->problem, testing::OraclePrecision::kFloat64);
@@ -139,15 +139,26 @@ TEST(GpuQk16V8, AgreesWithTheCpuImplementationOfTheSameArithmetic) {
       }
 }
 
-TEST(GpuQk16V8, FullyMaskedRowsAreZeroWithLseMinusInfinity) {
+TEST(GpuQk16V8, AgreesWithTheCpuImplementationOfTheSameArithmetic) {
   SKIP_WITHOUT_HOPPER();
+  expect_agreement_with_the_cpu({2, 3});
+}
+
+// The Ada kernel (sm_89's, and 'fa2'); run with CUDA_FORCE_PTX_JIT=1 the
+// Hopper GPU runs its compute_89 code.
+TEST(GpuQk16V8, TheAdaKernelAgreesWithTheCpuImplementation) {
+  SKIP_WITHOUT_HOPPER();
+  expect_agreement_with_the_cpu({0});
+}
+
+void expect_fully_masked_rows_zero(std::initializer_list<int> kernels) {
   const auto seed = testing::fresh_seed();
   std::mt19937_64 rng(seed);
   ParityCase c = fp8_v_case(128, DType::kBFloat16, 1);
   c.mask = testing::MaskShape::kKeyPadding;
   c.fully_masked_rows = true;
   c.batch = 2;
-  for (int groups : {2, 3, 0}) {
+  for (int groups : kernels) {
     auto data = testing::make_case_data(c, rng);
     testing::DeviceCase device(*data);
     ASSERT_TRUE(device.ok());
@@ -156,6 +167,16 @@ TEST(GpuQk16V8, FullyMaskedRowsAreZeroWithLseMinusInfinity) {
     EXPECT_EQ(testing::check_fully_masked_rows(c, data->problem), "") << c.name() << " groups " << groups
                                                                        << " seed " << seed;
   }
+}
+
+TEST(GpuQk16V8, FullyMaskedRowsAreZeroWithLseMinusInfinity) {
+  SKIP_WITHOUT_HOPPER();
+  expect_fully_masked_rows_zero({2, 3});
+}
+
+TEST(GpuQk16V8, TheAdaKernelsFullyMaskedRowsAreZeroWithLseMinusInfinity) {
+  SKIP_WITHOUT_HOPPER();
+  expect_fully_masked_rows_zero({0});
 }
 
 Result<std::unique_ptr<Backend>> fp8_v_backend(const AttentionProblem& p) {
