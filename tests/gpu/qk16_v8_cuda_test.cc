@@ -179,7 +179,8 @@ TEST(GpuQk16V8, TheAdaKernelsFullyMaskedRowsAreZeroWithLseMinusInfinity) {
   expect_fully_masked_rows_zero({0});
 }
 
-Result<std::unique_ptr<Backend>> fp8_v_backend(const AttentionProblem& p) {
+// `variant`: quant.flashinfer_backend, unset when empty.
+Result<std::unique_ptr<Backend>> fp8_v_backend(const AttentionProblem& p, const std::string& variant = "") {
   auto platform = probe_cuda_platform(0);
   if (!platform.ok()) return platform.status();
   BackendInit init;
@@ -190,9 +191,33 @@ Result<std::unique_ptr<Backend>> fp8_v_backend(const AttentionProblem& p) {
   spec.backend = "FLASHINFER_ATTN";
   spec.quant.emplace();
   spec.quant->dtype_vo = "fp8_e4m3";
+  if (!variant.empty()) spec.quant->flashinfer_backend = variant;
   init.spec = spec;
   init.platform = *platform;
   return global_registry().create("FLASHINFER_ATTN", init);
+}
+
+// With quant.flashinfer_backend 'fa2' the backend runs the Ada (mma.sync) kernel on the Hopper GPU:
+// its output is the direct call's with SageKernelChoice::mma_sync, bit for bit.
+TEST(GpuQk16V8, Fa2RunsTheAdaKernelThroughTheBackend) {
+  SKIP_WITHOUT_HOPPER();
+  const auto seed = testing::fresh_seed();
+  std::mt19937_64 rng(seed);
+  const ParityCase c = fp8_v_case(128, DType::kFloat16, 3);
+  auto data = testing::make_case_data(c, rng);
+  testing::DeviceCase device(*data);
+  ASSERT_TRUE(device.ok());
+  auto backend = fp8_v_backend(data->problem, "fa2");
+  ASSERT_TRUE(backend.ok()) << backend.status().message();
+  ASSERT_TRUE((*backend)->forward(device.problem(), nullptr).ok());
+  ASSERT_TRUE(device.copy_back());
+  const std::vector<double> through_backend = testing::output_values(data->problem.out);
+  testing::poison(data->problem.out);  // a fresh device copy with a poisoned output for the direct call
+  testing::DeviceCase direct(*data);
+  ASSERT_TRUE(direct.ok());
+  ASSERT_TRUE(sage::run_qk16_v8_cuda(direct.problem(), nullptr, kernel_choice(0)).ok());
+  ASSERT_TRUE(direct.copy_back());
+  EXPECT_EQ(testing::output_values(data->problem.out), through_backend) << c.name() << " seed " << seed;
 }
 
 // Through the registry: quant.dtype_vo = fp8_e4m3 on CUDA tensors runs this kernel (its output is the
