@@ -171,38 +171,31 @@ int main(int argc, char** argv) {
     if (mode_filter.empty()) {
       AttentionProblem pa = p;
       pa.out = view(o, w.b, w.sq, w.h, w.d);
-      const float t_fa = time([&] { return flash::run_flash_attn_ampere_cuda(pa, nullptr); });
-      cudaMemset(o, 0xff, nq * 2);
-      const float t_sa = time([&] { return sage::run_sage_attn_ampere_cuda(pa, nullptr); });
-      cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost);
-      double dd = 0, rr = 0;
-      for (size_t i = 0; i < nq; i += 7) {
-        const double a = __bfloat162float(got[i]), b = __bfloat162float(ref[i]);
-        dd += (a - b) * (a - b), rr += b * b;
-      }
-      std::printf(" | sm80 flash %8.3f sage %8.3f x %6.3f relL2 %8.2e", t_fa, t_sa, t_fa / t_sa, std::sqrt(dd / rr));
+      // One kernel's time on a poisoned output, and its relL2 against the Hopper FLASH_ATTN output.
+      auto timed = [&](auto&& run, double& rel) {
+        cudaMemset(o, 0xff, nq * 2);
+        const float t = time(run);
+        cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost);
+        double dd = 0, rr = 0;
+        for (size_t i = 0; i < nq; i += 7) {
+          const double a = __bfloat162float(got[i]), b = __bfloat162float(ref[i]);
+          dd += (a - b) * (a - b), rr += b * b;
+        }
+        rel = std::sqrt(dd / rr);
+        return t;
+      };
+      double rel = 0;
+      const float t_fa = timed([&] { return flash::run_flash_attn_ampere_cuda(pa, nullptr); }, rel);
+      const float t_sa = timed([&] { return sage::run_sage_attn_ampere_cuda(pa, nullptr); }, rel);
+      std::printf(" | sm80 flash %8.3f sage %8.3f x %6.3f relL2 %8.2e", t_fa, t_sa, t_fa / t_sa, rel);
       // The same kernel's FP8 P*V mode (Ada's, compute_89 code; here its sm_90a build).
-      cudaMemset(o, 0xff, nq * 2);
-      const float t_s8 = time([&] { return sage::run_sage_attn_ampere_cuda(pa, nullptr, sage::PvMode::kFp8); });
-      cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost);
-      dd = 0, rr = 0;
-      for (size_t i = 0; i < nq; i += 7) {
-        const double a = __bfloat162float(got[i]), b = __bfloat162float(ref[i]);
-        dd += (a - b) * (a - b), rr += b * b;
-      }
-      std::printf(" | ada-fp8 sage %8.3f x %6.3f relL2 %8.2e", t_s8, t_fa / t_s8, std::sqrt(dd / rr));
+      const float t_s8 = timed([&] { return sage::run_sage_attn_ampere_cuda(pa, nullptr, sage::PvMode::kFp8); }, rel);
+      std::printf(" | ada-fp8 sage %8.3f x %6.3f relL2 %8.2e", t_s8, t_fa / t_s8, rel);
       // FLASHINFER_ATTN's QK16/V8 on the same kernel ('fa2').
-      cudaMemset(o, 0xff, nq * 2);
       sage::SageKernelChoice mma;
       mma.mma_sync = true;
-      const float t_q8 = time([&] { return sage::run_qk16_v8_cuda(pa, nullptr, mma); });
-      cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost);
-      dd = 0, rr = 0;
-      for (size_t i = 0; i < nq; i += 7) {
-        const double a = __bfloat162float(got[i]), b = __bfloat162float(ref[i]);
-        dd += (a - b) * (a - b), rr += b * b;
-      }
-      std::printf(" | ada-qk16 %8.3f x %6.3f relL2 %8.2e", t_q8, t_fa / t_q8, std::sqrt(dd / rr));
+      const float t_q8 = timed([&] { return sage::run_qk16_v8_cuda(pa, nullptr, mma); }, rel);
+      std::printf(" | ada-qk16 %8.3f x %6.3f relL2 %8.2e", t_q8, t_fa / t_q8, rel);
     }
     std::printf("\n");
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o_ref), cudaFree(o);

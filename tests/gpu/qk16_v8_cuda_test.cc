@@ -197,27 +197,34 @@ Result<std::unique_ptr<Backend>> fp8_v_backend(const AttentionProblem& p, const 
   return global_registry().create("FLASHINFER_ATTN", init);
 }
 
-// With quant.flashinfer_backend 'fa2' the backend runs the Ada (mma.sync) kernel on the Hopper GPU:
-// its output is the direct call's with SageKernelChoice::mma_sync, bit for bit.
-TEST(GpuQk16V8, Fa2RunsTheAdaKernelThroughTheBackend) {
-  SKIP_WITHOUT_HOPPER();
-  const auto seed = testing::fresh_seed();
-  std::mt19937_64 rng(seed);
-  const ParityCase c = fp8_v_case(128, DType::kFloat16, 3);
+// The backend created with quant.flashinfer_backend `variant` (unset when empty) on case `c` gives
+// the direct call's output with `choice`, bit for bit; the direct call writes a fresh device copy
+// whose output is poisoned, so a kernel that wrote nothing would not pass.
+void expect_backend_gives_the_direct_calls_bits(const ParityCase& c, const std::string& variant,
+                                                const sage::SageKernelChoice& choice, std::mt19937_64& rng,
+                                                std::uint64_t seed) {
   auto data = testing::make_case_data(c, rng);
   testing::DeviceCase device(*data);
   ASSERT_TRUE(device.ok());
-  auto backend = fp8_v_backend(data->problem, "fa2");
+  auto backend = fp8_v_backend(data->problem, variant);
   ASSERT_TRUE(backend.ok()) << backend.status().message();
   ASSERT_TRUE((*backend)->forward(device.problem(), nullptr).ok());
   ASSERT_TRUE(device.copy_back());
   const std::vector<double> through_backend = testing::output_values(data->problem.out);
-  testing::poison(data->problem.out);  // a fresh device copy with a poisoned output for the direct call
+  testing::poison(data->problem.out);
   testing::DeviceCase direct(*data);
   ASSERT_TRUE(direct.ok());
-  ASSERT_TRUE(sage::run_qk16_v8_cuda(direct.problem(), nullptr, kernel_choice(0)).ok());
+  ASSERT_TRUE(sage::run_qk16_v8_cuda(direct.problem(), nullptr, choice).ok());
   ASSERT_TRUE(direct.copy_back());
-  EXPECT_EQ(testing::output_values(data->problem.out), through_backend) << c.name() << " seed " << seed;
+  EXPECT_EQ(testing::output_values(data->problem.out), through_backend) << c.name() << " '" << variant << "' seed " << seed;
+}
+
+// With quant.flashinfer_backend 'fa2' the backend runs the Ada (mma.sync) kernel on the Hopper GPU.
+TEST(GpuQk16V8, Fa2RunsTheAdaKernelThroughTheBackend) {
+  SKIP_WITHOUT_HOPPER();
+  const auto seed = testing::fresh_seed();
+  std::mt19937_64 rng(seed);
+  expect_backend_gives_the_direct_calls_bits(fp8_v_case(128, DType::kFloat16, 3), "fa2", kernel_choice(0), rng, seed);
 }
 
 // Through the registry: quant.dtype_vo = fp8_e4m3 on CUDA tensors runs this kernel (its output is the
@@ -227,17 +234,7 @@ TEST(GpuQk16V8, TheBackendRunsItOnCudaTensorsAndRefusesDenseMasksUnwritten) {
   const auto seed = testing::fresh_seed();
   std::mt19937_64 rng(seed);
   const ParityCase c = fp8_v_case(128, DType::kBFloat16, 1);
-  auto data = testing::make_case_data(c, rng);
-  testing::DeviceCase device(*data);
-  ASSERT_TRUE(device.ok());
-  auto backend = fp8_v_backend(data->problem);
-  ASSERT_TRUE(backend.ok()) << backend.status().message();
-  ASSERT_TRUE((*backend)->forward(device.problem(), nullptr).ok());
-  ASSERT_TRUE(device.copy_back());
-  const std::vector<double> through_backend = testing::output_values(data->problem.out);
-  ASSERT_TRUE(sage::run_qk16_v8_cuda(device.problem(), nullptr).ok());
-  ASSERT_TRUE(device.copy_back());
-  EXPECT_EQ(testing::output_values(data->problem.out), through_backend) << "seed " << seed;
+  expect_backend_gives_the_direct_calls_bits(c, "", sage::SageKernelChoice{}, rng, seed);
 
   ParityCase dense = c;
   dense.mask = testing::MaskShape::kDense;
@@ -246,6 +243,8 @@ TEST(GpuQk16V8, TheBackendRunsItOnCudaTensorsAndRefusesDenseMasksUnwritten) {
   testing::poison(*masked->problem.lse);
   testing::DeviceCase masked_device(*masked);
   ASSERT_TRUE(masked_device.ok());
+  auto backend = fp8_v_backend(masked->problem);
+  ASSERT_TRUE(backend.ok()) << backend.status().message();
   const Status refused = (*backend)->forward(masked_device.problem(), nullptr);
   EXPECT_EQ(refused.code(), ErrorCode::kUnsupported);
   EXPECT_NE(refused.message().find("leave quant.dtype_vo unset"), std::string::npos) << refused.message();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -205,6 +206,38 @@ TEST(GpuSageAttn, TheAmpereKernelStaysWithinTheAccurateModesBudget) {
       }
 }
 
+// `gpu` (a SAGE_ATTN CUDA kernel in `pv` mode) against the CPU implementation of the same
+// arithmetic on case `c`. The GPU kernels compute the CPU implementation's quantized values; what
+// differs is ex2.approx, the FFMA score, fp32 summation order and the tensor cores' sums. So the GPU
+// output must stay closer to the CPU's than either is to exact attention, and its error against
+// float64 may exceed the CPU's by at most 10 %.
+void expect_agreement_with_the_cpu(const ParityCase& c, sage::PvMode pv, std::mt19937_64& rng,
+                                   const std::function<Status(const AttentionProblem&)>& gpu, const std::string& label,
+                                   std::uint64_t seed) {
+  auto data = testing::make_case_data(c, rng);
+  testing::OracleOutput truth = testing::reference_attention(data->problem, testing::OraclePrecision::kFloat64);
+  std::vector<double> exact;
+  for (std::int64_t b = 0; b < truth.batch; ++b)
+    for (std::int64_t i = 0; i < truth.seq_q; ++i)
+      for (std::int64_t h = 0; h < truth.heads; ++h)
+        for (std::int64_t e = 0; e < truth.head_size_v; ++e) exact.push_back(truth.at(b, i, h, e));
+  ASSERT_TRUE(sage::run_sage_attn_cpu(data->problem, pv).ok()) << c.name();
+  const std::vector<double> cpu = testing::output_values(data->problem.out);
+  testing::DeviceCase device(*data);
+  ASSERT_TRUE(device.ok()) << c.name();
+  const Status s = gpu(device.problem());
+  ASSERT_TRUE(s.ok()) << c.name() << ": " << s.ToString();
+  ASSERT_TRUE(device.copy_back()) << c.name();
+  const std::vector<double> out = testing::output_values(data->problem.out);
+  const double e_cpu = testing::relative_l2(cpu, exact), e_gpu = testing::relative_l2(out, exact);
+  const double apart = testing::relative_l2(out, cpu);
+  std::printf("[sage] %-60s %s cpu %.4f gpu %.4f (x%.3f) gpu-cpu %.4f\n", c.name().c_str(), label.c_str(), e_cpu, e_gpu,
+              e_gpu / e_cpu, apart);
+  const std::string what = c.name() + " " + label + " seed " + std::to_string(seed);
+  EXPECT_LE(e_gpu, 1.10 * e_cpu) << what;
+  EXPECT_LT(apart, e_cpu) << what;
+}
+
 // The Ada kernel's FP8 P*V mode (mma.sync e4m3, compute_89; the Hopper GPU runs it too) on the
 // same cases: the FP8 mode's budget, LSE and fully masked rows; and against the CPU implementation
 // of the same arithmetic as the Hopper kernel is (below): at most 10 % more error than the CPU's,
@@ -225,29 +258,10 @@ TEST(GpuSageAttn, TheAdaKernelsFp8ModeStaysWithinItsBudgetAndAgreesWithTheCpu) {
         std::printf("[sage] %-60s ada fp8 relL2 %.4f cos %.6f lse %.4f\n", c.name().c_str(), q.rel_l2, q.cosine,
                     q.lse_max_diff);
       }
-      const ParityCase c = sage_case(d, dtype, idx++);
-      auto data = testing::make_case_data(c, rng);
-      testing::OracleOutput truth = testing::reference_attention(data->problem, testing::OraclePrecision::kFloat64);
-      std::vector<double> exact;
-      for (std::int64_t b = 0; b < truth.batch; ++b)
-        for (std::int64_t i = 0; i < truth.seq_q; ++i)
-          for (std::int64_t h = 0; h < truth.heads; ++h)
-            for (std::int64_t e = 0; e < truth.head_size_v; ++e) exact.push_back(truth.at(b, i, h, e));
-      ASSERT_TRUE(sage::run_sage_attn_cpu(data->problem, sage::PvMode::kFp8).ok()) << c.name();
-      const std::vector<double> cpu = testing::output_values(data->problem.out);
-      testing::DeviceCase device(*data);
-      ASSERT_TRUE(device.ok()) << c.name();
-      const Status s = sage::run_sage_attn_ampere_cuda(device.problem(), nullptr, sage::PvMode::kFp8);
-      ASSERT_TRUE(s.ok()) << c.name() << ": " << s.ToString();
-      ASSERT_TRUE(device.copy_back()) << c.name();
-      const std::vector<double> gpu = testing::output_values(data->problem.out);
-      const double e_cpu = testing::relative_l2(cpu, exact), e_gpu = testing::relative_l2(gpu, exact);
-      const double apart = testing::relative_l2(gpu, cpu);
-      std::printf("[sage] %-60s ada fp8 cpu %.4f gpu %.4f (x%.3f) gpu-cpu %.4f\n", c.name().c_str(), e_cpu, e_gpu,
-                  e_gpu / e_cpu, apart);
-      const std::string what = c.name() + " ada fp8 seed " + std::to_string(seed);
-      EXPECT_LE(e_gpu, 1.10 * e_cpu) << what;
-      EXPECT_LT(apart, e_cpu) << what;
+      expect_agreement_with_the_cpu(
+          sage_case(d, dtype, idx++), sage::PvMode::kFp8, rng,
+          [](const AttentionProblem& p) { return sage::run_sage_attn_ampere_cuda(p, nullptr, sage::PvMode::kFp8); },
+          "ada fp8", seed);
     }
 }
 
@@ -409,10 +423,7 @@ TEST(GpuSageAttn, TheKernelsOwnQuantizationOfQGivesTheQPasssBits) {
       }
 }
 
-// The GPU kernels compute the CPU implementation's quantized values; what differs is ex2.approx,
-// the FFMA score, fp32 summation order and the tensor cores' sums. So the GPU output must stay
-// closer to the CPU's than either is to exact attention, and its error against float64 may exceed
-// the CPU's by at most 10 %.
+// The Hopper kernels in both P*V modes against the CPU implementation (expect_agreement_with_the_cpu).
 TEST(GpuSageAttn, AgreesWithTheCpuImplementationOfTheSameArithmetic) {
   SKIP_WITHOUT_SAGE_GPU();
   const auto seed = fresh_seed();
@@ -420,32 +431,11 @@ TEST(GpuSageAttn, AgreesWithTheCpuImplementationOfTheSameArithmetic) {
   int idx = 0;
   for (DType dtype : {DType::kBFloat16, DType::kFloat16})
     for (std::int64_t d : {64, 128})
-      for (sage::PvMode pv : {sage::PvMode::kFp8, sage::PvMode::kFp16}) {
-        const ParityCase c = sage_case(d, dtype, idx++);
-        auto data = testing::make_case_data(c, rng);
-        testing::OracleOutput truth = testing::reference_attention(data->problem, testing::OraclePrecision::kFloat64);
-        std::vector<double> exact;
-        for (std::int64_t b = 0; b < truth.batch; ++b)
-          for (std::int64_t i = 0; i < truth.seq_q; ++i)
-            for (std::int64_t h = 0; h < truth.heads; ++h)
-              for (std::int64_t e = 0; e < truth.head_size_v; ++e) exact.push_back(truth.at(b, i, h, e));
-        ASSERT_TRUE(sage::run_sage_attn_cpu(data->problem, pv).ok()) << c.name();
-        const std::vector<double> cpu = testing::output_values(data->problem.out);
-        testing::DeviceCase device(*data);
-        ASSERT_TRUE(device.ok()) << c.name();
-        const Status s = sage::run_sage_attn_cuda(device.problem(), pv, nullptr);
-        ASSERT_TRUE(s.ok()) << c.name() << ": " << s.ToString();
-        ASSERT_TRUE(device.copy_back()) << c.name();
-        const std::vector<double> gpu = testing::output_values(data->problem.out);
-        const double e_cpu = testing::relative_l2(cpu, exact), e_gpu = testing::relative_l2(gpu, exact);
-        const double apart = testing::relative_l2(gpu, cpu);
-        const bool fp8 = pv == sage::PvMode::kFp8;
-        std::printf("[sage] %-60s %s cpu %.4f gpu %.4f (x%.3f) gpu-cpu %.4f\n", c.name().c_str(), fp8 ? "fp8 " : "fp16",
-                    e_cpu, e_gpu, e_gpu / e_cpu, apart);
-        const std::string what = c.name() + (fp8 ? " fp8" : " fp16") + " seed " + std::to_string(seed);
-        EXPECT_LE(e_gpu, 1.10 * e_cpu) << what;
-        EXPECT_LT(apart, e_cpu) << what;
-      }
+      for (sage::PvMode pv : {sage::PvMode::kFp8, sage::PvMode::kFp16})
+        expect_agreement_with_the_cpu(
+            sage_case(d, dtype, idx++), pv, rng,
+            [pv](const AttentionProblem& p) { return sage::run_sage_attn_cuda(p, pv, nullptr); },
+            pv == sage::PvMode::kFp8 ? "fp8 " : "fp16", seed);
 }
 
 // Block-sparse lists of 128 x 128 tiles: each (batch, head, query tile) lists about half of the key
