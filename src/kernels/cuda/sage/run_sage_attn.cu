@@ -212,6 +212,21 @@ bool qk16_v8_cuda_kernel_for(int major, int minor) { return major == 9 ? minor =
 
 namespace {
 
+// The compute capability of q's device as one number (sm_89: 89).
+Result<int> device_sm(const AttentionProblem& problem) {
+  int major = 0, minor = 0;
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, problem.q.device.index));
+  return major * 10 + minor;
+}
+
+// Whether the mma.sync kernels can copy `t` in 16-byte pieces: 16-byte aligned data, strides that
+// are multiples of 8 elements.
+bool copies_in_16_byte_pieces(const TensorView& t) {
+  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 &&
+         t.stride(2) % 8 == 0;
+}
+
 // The checks, launch workspace and quantization kernels of every SAGE_ATTN CUDA kernel, then
 // `launch` with tiles of `tile_rows` query rows. `hopper` adds the sm_90 check.
 // `fuse_q`: whether the kernel quantizes Q itself (SageKernelChoice::fuse_q, sage_fuse_q's request;
@@ -244,8 +259,7 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
       !p.causal && sage_tail_split(tiles, sms, flash::ceil_div(p.seqlen_k, kKvBlock)).pieces > 1;  // as launched
   p.fused_q = hopper && qk8 && tile_rows == 3 * 64 &&
               sage_fuse_q(3, pv == PvMode::kFp8, p.head_size, p.seqlen_k, splits_tail, fuse_q) &&
-              reinterpret_cast<std::uintptr_t>(q.data) % 16 == 0 && q.stride(0) % 8 == 0 && q.stride(1) % 8 == 0 &&
-              q.stride(2) % 8 == 0;
+              copies_in_16_byte_pieces(q);
   if (p.num_tiles == 0) return Status::Ok();
   if (p.seqlen_k == 0) {
     // No keys: every row is fully masked (zeros, LSE -inf), as the other backends give.
@@ -276,12 +290,10 @@ Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void*
 
 Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream, PvMode pv) {
   if (pv == PvMode::kFp8) {
-    int major = 0, minor = 0;
-    DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
-    DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, problem.q.device.index));
-    if (major * 10 + minor < 89)
+    DIFFATTN_ASSIGN_OR_RETURN(const int sm, device_sm(problem));
+    if (sm < 89)
       return Unsupported("SAGE_ATTN's FP8 P*V needs FP8 tensor cores (sm_89 or newer), but this device is sm_" +
-                         std::to_string(major * 10 + minor) +
+                         std::to_string(sm) +
                          "; set extra {\"pv\": \"fp16\"} or leave pv unset (the 16-bit P*V is then the default here)");
     // V goes through the quantization kernels (any alignment); the kernel reads their E4M3 copy.
     return quantize_and_launch(problem, PvMode::kFp8, QkMode::kInt8, stream, kSageAmpereTileRows, /*hopper=*/false,
@@ -289,9 +301,7 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream, 
                                  return launch_sage_ada_fp8(p, static_cast<cudaStream_t>(s));
                                });
   }
-  const TensorView& v = problem.v;
-  if (reinterpret_cast<std::uintptr_t>(v.data) % 16 != 0 || v.stride(0) % 8 != 0 || v.stride(1) % 8 != 0 ||
-      v.stride(2) % 8 != 0)
+  if (!copies_in_16_byte_pieces(problem.v))
     return InvalidInput("SAGE_ATTN's Ampere kernel copies V in 16-byte pieces: v must be 16-byte aligned with strides "
                         "that are multiples of 8 elements; pass a contiguous v");
   return quantize_and_launch(problem, PvMode::kFp16, QkMode::kInt8, stream, kSageAmpereTileRows, /*hopper=*/false,
@@ -301,9 +311,8 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream, 
 }
 
 Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream, const SageKernelChoice& choice) {
-  int major = 0;
-  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
-  if (major == 8) return run_sage_attn_ampere_cuda(problem, stream, pv);  // FP8 P*V from sm_89 on
+  DIFFATTN_ASSIGN_OR_RETURN(const int sm, device_sm(problem));
+  if (sm / 10 == 8) return run_sage_attn_ampere_cuda(problem, stream, pv);  // FP8 P*V from sm_89 on
   const bool fp8 = pv == PvMode::kFp8;
   const int groups = choice.consumer_groups != 0
                          ? choice.consumer_groups
@@ -344,19 +353,14 @@ Status run_sage_block_sparse_cuda(const AttentionProblem& problem, const flash::
 }
 
 Status run_qk16_v8_cuda(const AttentionProblem& problem, void* stream, const SageKernelChoice& choice) {
-  int major = 0, minor = 0;
-  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, problem.q.device.index));
-  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, problem.q.device.index));
-  const int sm = major * 10 + minor;
+  DIFFATTN_ASSIGN_OR_RETURN(const int sm, device_sm(problem));
   if (sm != 90 || choice.mma_sync) {
     if (sm < 89)
       return Unsupported(std::string(kQk16V8Name) + " runs P*V on FP8 tensor cores (sm_89 or newer), but this device is "
                          "sm_" + std::to_string(sm) + "; leave quant.dtype_vo unset for 16-bit V, or run on CPU tensors");
-    for (const TensorView* t : {&problem.q, &problem.k})
-      if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0 || t->stride(0) % 8 != 0 || t->stride(1) % 8 != 0 ||
-          t->stride(2) % 8 != 0)
-        return InvalidInput(std::string(kQk16V8Name) + "'s Ada kernel copies q and k in 16-byte pieces: they must be "
-                            "16-byte aligned with strides that are multiples of 8 elements; pass contiguous q and k");
+    if (!copies_in_16_byte_pieces(problem.q) || !copies_in_16_byte_pieces(problem.k))
+      return InvalidInput(std::string(kQk16V8Name) + "'s Ada kernel copies q and k in 16-byte pieces: they must be "
+                          "16-byte aligned with strides that are multiples of 8 elements; pass contiguous q and k");
     return quantize_and_launch(problem, PvMode::kFp8, QkMode::k16, stream, kSageAmpereTileRows, /*hopper=*/false,
                                [](const SageParams& p, int, void* s) {
                                  return launch_qk16_v8_ada(p, static_cast<cudaStream_t>(s));

@@ -17,6 +17,8 @@
 // FlashAttention-2 tiling: four warps of 16 query rows, K and V double-buffered with cp.async in
 // padded rows.
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -422,6 +424,19 @@ Status launch_sage_ampere_tile(const SageParams& p, cudaStream_t stream) {
   e = cudaGetLastError();
   if (e != cudaSuccess) return CudaError(std::string("SAGE_ATTN: Ampere/Ada kernel launch failed: ") + cudaGetErrorString(e));
   return Status::Ok();
+}
+
+// The head-size and dtype ladder of one mode of the kernel; `who` names the kernel in the refusal.
+template <bool kFp8, bool kQk16>
+Status launch_sage_ampere_mode(const SageParams& p, cudaStream_t stream, const char* who) {
+  if (p.head_size == 64)
+    return p.bf16 ? launch_sage_ampere_tile<SageAmpereTile<64, __nv_bfloat16, kFp8, kQk16>>(p, stream)
+                  : launch_sage_ampere_tile<SageAmpereTile<64, __half, kFp8, kQk16>>(p, stream);
+  if (p.head_size == 128)
+    return p.bf16 ? launch_sage_ampere_tile<SageAmpereTile<128, __nv_bfloat16, kFp8, kQk16>>(p, stream)
+                  : launch_sage_ampere_tile<SageAmpereTile<128, __half, kFp8, kQk16>>(p, stream);
+  return Unsupported(std::string(who) + " has head sizes 64 and 128, not " + std::to_string(p.head_size) +
+                     "; select TORCH_SDPA for this layer");
 }
 
 }  // namespace diffattn::sage
