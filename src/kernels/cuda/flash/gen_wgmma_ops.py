@@ -5,7 +5,7 @@ Run from this folder after changing the shape lists; the output is committed so 
 """
 
 SS_N = [64, 80, 96, 112, 128, 176]       # S = Q K^T: N is the key tile (block_n)
-RS_N = [64, 72, 96, 128, 192, 256]       # O += P V: N is the value head size (72: hd64 and a block of ones)
+RS_N = [64, 72, 96, 128, 136, 192, 256]  # O += P V: N is the value head size (72, 136: hd64, hd128 and a block of ones)
 RSK_N = [64]                             # S = Q K^T with Q in registers: the 64-key block-sparse tiles
 
 

@@ -87,16 +87,25 @@ struct SageTraits {
   static constexpr int kQChunkBytes = kQBytes / kQkChunks;
   static constexpr int kKChunkBytes = kKBytes / kQkChunks;
   static_assert(!kQk16 || kPvFp8, "the 16-bit Q K^T runs with the FP8 P V only");
-  // FP8 mode: the P V product also sums each row of P. V gains eight rows of E4M3 ones (a constant
-  // atom written once behind each stage's V rows), so the row sums of the FP8 P that multiplied V
-  // come out of the tensor cores with the output, instead of one add per score.
-  static constexpr bool kRowSumByMma = kPvFp8;
+  // The P V product also sums each row of P, so the row sums come out of the tensor cores with the
+  // output instead of one add per score (the in-order groups are bound by issue slots).
+  //  - FP8 mode: V gains eight rows of E4M3 ones (a constant atom written once behind each stage's
+  //    V rows).
+  //  - FP16 mode (kOnesChunk; the in-order groups' whole-tile kernel): the product gains a last
+  //    64-column chunk, of which it reads eight columns, from one 16-bit tile of ones. The chunks of
+  //    an MN-major operand lie a fixed stride apart, so each stage's descriptor gets its own stride,
+  //    the one that puts its chunk after the last V chunk on the ones (see v_chunk_offset). The
+  //    split kernel keeps its adds: with the ones ptxas spilled 84 bytes there and FLUX.1 ran 1-2 %
+  //    slower (bench/results/sage-rowsum-2026-12-03-h200/).
+  static constexpr bool kOnesChunk = !kPvFp8 && kInOrder && !kListed && !kSplit;
+  static constexpr bool kRowSumByMma = kPvFp8 || kOnesChunk;
   static constexpr int kPvN = kD + (kRowSumByMma ? 8 : 0);  // columns of the P V product
   // V: E4M3 [kD rows][128 keys] (128-byte rows) and its ones atom, or the caller's [128 keys][kD]
   // in 64-column chunks.
   static constexpr int kVChunkBytes = kBlockN * 128;
   static constexpr int kVBytes = kPvFp8 ? kD * kBlockN : (kD / 64) * kVChunkBytes;  // what TMA loads
   static constexpr int kVStageBytes = kPvFp8 ? kPvN * kBlockN : kVBytes;
+  static constexpr int kOnesBytes = kOnesChunk ? kVChunkBytes : 0;
   // The in-order groups keep two Q buffers where they fit, so that the next tile's Q loads while
   // this tile runs instead of after its last Q K^T (QK16/V8's 16-bit tile has room for one). The
   // overlapped groups keep one: the second buffer's bookkeeping made them spill.
@@ -106,10 +115,25 @@ struct SageTraits {
   static constexpr int kQStageBytes = kFusedQ ? kBlockM * kD * 2 : 0;
   static constexpr int kQScaleBytes = kFusedQ ? 2 * kBlockM * 4 : 0;  // both buffers' (kFusedQ needs two)
   static constexpr int kQBuffers =
-      kInOrder && 2 * kQBytes + kRingBytes + kQStageBytes + kQScaleBytes + 2048 <= 227 * 1024 ? 2 : 1;
-  static constexpr int kKOffset = kQBuffers * kQBytes;
-  static constexpr int kVOffset = kKOffset + kStages * kKBytes;
-  static constexpr int kQStageOffset = kVOffset + kStages * kVStageBytes;
+      kInOrder && 2 * kQBytes + kRingBytes + kOnesBytes + kQStageBytes + kQScaleBytes + 2048 <= 227 * 1024 ? 2 : 1;
+  // The tiles' places. In units of a V chunk (16 KB), the FP16 mode's ones chunk at hd128 needs
+  // stage s's first V chunk at 2s and its second at 6 + s, so that both lie on a line towards the
+  // ones at 12 (strides 6, 5 and 4 units); the K stages fill the gaps (1, 3, 5) and the Q buffers
+  // 9-12. Everywhere else: the Q buffers, the K stages, the V stages (and ones), one after another.
+  static constexpr bool kInterleaved = kOnesChunk && kD == 128;
+  static constexpr int kQOffset = kInterleaved ? 9 * kVChunkBytes : 0;
+  static constexpr int kKOffset = kInterleaved ? kVChunkBytes : kQBuffers * kQBytes;
+  static constexpr int kKStride = kInterleaved ? 2 * kVChunkBytes : kKBytes;
+  static constexpr int kVOffset = kInterleaved ? 0 : kKOffset + kStages * kKBytes;
+  static constexpr int kOnesOffset = kInterleaved ? 12 * kVChunkBytes : kVOffset + kStages * kVStageBytes;
+  static_assert(!kInterleaved || (kStages == 3 && kKBytes <= kVChunkBytes && kQBuffers * kQBytes <= 3 * kVChunkBytes),
+                "the interleaved places hold three stages and Q buffers of at most three units");
+  // V chunk c of stage s (the FP16 mode's 64-column chunks; the FP8 mode's stage is one piece).
+  static constexpr int v_chunk_offset(int s, int c) {
+    if constexpr (kInterleaved) return (c == 0 ? 2 * s : 6 + s) * kVChunkBytes;
+    return kVOffset + s * kVStageBytes + c * kVChunkBytes;
+  }
+  static constexpr int kQStageOffset = kOnesOffset + kOnesBytes;
   static constexpr int kQScaleOffset = kQStageOffset + kQStageBytes;
   static constexpr int kBarrierOffset = kQScaleOffset + kQScaleBytes;
   static constexpr int kNumBarriers = 2 * kQBuffers + 4 * kStages;
@@ -229,9 +253,11 @@ __device__ __forceinline__ KeyBlock key_block_at(const SageParams& p, const Sage
 template <class T>
 struct SageSmem {
   uint8_t* base;
-  __device__ uint8_t* q(int b) const { return base + b * T::kQBytes; }
-  __device__ uint8_t* k(int s) const { return base + T::kKOffset + s * T::kKBytes; }
-  __device__ uint8_t* v(int s) const { return base + T::kVOffset + s * T::kVStageBytes; }
+  __device__ uint8_t* q(int b) const { return base + T::kQOffset + b * T::kQBytes; }
+  __device__ uint8_t* k(int s) const { return base + T::kKOffset + s * T::kKStride; }
+  __device__ uint8_t* v(int s) const { return base + T::kVOffset + s * T::kVStageBytes; }  // the FP8 mode's stage
+  __device__ uint8_t* v_chunk(int s, int c) const { return base + T::v_chunk_offset(s, c); }
+  __device__ uint8_t* ones() const { return base + T::kOnesOffset; }
   __device__ uint8_t* q_stage() const { return base + T::kQStageOffset; }
   __device__ float* q_scale(int b) const { return reinterpret_cast<float*>(base + T::kQScaleOffset) + b * T::kBlockM; }
   __device__ uint64_t* bar() const { return reinterpret_cast<uint64_t*>(base + T::kBarrierOffset); }
@@ -283,7 +309,7 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
       } else {
 #pragma unroll
         for (int ch = 0; ch < T::kD / 64; ++ch)
-          ptx::tma_load_4d(sm.v(stage) + ch * T::kVChunkBytes, &maps.v, sm.v_full(stage), ch * 64, key0, hkv, c.b);
+          ptx::tma_load_4d(sm.v_chunk(stage, ch), &maps.v, sm.v_full(stage), ch * 64, key0, hkv, c.b);
       }
       if (++stage == T::kStages) {
         stage = 0;
@@ -438,11 +464,30 @@ struct SageConsumer {
       k_desc0 = kmajor_desc(ptx::smem_addr(sm.k(0)), T::kRowBytes);
     }
     if constexpr (T::kPvFp8) v_desc0 = kmajor_desc(ptx::smem_addr(sm.v(0)), 128);
+    else if constexpr (T::kOnesChunk) v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.base) + kFirst(0), kStride(0), 1024);
     else v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)), T::kVChunkBytes, 1024);
   }
 
+  // kOnesChunk: stage s's V chunks and then the ones lie equally far apart (SageTraits::
+  // v_chunk_offset), so each stage's descriptor has its own chunk stride (the leading byte offset).
+  // Both the first chunk's place and the stride move by the same amount from stage to stage, so a
+  // stage's descriptor is stage 0's plus s steps: one multiply-add, not a rebuild (which spilled).
+  static constexpr int kFirst(int s) { return T::v_chunk_offset(s, 0); }
+  static constexpr int kStride(int s) { return (T::kOnesOffset - kFirst(s)) / (T::kD / 64); }
+  static constexpr std::int64_t kVDescStep =
+      (kFirst(1) - kFirst(0)) / 16 + static_cast<std::int64_t>((kStride(1) - kStride(0)) / 16) * 65536;
+  static_assert(!T::kOnesChunk || (kFirst(2) - kFirst(1) == kFirst(1) - kFirst(0) &&
+                                   kStride(2) - kStride(1) == kStride(1) - kStride(0)),
+                "the stages' places and strides step evenly");
+
+  // The P V product's B operand for stage `stage`.
+  __device__ uint64_t v_desc(int stage) const {
+    if constexpr (T::kOnesChunk) return v_desc0 + static_cast<uint64_t>(static_cast<std::int64_t>(stage) * kVDescStep);
+    else return ptx::smem_desc_advance(v_desc0, stage * T::kVStageBytes);
+  }
+
   __device__ void issue_qk(Acc (&s)[kSAcc], int stage, int q_buf) const {
-    const uint64_t k0 = ptx::smem_desc_advance(k_desc0, stage * T::kKBytes);
+    const uint64_t k0 = ptx::smem_desc_advance(k_desc0, stage * T::kKStride);
     const uint64_t q0 = ptx::smem_desc_advance(q_desc0, q_buf * T::kQBytes);
     if constexpr (T::kQk16) {
       // 16 columns per product: four in each 64-column chunk, 32 bytes apart inside the swizzled rows.
@@ -465,7 +510,7 @@ struct SageConsumer {
   // in-order groups' FP16 mode, whose tensor cores keep fp32 sums), added to what o holds.
   template <bool kAccumulate = false>
   __device__ void issue_pv(float (&o)[kOAcc], const uint32_t (&pr)[kPRegs], int stage) const {
-    const uint64_t v0 = ptx::smem_desc_advance(v_desc0, stage * T::kVStageBytes);
+    const uint64_t v0 = v_desc(stage);
     if constexpr (T::kPvFp8) {
       static_assert(!kAccumulate, "FP8 P V sums each block on its own");
 #pragma unroll
@@ -478,7 +523,7 @@ struct SageConsumer {
 #pragma unroll
       for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
         const uint32_t a[4] = {pr[4 * kk], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
-        flash::Wgmma<T::kD>::template rs<T::kBf16>(o, a, ptx::smem_desc_advance(v0, kk * 16 * 128),
+        flash::Wgmma<T::kPvN>::template rs<T::kBf16>(o, a, ptx::smem_desc_advance(v0, kk * 16 * 128),
                                                      kAccumulate || kk > 0 ? 1 : 0);
       }
     }
@@ -959,12 +1004,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
     ptx::fence_barrier_init();
   }
-  if constexpr (T::kRowSumByMma) {
+  if constexpr (T::kPvFp8) {
     // E4M3 1.0 (0x38) in the eight rows past each stage's V rows; a uniform atom needs no swizzle.
     for (int s = 0; s < T::kStages; ++s)
       for (int i = threadIdx.x; i < 8 * T::kBlockN / 16; i += T::kThreads)
         reinterpret_cast<uint4*>(sm.v(s) + T::kVBytes)[i] = make_uint4(0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u);
     ptx::fence_proxy_async_smem();  // the products read the atoms through the async proxy
+  } else if constexpr (T::kOnesChunk) {
+    const uint32_t one2 = T::kBf16 ? 0x3F803F80u : 0x3C003C00u;  // two ones in bf16 / fp16
+    for (int i = threadIdx.x; i < T::kOnesBytes / 16; i += T::kThreads)
+      reinterpret_cast<uint4*>(sm.ones())[i] = make_uint4(one2, one2, one2, one2);
+    ptx::fence_proxy_async_smem();
   }
   if (threadIdx.x == 0) {
     if constexpr (!T::kFusedQ) ptx::prefetch_tensor_map(&maps.q);  // kFusedQ: no Q map
