@@ -91,13 +91,14 @@ struct SageTraits {
   // output instead of one add per score (the in-order groups are bound by issue slots).
   //  - FP8 mode: V gains eight rows of E4M3 ones (a constant atom written once behind each stage's
   //    V rows).
-  //  - FP16 mode (kOnesChunk; the in-order groups): the product gains a last 64-column chunk, of
-  //    which it reads eight columns, from one 16-bit tile of ones. The chunks of an MN-major operand
-  //    lie a fixed stride apart, so each stage's descriptor gets its own stride, the one that puts
-  //    its chunk after the last V chunk on the ones (see v_chunk_offset). The hd128 split kernel
-  //    keeps its adds: with the ones ptxas spilled 84 bytes there and FLUX.1 ran 1-2 % slower, while
-  //    SD3's hd64 split kernel gained 7 % (bench/results/sage-rowsum-2026-12-03-h200/).
-  static constexpr bool kOnesChunk = !kPvFp8 && kInOrder && !kListed && (!kSplit || kD == 64);
+  //  - FP16 mode (kOnesChunk): the product gains a last 64-column chunk, of which it reads eight
+  //    columns, from one 16-bit tile of ones. The chunks of an MN-major operand lie a fixed stride
+  //    apart, so each stage's descriptor gets its own stride, the one that puts its chunk after the
+  //    last V chunk on the ones (see v_chunk_offset). The hd128 split kernel keeps its adds: with
+  //    the ones ptxas spilled 84 bytes there and FLUX.1 ran 1-2 % slower, while SD3's hd64 split
+  //    kernel gained 7 % (bench/results/sage-rowsum-2026-12-03-h200/). At hd64 the overlapped
+  //    groups (up to 4096 query rows) take the ones too; the block-sparse walk keeps its adds.
+  static constexpr bool kOnesChunk = !kPvFp8 && !kListed && (kD == 64 || (kInOrder && !kSplit));
   static constexpr bool kRowSumByMma = kPvFp8 || kOnesChunk;
   static constexpr int kPvN = kD + (kRowSumByMma ? 8 : 0);  // columns of the P V product
   // V: E4M3 [kD rows][128 keys] (128-byte rows) and its ones atom, or the caller's [128 keys][kD]
