@@ -16,13 +16,19 @@ TEST(SageConfig, QueryTilesCoverEveryRow) {
   EXPECT_EQ(sage_m_blocks(0, 3), 0);
 }
 
-// The measured rule: three in-order groups, except at hd64 up to 4096 query rows.
+// The measured rule: three in-order groups, except at hd64 up to 1536 query rows.
 TEST(SageConfig, ThreeGroupsExceptShortHeadSize64Rows) {
   for (std::int64_t rows : {1, 512, 4096, 4429, 32760}) EXPECT_EQ(sage_consumer_groups(128, rows), 3) << rows;
   EXPECT_EQ(sage_consumer_groups(64, 1), 2);
   EXPECT_EQ(sage_consumer_groups(64, kSageHd64TwoGroupMaxRows), 2);
   EXPECT_EQ(sage_consumer_groups(64, kSageHd64TwoGroupMaxRows + 1), 3);
+  EXPECT_EQ(sage_consumer_groups(64, 1024), 2);
+  EXPECT_EQ(sage_consumer_groups(64, 4096), 3);  // the 4k square: three groups since 2026-12-03
   EXPECT_EQ(sage_consumer_groups(64, 16384), 3);
+  // QK16/V8 keeps the earlier limit of 4096 rows.
+  EXPECT_EQ(sage_consumer_groups(64, 4096, /*qk16=*/true), 2);
+  EXPECT_EQ(sage_consumer_groups(64, 4097, /*qk16=*/true), 3);
+  EXPECT_EQ(sage_consumer_groups(128, 512, /*qk16=*/true), 3);
 }
 
 // A last wave of fewer tiles than half the SMs runs as pieces, each CTA at most one; the pieces of

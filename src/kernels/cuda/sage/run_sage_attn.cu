@@ -372,7 +372,7 @@ Status run_qk16_v8_cuda(const AttentionProblem& problem, void* stream, const Sag
                           "be 16-byte aligned; pass contiguous q and k");
   const int groups = choice.consumer_groups != 0
                          ? choice.consumer_groups
-                         : sage_consumer_groups(static_cast<int>(problem.q.size(3)), problem.q.size(1));
+                         : sage_consumer_groups(static_cast<int>(problem.q.size(3)), problem.q.size(1), /*qk16=*/true);
   if (groups != 2 && groups != 3)
     return InvalidInput(std::string(kQk16V8Name) + "'s Hopper kernel runs 2 or 3 consumer warpgroups, not " +
                         std::to_string(groups));

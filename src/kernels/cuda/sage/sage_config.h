@@ -13,12 +13,19 @@ namespace diffattn::sage {
 // waiting on its own products. Measured on an H200 (dev/sage_time.cc, both shapes in one run,
 // docs/backends/sage_attn.md): at hd128 three groups win on every workload, in both P V modes
 // (long video rows +17-20 %, 512-key cross-attention +14-24 %, Flux +8-10 %, the 4k square
-// +3-4 %); at hd64 they win from SD3's 4429 rows up (+1-2 %; the 16k square +9-16 %) and lose 4 %
-// on the 4k square, so hd64 runs two groups up to kSageHd64TwoGroupMaxRows query rows.
-inline constexpr std::int64_t kSageHd64TwoGroupMaxRows = 4096;
+// +3-4 %). At hd64, measured again after the three-group kernel's later gains (the split tail, the
+// row sums by the product; dev/sage_groups_hd64.csv, bench/results/sage-rowsum-2026-12-03-h200/
+// groups-hd64.txt), three groups are 13-14 % faster at 3072 and 4096 rows in both P V modes, level
+// to 4 % faster at 2048, and two groups 10-15 % faster at 1024; so hd64 runs two groups up to
+// kSageHd64TwoGroupMaxRows query rows, between the last two.
+// FLASHINFER_ATTN's QK16/V8 mode (`qk16`, the same kernel with a 16-bit Q K^T) keeps the earlier
+// limit, kQk16Hd64TwoGroupMaxRows: the new sweep did not time it.
+inline constexpr std::int64_t kSageHd64TwoGroupMaxRows = 1536;
+inline constexpr std::int64_t kQk16Hd64TwoGroupMaxRows = 4096;
 
-constexpr int sage_consumer_groups(int head_size, std::int64_t seqlen_q) {
-  return head_size == 64 && seqlen_q <= kSageHd64TwoGroupMaxRows ? 2 : 3;
+constexpr int sage_consumer_groups(int head_size, std::int64_t seqlen_q, bool qk16 = false) {
+  const std::int64_t two_group_rows = qk16 ? kQk16Hd64TwoGroupMaxRows : kSageHd64TwoGroupMaxRows;
+  return head_size == 64 && seqlen_q <= two_group_rows ? 2 : 3;
 }
 
 // Whether the attention kernel quantizes Q itself (sage_fwd_hopper.cuh, kFusedQ: the producer
