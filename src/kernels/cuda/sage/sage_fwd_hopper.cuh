@@ -97,7 +97,7 @@ struct SageTraits {
   //    last V chunk on the ones (see v_chunk_offset). The hd128 split kernel keeps its adds: with
   //    the ones ptxas spilled 84 bytes there and FLUX.1 ran 1-2 % slower, while SD3's hd64 split
   //    kernel gained 7 % (bench/results/sage-rowsum-2026-12-03-h200/). At hd64 the overlapped
-  //    groups (up to 4096 query rows) take the ones too; the block-sparse walk keeps its adds.
+  //    groups (short calls, sage_config.h) take the ones too; the block-sparse walk keeps its adds.
   static constexpr bool kOnesChunk = !kPvFp8 && !kListed && (kD == 64 || (kInOrder && !kSplit));
   static constexpr bool kRowSumByMma = kPvFp8 || kOnesChunk;
   static constexpr int kPvN = kD + (kRowSumByMma ? 8 : 0);  // columns of the P V product
@@ -134,6 +134,9 @@ struct SageTraits {
     if constexpr (kInterleaved) return (c == 0 ? 2 * s : 6 + s) * kVChunkBytes;
     return kVOffset + s * kVStageBytes + c * kVChunkBytes;
   }
+  // kOnesChunk: the distance from stage s's first V chunk to its next chunk, the last of which is
+  // the ones (the stage's own stride).
+  static constexpr int v_chunk_stride(int s) { return (kOnesOffset - v_chunk_offset(s, 0)) / (kD / 64); }
   static constexpr int kQStageOffset = kOnesOffset + kOnesBytes;
   static constexpr int kQScaleOffset = kQStageOffset + kQStageBytes;
   static constexpr int kBarrierOffset = kQScaleOffset + kQScaleBytes;
@@ -465,20 +468,21 @@ struct SageConsumer {
       k_desc0 = kmajor_desc(ptx::smem_addr(sm.k(0)), T::kRowBytes);
     }
     if constexpr (T::kPvFp8) v_desc0 = kmajor_desc(ptx::smem_addr(sm.v(0)), 128);
-    else if constexpr (T::kOnesChunk) v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.base) + kFirst(0), kStride(0), 1024);
+    else if constexpr (T::kOnesChunk) v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.base) + T::v_chunk_offset(0, 0), T::v_chunk_stride(0), 1024);
     else v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)), T::kVChunkBytes, 1024);
   }
 
   // kOnesChunk: stage s's V chunks and then the ones lie equally far apart (SageTraits::
   // v_chunk_offset), so each stage's descriptor has its own chunk stride (the leading byte offset).
   // Both the first chunk's place and the stride move by the same amount from stage to stage, so a
-  // stage's descriptor is stage 0's plus s steps: one multiply-add, not a rebuild (which spilled).
-  static constexpr int kFirst(int s) { return T::v_chunk_offset(s, 0); }
-  static constexpr int kStride(int s) { return (T::kOnesOffset - kFirst(s)) / (T::kD / 64); }
+  // stage's descriptor is stage 0's plus s steps (start address in the low field, stride from bit
+  // 16): one multiply-add instead of building a descriptor for every block.
   static constexpr std::int64_t kVDescStep =
-      (kFirst(1) - kFirst(0)) / 16 + static_cast<std::int64_t>((kStride(1) - kStride(0)) / 16) * 65536;
-  static_assert(!T::kOnesChunk || (kFirst(2) - kFirst(1) == kFirst(1) - kFirst(0) &&
-                                   kStride(2) - kStride(1) == kStride(1) - kStride(0)),
+      (T::v_chunk_offset(1, 0) - T::v_chunk_offset(0, 0)) / 16 +
+      static_cast<std::int64_t>((T::v_chunk_stride(1) - T::v_chunk_stride(0)) / 16) * 65536;
+  static_assert(!T::kOnesChunk ||
+                    (T::v_chunk_offset(2, 0) - T::v_chunk_offset(1, 0) == T::v_chunk_offset(1, 0) - T::v_chunk_offset(0, 0) &&
+                     T::v_chunk_stride(2) - T::v_chunk_stride(1) == T::v_chunk_stride(1) - T::v_chunk_stride(0)),
                 "the stages' places and strides step evenly");
 
   // The P V product's B operand for stage `stage`.
