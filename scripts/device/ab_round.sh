@@ -6,7 +6,9 @@
 # dev/sage_sweep.csv) in MODES, so that a change is measured against its base in one job; then
 # (MASK_AB=1) bin/gpu_mask_bench_base and bin/gpu_mask_bench likewise, and (NCU_MASK=1) an ncu
 # summary of the kernels of the masked calls of bin/gpu_mask_bench, if carried; (NCU_SAGE=a,b) an ncu
-# summary of every kernel of one FP8 call of both dev/sage_time builds on workloads a and b.
+# summary of every kernel of one FP8 call of both dev/sage_time builds on workloads a and b; (SASS=s,t)
+# the SASS of both builds' kernels whose mangled names contain s or t, with opcode histograms
+# (dev/sass_hist.py).
 # Everything goes to $OUT, in few files (the device tool brings back a limited number); the test
 # and sanitizer summaries are printed again at the end.
 set -uo pipefail
@@ -60,6 +62,13 @@ if [ -n "${NCU_SAGE:-}" ]; then
       --kernel-name regex:sage --metrics gpu__time_duration.sum $bd/$b "$NCU_SAGE" 1 fp8/3 >>"$out/ncu-sage.txt" 2>&1
   done
   grep -E "^== ncu|^ +void|^ +sage|gpu__time_duration" "$out/ncu-sage.txt" | sed -E 's/\(sage::SageTmaMaps.*//' | cut -c1-150 | head -n 60
+fi
+if [ -n "${SASS:-}" ]; then
+  for b in sage_time_base sage_time; do
+    [ -x "$bd/$b" ] || continue
+    cuobjdump -sass "$bd/$b" | python3 dev/sass_hist.py "$out" "$b" ${SASS//,/ } >>"$out/sass-hist.txt"
+  done
+  grep -E "^== |instructions" "$out/sass-hist.txt" | cut -c1-200
 fi
 echo "== summary"
 [ -f "$out/tests.log" ] && grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]" "$out/tests.log" | tail -n 8

@@ -580,6 +580,52 @@ struct SageConsumer {
     return __int_as_float(x + 0x4B400000);
   }
 
+  // Whether a row's maximum is taken over the int32 sums (max_of: the INT8 Q K^T) or over the
+  // scores' floats (the 16-bit Q K^T). Measured on an H200 against the float maxima
+  // (bench/results/sage-intmax-2026-12-04-h200/): the FP8 mode 2-4 % faster on every row (long
+  // hd128, FLUX.1, SD3, the 4k square), the accurate mode 4 % on FLUX.1 and SD3 and level on the
+  // long rows.
+  static constexpr bool kIntMax = !T::kQk16;
+  // A masked key's sum: -inf for 16-bit scores; for INT8 scores the int32 whose float image is
+  // -inf (0xFF800000 less the image's constant), below every real sum (|x| < 2^22).
+  static constexpr int kDeadSum = static_cast<int>(0xFF800000u - 0x4B400000u);
+  __device__ static Acc dead_sum() {
+    if constexpr (T::kQk16) return -INFINITY;
+    else return kDeadSum;
+  }
+  static_assert(kDeadSum + 0x4B400000 == static_cast<int>(0xFF800000u), "a masked key's image is -inf");
+  // The float the softmax's FFMA takes for a sum: the 16-bit score itself, or the INT8 sum's image.
+  __device__ static float score_image(Acc x) {
+    if constexpr (T::kQk16) return x;
+    else return float_image(x);
+  }
+
+  // The largest of n int32 sums, three at a time (one DPX instruction each on sm_90): half the
+  // instructions of two-input maxima. A tree of depth log3 n, except in the kernel that quantizes
+  // Q itself, which runs them on two running maxima: the tree's five live temporaries made ptxas
+  // spill 8 bytes there (the long hd128 rows 9 % slower), and two running maxima elsewhere were
+  // 1.5-2 % slower than the tree (bench/results/sage-intmax-2026-12-04-h200/).
+  template <int kN>
+  __device__ static int max_of(int (&x)[kN]) {
+    if constexpr (T::kFusedQ) {
+      static_assert(kN >= 6 && kN % 2 == 0, "two triples, then pairs");
+      int acc[2] = {__vimax3_s32(x[0], x[1], x[2]), __vimax3_s32(x[3], x[4], x[5])};
+#pragma unroll
+      for (int i = 6; i < kN; i += 2) acc[(i / 2) % 2] = __vimax3_s32(acc[(i / 2) % 2], x[i], x[i + 1]);
+      return max(acc[0], acc[1]);
+    } else {
+#pragma unroll
+      for (int n = kN; n > 1; n = (n + 2) / 3) {
+#pragma unroll
+        for (int i = 0; i < (n + 2) / 3; ++i) {
+          const int first = x[3 * i];
+          x[i] = __vimax3_s32(first, 3 * i + 1 < n ? x[3 * i + 1] : first, 3 * i + 2 < n ? x[3 * i + 2] : first);
+        }
+      }
+      return x[0];
+    }
+  }
+
   __device__ static float quad_max(float m) {
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
     return fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
@@ -597,19 +643,21 @@ struct SageConsumer {
 
   // The block's exact online softmax in log2 units: s becomes exp2(score - m) against the new row
   // maximum m (times 448 in the FP8 mode, ready for E4M3), alpha the factor for the earlier output.
-  // In the FP16 mode l sums this thread's p; in the FP8 mode the P V product sums the E4M3 values
-  // (kRowSumByMma) and l is left alone. qs holds the INT8 scales of the thread's two rows.
+  // In the FP16 mode without kRowSumByMma l sums this thread's p; otherwise the P V product sums the
+  // rows and l is left alone. qs holds the INT8 scales of the thread's two rows.
   //
   // A score is a[r][g] x + b[r][g] of the int32 sum's float image x (float_image; int_to_float's
   // trick without its subtraction: the constant is folded into b, rounded once, which moves a score
-  // by at most one unit of the INT8 product, far below the INT8 rounding). Where every key of the
-  // block is live, the maximum is taken over each key group's images (a >= 0, so the largest image
-  // gives the largest score) and each exponent is one FFMA of the image. In blocks with masked keys
-  // (the sequence's end, causal, a key mask) those keys' images become -inf, which gives -inf
-  // scores (a > 0) and zero exponentials. Maxima and sums run on kLanes partials each, so the
-  // reductions are not one long dependent chain.
-  // With kQk16 the score is the fp32 sum itself, a = the softmax scale in log2 units and b = 0.
-  __device__ void softmax(const Acc (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
+  // by at most one unit of the INT8 product, far below the INT8 rounding). a > 0, so within a key
+  // group the largest int32 sum gives the largest score: each group's maximum is taken over the
+  // sums themselves, three at a time (max_of; kIntMax), and turned into a score once; each
+  // exponent is one FFMA of the image. In blocks with masked keys (the sequence's end, causal, a
+  // key mask) those keys' sums become kDeadSum, whose image is -inf: -inf scores, zero
+  // exponentials, and a group with no live key has maximum -inf.
+  // With kQk16 the score is the fp32 sum itself, a = the softmax scale in log2 units and b = 0, and
+  // a masked key's sum becomes -inf. There, and without kIntMax, the maxima are taken over the
+  // scores' floats on kLanes partials each, so that the reduction is not one long dependent chain.
+  __device__ void softmax(Acc (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
                           const SageTile& c, const KeyBlock& kb, const float (&qs)[2]) const {
     const std::int64_t kbase = (static_cast<std::int64_t>(c.b) * p.heads_kv + c.h / (p.heads_q / p.heads_kv)) * p.k_groups;
     const int j = kb.j, key_end = kb.end;
@@ -632,11 +680,6 @@ struct SageConsumer {
         }
       }
     }
-#pragma unroll
-    for (int i = 0; i < kSAcc; ++i) {
-      if constexpr (T::kQk16) s[i] = si[i];
-      else s[i] = float_image(si[i]);
-    }
     const bool edge = (j + 1) * T::kBlockN > key_end || (p.causal && (j + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM);
     if (edge || p.kv_mask != nullptr) {
       // Which of the thread's keys are live, as bits (a rolled loop: one register, not kCols).
@@ -658,7 +701,7 @@ struct SageConsumer {
       for (int i = 0; i < kCols; ++i)
 #pragma unroll
         for (int r = 0; r < 2; ++r)
-          if (!((live >> i) & 1u) || (i / 2) * 8 + i % 2 > last[r]) s[at(i, r)] = -INFINITY;
+          if (!((live >> i) & 1u) || (i / 2) * 8 + i % 2 > last[r]) si[at(i, r)] = dead_sum();
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -666,17 +709,24 @@ struct SageConsumer {
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
         constexpr int kPerGroup = kCols / kGroups;
-        float part[kLanes];
+        if constexpr (!kIntMax) {
+          float part[kLanes];
 #pragma unroll
-        for (int i = 0; i < kPerGroup; ++i) {
-          const float x = s[at(g * kPerGroup + i, r)];
-          part[i % kLanes] = i < kLanes ? x : fmaxf(part[i % kLanes], x);
+          for (int i = 0; i < kPerGroup; ++i) {
+            const float x = score_image(si[at(g * kPerGroup + i, r)]);
+            part[i % kLanes] = i < kLanes ? x : fmaxf(part[i % kLanes], x);
+          }
+#pragma unroll
+          for (int w = kLanes / 2; w > 0; w /= 2)
+#pragma unroll
+            for (int i = 0; i < w; ++i) part[i] = fmaxf(part[i], part[i + w]);
+          mx = fmaxf(mx, fmaf(part[0], a[r][g], b[r][g]));
+        } else {
+          int x[kPerGroup];
+#pragma unroll
+          for (int i = 0; i < kPerGroup; ++i) x[i] = si[at(g * kPerGroup + i, r)];
+          mx = fmaxf(mx, fmaf(float_image(max_of<kPerGroup>(x)), a[r][g], b[r][g]));
         }
-#pragma unroll
-        for (int w = kLanes / 2; w > 0; w /= 2)
-#pragma unroll
-          for (int i = 0; i < w; ++i) part[i] = fmaxf(part[i], part[i + w]);
-        mx = fmaxf(mx, fmaf(part[0], a[r][g], b[r][g]));
       }
       mx = quad_max(mx);
       const float use = mx == -INFINITY ? 0.f : mx;
@@ -687,7 +737,7 @@ struct SageConsumer {
 #pragma unroll
       for (int i = 0; i < kCols; ++i) {
         const int g = group_of(i);
-        const float v = exp2_col(i, fmaf(s[at(i, r)], a[r][g], b[r][g] - shift));
+        const float v = exp2_col(i, fmaf(score_image(si[at(i, r)]), a[r][g], b[r][g] - shift));
         s[at(i, r)] = v;
         if constexpr (!T::kRowSumByMma) sum[i % kLanes] = i < kLanes ? v : sum[i % kLanes] + v;
       }
