@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Reads `cuobjdump -sass` output on stdin and, for every kernel whose mangled name contains one of
-the given substrings, writes its SASS to OUTDIR/sass-TAG-N.txt and prints its opcode histogram
+the given substrings, appends its SASS to OUTDIR/sass-TAG.txt (one file: the GPU machine's tool
+brings back a limited number) and prints its opcode histogram
 (the spill loads and stores, and the counts of the opcodes that the softmax spends its issue slots
 on). Runs on the GPU machine, whose toolkit has cuobjdump.
 
@@ -19,8 +20,8 @@ def flush():
     if current is None or not any(w in current for w in wanted):
         return
     n += 1
-    with open(f"{out_dir}/sass-{tag}-{n}.txt", "w") as f:
-        f.write(current + "\n" + "".join(lines))
+    with open(f"{out_dir}/sass-{tag}.txt", "a") as f:
+        f.write(f"== #{n}: {current}\n" + "".join(lines))
     ops = collections.Counter()
     for line in lines:
         m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)(\.[A-Z0-9_.]+)?", line)
