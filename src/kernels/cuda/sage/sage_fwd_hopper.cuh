@@ -657,11 +657,27 @@ struct SageConsumer {
   // With kQk16 the score is the fp32 sum itself, a = the softmax scale in log2 units and b = 0, and
   // a masked key's sum becomes -inf. There, and without kIntMax, the maxima are taken over the
   // scores' floats on kLanes partials each, so that the reduction is not one long dependent chain.
-  __device__ void softmax(Acc (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                          const SageTile& c, const KeyBlock& kb, const float (&qs)[2]) const {
+  // The INT8 scales of key block kb's groups (0 past the sequence; none with kQk16). With
+  // kEarlyKeyScales the in-order groups load them before they wait for the block's scores, so that
+  // the loads are off the softmax's path; measured on an H200 against loading them after the wait
+  // (bench/results/sage-intmax-2026-12-04-h200/ab-early-key-scales.txt): the accurate mode 6-7 %
+  // faster on long hd128 rows and the 4k square, the FP8 mode 1-4 %; but the accurate mode's split
+  // kernel (FLUX.1's short last wave) 5 % slower, so it loads them after the wait, as do the
+  // overlapped groups (not measured).
+  static constexpr bool kEarlyKeyScales = T::kPvFp8 || !T::kSplit;
+  __device__ void key_scales(const SageTile& c, const KeyBlock& kb, float (&ks)[kGroups]) const {
     const std::int64_t kbase = (static_cast<std::int64_t>(c.b) * p.heads_kv + c.h / (p.heads_q / p.heads_kv)) * p.k_groups;
+    const int g0 = kb.j * kGroups;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      if constexpr (T::kQk16) ks[g] = 0.f;
+      else ks[g] = g0 + g < p.k_groups ? __ldg(p.k_scale + kbase + g0 + g) : 0.f;
+    }
+  }
+
+  __device__ void softmax(Acc (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                          const SageTile& c, const KeyBlock& kb, const float (&qs)[2], const float (&ks)[kGroups]) const {
     const int j = kb.j, key_end = kb.end;
-    const int g0 = j * kGroups;
     float a[2][kGroups], b[2][kGroups];
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
@@ -669,13 +685,12 @@ struct SageConsumer {
         a[0][g] = a[1][g] = p.scale_log2;
         b[0][g] = b[1][g] = 0.f;
       } else {
-        const float ks = g0 + g < p.k_groups ? __ldg(p.k_scale + kbase + g0 + g) : 0.f;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           // Kept positive, so a masked key's image (-inf) gives -inf, never NaN; where the product
           // is 0 (an all-zero query row, a group of keys equal to their mean) every score of the
           // group is then about 1e-30 x instead of 0, which no exponential can tell apart.
-          a[r][g] = fmaxf(__fmul_rn(qs[r], ks), 1e-30f);
+          a[r][g] = fmaxf(__fmul_rn(qs[r], ks[g]), 1e-30f);
           b[r][g] = -kFloatImage * a[r][g];
         }
       }
@@ -910,6 +925,8 @@ struct SageConsumer {
         float s[kSAcc];
         uint32_t pr[kPRegs];
         const KeyBlock kb = key_block_at<T>(p, c, n);
+        float ks[kGroups];
+        if constexpr (kEarlyKeyScales) key_scales(c, kb, ks);
         ptx::mbar_wait(sm.k_full(stage), phase);
         ptx::fence_operands(o);
         ptx::wgmma_fence();
@@ -919,7 +936,8 @@ struct SageConsumer {
         fence_scores(si);
         release(sm.k_empty(stage));
         if (n == c.n_blocks - 1) release(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
-        softmax(si, s, m, l, alpha, c, kb, qs);
+        if constexpr (!kEarlyKeyScales) key_scales(c, kb, ks);
+        softmax(si, s, m, l, alpha, c, kb, qs, ks);
         convert_p(s, pr);
         ptx::mbar_wait(sm.v_full(stage), phase);
         if constexpr (T::kPvFp8) {
@@ -976,6 +994,7 @@ struct SageConsumer {
       }
       // Block 0: its Q K^T alone.
       KeyBlock kb = key_block_at<T>(p, c, 0);
+      float ks[kGroups];
       ptx::mbar_wait(sm.k_full(stage), phase);
       take_turn();
       ptx::wgmma_fence();
@@ -986,7 +1005,8 @@ struct SageConsumer {
       fence_scores(si);
       release(sm.k_empty(stage));
       if (c.n_blocks == 1) release(sm.q_empty(q.buf()));
-      softmax(si, s, m, l, alpha, c, kb, qs);
+      key_scales(c, kb, ks);
+      softmax(si, s, m, l, alpha, c, kb, qs, ks);
       alpha_prev[0] = alpha[0];
       alpha_prev[1] = alpha[1];
       convert_p(s, pr);
@@ -1010,7 +1030,8 @@ struct SageConsumer {
         fence_scores(si);
         release(sm.k_empty(stage));
         if (n == c.n_blocks - 1) release(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
-        softmax(si, s, m, l, alpha, c, kb, qs);
+        key_scales(c, kb, ks);
+      softmax(si, s, m, l, alpha, c, kb, qs, ks);
         ptx::wgmma_wait<0>();
         ptx::fence_operands(blk);
         release(sm.v_empty(prev_stage));
