@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """Reads `cuobjdump -sass` output on stdin and, for every kernel whose mangled name contains one of
 the given substrings, appends its SASS to OUTDIR/sass-TAG.txt (one file: the GPU machine's tool
-brings back a limited number) and prints its opcode histogram
-(the spill loads and stores, and the counts of the opcodes that the softmax spends its issue slots
-on). Runs on the GPU machine, whose toolkit has cuobjdump.
+brings back a limited number) and prints its instruction count, its local loads and stores
+(spills) and its 45 most frequent opcodes. Runs on the GPU machine, whose toolkit has cuobjdump.
 
   cuobjdump -sass BINARY | python3 dev/sass_hist.py OUTDIR TAG SUBSTRING [SUBSTRING...]
 """

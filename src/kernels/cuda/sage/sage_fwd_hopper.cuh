@@ -580,12 +580,6 @@ struct SageConsumer {
     return __int_as_float(x + 0x4B400000);
   }
 
-  // Whether a row's maximum is taken over the int32 sums (max_of: the INT8 Q K^T) or over the
-  // scores' floats (the 16-bit Q K^T). Measured on an H200 against the float maxima
-  // (bench/results/sage-intmax-2026-12-04-h200/): the FP8 mode 2-4 % faster on every row (long
-  // hd128, FLUX.1, SD3, the 4k square), the accurate mode 4 % on FLUX.1 and SD3 and level on the
-  // long rows.
-  static constexpr bool kIntMax = !T::kQk16;
   // A masked key's sum: -inf for 16-bit scores; for INT8 scores the int32 whose float image is
   // -inf (0xFF800000 less the image's constant), below every real sum (|x| < 2^22).
   static constexpr int kDeadSum = static_cast<int>(0xFF800000u - 0x4B400000u);
@@ -601,10 +595,12 @@ struct SageConsumer {
   }
 
   // The largest of n int32 sums, three at a time (one DPX instruction each on sm_90): half the
-  // instructions of two-input maxima. A tree of depth log3 n, except in the kernel that quantizes
-  // Q itself, which runs them on two running maxima: the tree's five live temporaries made ptxas
-  // spill 8 bytes there (the long hd128 rows 9 % slower), and two running maxima elsewhere were
-  // 1.5-2 % slower than the tree (bench/results/sage-intmax-2026-12-04-h200/).
+  // instructions of two-input maxima. Against two-input float maxima over the sums' images, the
+  // FP8 mode ran 1-5 % faster on every row and the accurate mode up to 4 % (level on the long rows)
+  // on an H200 (bench/results/sage-intmax-2026-12-04-h200/). A tree of depth log3 n, except in the
+  // kernel that quantizes Q itself, which runs them on two running maxima: the tree's five live
+  // temporaries made ptxas spill 8 bytes there (the long hd128 rows 9 % slower), and two running
+  // maxima elsewhere were 1.5-2 % slower than the tree.
   template <int kN>
   __device__ static int max_of(int (&x)[kN]) {
     if constexpr (T::kFusedQ) {
@@ -641,22 +637,6 @@ struct SageConsumer {
   __device__ static constexpr int group_of(int i) { return (i / 2) * 8 / kKGroup; }
   static_assert(kCols % (kLanes * kGroups) == 0, "every reduction lane stays inside one key group");
 
-  // The block's exact online softmax in log2 units: s becomes exp2(score - m) against the new row
-  // maximum m (times 448 in the FP8 mode, ready for E4M3), alpha the factor for the earlier output.
-  // In the FP16 mode without kRowSumByMma l sums this thread's p; otherwise the P V product sums the
-  // rows and l is left alone. qs holds the INT8 scales of the thread's two rows.
-  //
-  // A score is a[r][g] x + b[r][g] of the int32 sum's float image x (float_image; int_to_float's
-  // trick without its subtraction: the constant is folded into b, rounded once, which moves a score
-  // by at most one unit of the INT8 product, far below the INT8 rounding). a > 0, so within a key
-  // group the largest int32 sum gives the largest score: each group's maximum is taken over the
-  // sums themselves, three at a time (max_of; kIntMax), and turned into a score once; each
-  // exponent is one FFMA of the image. In blocks with masked keys (the sequence's end, causal, a
-  // key mask) those keys' sums become kDeadSum, whose image is -inf: -inf scores, zero
-  // exponentials, and a group with no live key has maximum -inf.
-  // With kQk16 the score is the fp32 sum itself, a = the softmax scale in log2 units and b = 0, and
-  // a masked key's sum becomes -inf. There, and without kIntMax, the maxima are taken over the
-  // scores' floats on kLanes partials each, so that the reduction is not one long dependent chain.
   // The INT8 scales of key block kb's groups (0 past the sequence; none with kQk16). With
   // kEarlyKeyScales the in-order groups load them before they wait for the block's scores, so that
   // the loads are off the softmax's path; measured on an H200 against loading them after the wait
@@ -675,6 +655,22 @@ struct SageConsumer {
     }
   }
 
+  // The block's exact online softmax in log2 units: s becomes exp2(score - m) against the new row
+  // maximum m (times 448 in the FP8 mode, ready for E4M3), alpha the factor for the earlier output.
+  // In the FP16 mode without kRowSumByMma l sums this thread's p; otherwise the P V product sums the
+  // rows and l is left alone. qs holds the INT8 scales of the thread's two rows.
+  //
+  // A score is a[r][g] x + b[r][g] of the int32 sum's float image x (float_image; int_to_float's
+  // trick without its subtraction: the constant is folded into b, rounded once, which moves a score
+  // by at most one unit of the INT8 product, far below the INT8 rounding). a > 0, so within a key
+  // group the largest int32 sum gives the largest score: each group's maximum is taken over the
+  // sums themselves, three at a time (max_of), and turned into a score once; each
+  // exponent is one FFMA of the image. In blocks with masked keys (the sequence's end, causal, a
+  // key mask) those keys' sums become kDeadSum, whose image is -inf: -inf scores, zero
+  // exponentials, and a group with no live key has maximum -inf.
+  // With kQk16 the score is the fp32 sum itself, a = the softmax scale in log2 units and b = 0, and
+  // a masked key's sum becomes -inf; there the maxima are taken over the scores' floats on kLanes
+  // partials each, so that the reduction is not one long dependent chain.
   __device__ void softmax(Acc (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
                           const SageTile& c, const KeyBlock& kb, const float (&qs)[2], const float (&ks)[kGroups]) const {
     const int j = kb.j, key_end = kb.end;
@@ -724,7 +720,7 @@ struct SageConsumer {
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
         constexpr int kPerGroup = kCols / kGroups;
-        if constexpr (!kIntMax) {
+        if constexpr (T::kQk16) {
           float part[kLanes];
 #pragma unroll
           for (int i = 0; i < kPerGroup; ++i) {
@@ -1031,7 +1027,7 @@ struct SageConsumer {
         release(sm.k_empty(stage));
         if (n == c.n_blocks - 1) release(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
         key_scales(c, kb, ks);
-      softmax(si, s, m, l, alpha, c, kb, qs, ks);
+        softmax(si, s, m, l, alpha, c, kb, qs, ks);
         ptx::wgmma_wait<0>();
         ptx::fence_operands(blk);
         release(sm.v_empty(prev_stage));
