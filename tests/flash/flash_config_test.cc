@@ -126,6 +126,24 @@ TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {
     EXPECT_EQ(choose_key_tiles(d, 32760, 32760, 40, kSms, false), key_tiles(d, 32760)) << d;
 }
 
+// The 64 x 64 walk's CTAs fit one SM as many times as they ask, and leave each thread the
+// registers the hd128 walk needs without spilling (136, ptxas).
+TEST(FlashConfig, SmallTileWalkFitsItsResidency) {
+  for (int d : kBlockSparseHeadSizes) {
+    const SmallTileWalk walk = small_tile_walk(d);
+    ASSERT_GT(walk.ctas_per_sm, 0) << d;
+    EXPECT_GE(walk.k_bufs, 1) << d;
+    EXPECT_GE(walk.v_bufs, 1) << d;
+    EXPECT_LE(small_tile_smem_bytes(d, walk) * walk.ctas_per_sm, kHopperSmemPerSm) << d;
+    EXPECT_LE(small_tile_smem_bytes(d, walk), kHopperSmemLimit) << d;
+    const int regs_per_thread = 65536 / (128 * walk.ctas_per_sm) / 8 * 8;
+    EXPECT_GE(regs_per_thread, d == 128 ? 136 : 104) << d;
+  }
+  EXPECT_EQ(small_tile_walk(96).ctas_per_sm, 0);
+  // Q, one K and one V tile of 64 rows x 128 bytes per 64 columns, three mbarriers, the slack.
+  EXPECT_EQ(small_tile_smem_bytes(128, SmallTileWalk{1, 1, 3}), 3 * 16384 + 24 + 1024);
+}
+
 TEST(FlashConfig, UnknownHeadSizeHasNoTile) {
   const HopperTile t = hopper_tile(80, KeyTiles::kShort);
   EXPECT_EQ(t.block_m, 0);

@@ -178,6 +178,32 @@ constexpr HopperTile block_sparse_small_tile(int head_size) {
   return tile;
 }
 
+// The one-warpgroup walk of 64 x 64 lists (small_tile_hopper.cuh): one 64-row query tile per
+// CTA, the depths of its K and V rings, and the CTAs it asks to keep resident per SM. The SM's
+// CTAs hide each other's softmax and loads, so residency beats ring depth: single buffers with
+// three CTAs per SM at hd128 and four at hd64 beat a double-buffered K (4-6 % slower) and two
+// CTAs with double K and V (hd128 21-27 % slower); four hd128 CTAs leave 128 registers a thread,
+// too few (ptxas spills and serialises the wgmma). H200, Wan2.1-14B 480p/720p and a 16k hd64
+// square at densities 1 to 0.125 (docs/backends/sparse.md).
+struct SmallTileWalk {
+  int k_bufs = 0, v_bufs = 0, ctas_per_sm = 0;
+};
+
+constexpr SmallTileWalk small_tile_walk(int head_size) {
+  if (!is_block_sparse_head_size(head_size)) return {};
+  return head_size == 128 ? SmallTileWalk{1, 1, 3} : SmallTileWalk{1, 1, 4};
+}
+
+inline constexpr int kHopperSmemPerSm = 228 * 1024;  // shared memory of one sm_90 SM, all its CTAs together
+
+// Shared memory of one CTA of the walk: the Q tile and the K and V rings (64 rows of 64-column
+// chunks of 128 bytes each), their mbarriers, and 1024 bytes of alignment slack.
+constexpr int small_tile_smem_bytes(int head_size, const SmallTileWalk& walk) {
+  const int tile = (head_size + 63) / 64 * 64 * 128;
+  const int buffers = 1 + walk.k_bufs + walk.v_bufs;
+  return buffers * tile + buffers * 8 + 1024;
+}
+
 constexpr std::int64_t num_m_blocks(std::int64_t seqlen_q, const HopperTile& tile) {
   return ceil_div(seqlen_q, tile.block_m);
 }

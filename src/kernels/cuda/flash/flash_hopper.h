@@ -37,11 +37,15 @@ struct LaunchStatus {
 // launches nothing when they fail.
 LaunchStatus launch_flash_hopper(const HopperArgs& args, void* stream);
 
-// Block-sparse attention on the same kernel (flash_hopper_sparse.cu): args.params.bs_offsets and
-// bs_indices (and, small tiles only, bs_tile_rows) hold the key lists on the device, built for
-// block_sparse_tile(head_size), or for block_sparse_small_tile (64 x 64) when `small_tiles`
-// (flash_config.h); the caller has checked them against the problem. Head sizes
-// kBlockSparseHeadSizes; no causal, packed or key-masked problems.
-LaunchStatus launch_flash_hopper_block_sparse(const HopperArgs& args, bool small_tiles, void* stream);
+// The tilings of the block-sparse launch (flash_config.h): 128 x 128 lists on the flash kernel;
+// 64 x 64 lists on the one-warpgroup walk (small_tile_hopper.cuh, several CTAs per SM); or 64 x 64
+// lists on the flash kernel's two-group walk (kGroupKeys), kept to time against it.
+enum class SparseTiling { kLarge, kSmall, kSmallPaired };
+
+// Block-sparse attention (flash_hopper_sparse.cu): args.params.bs_offsets and bs_indices (and
+// bs_tile_rows) hold the key lists on the device, built for block_sparse_tile(head_size), or for
+// block_sparse_small_tile (64 x 64) with the small tilings; the caller has checked them against
+// the problem. Head sizes kBlockSparseHeadSizes; no causal, packed or key-masked problems.
+LaunchStatus launch_flash_hopper_block_sparse(const HopperArgs& args, SparseTiling tiling, void* stream);
 
 }  // namespace diffattn::flash

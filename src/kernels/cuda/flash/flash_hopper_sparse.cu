@@ -1,11 +1,13 @@
-// Dispatch ladder of the block-sparse Hopper kernel: the listed walk of the flash kernel on the
-// block-sparse tiles of each head size in kBlockSparseHeadSizes (flash_config.h: the large tile and
-// the 64 x 64 per-group tile), bf16 and fp16.
+// Dispatch ladder of the block-sparse Hopper kernels, for each head size in kBlockSparseHeadSizes,
+// bf16 and fp16: the listed walk of the flash kernel on the 128 x 128 tile (and on the 64 x 64
+// two-group tile, SparseTiling::kSmallPaired), and the one-warpgroup walk of small_tile_hopper.cuh
+// on 64 x 64 lists.
 // A translation unit of its own, so the dense and block-sparse instantiations compile in parallel.
 
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_hopper.h"
 #include "kernels/cuda/flash/flash_hopper_launch.cuh"
+#include "kernels/cuda/flash/small_tile_hopper.cuh"
 
 namespace diffattn::flash {
 namespace {
@@ -22,13 +24,60 @@ LaunchStatus launch_typed(const HopperArgs& args, cudaStream_t stream) {
   return hopper_detail::launch_with_traits<T, /*kListed=*/true>(args, stream);
 }
 
+// The one-warpgroup walk over 64 x 64 lists: one CTA per (query tile, head, batch).
+template <class T>
+LaunchStatus launch_small_tile(const HopperArgs& args, cudaStream_t stream) {
+  FlashParams p = args.params;
+  if (p.seqlen_q == 0 || p.batch == 0 || p.heads_q == 0) return {};
+  if (p.bs_offsets == nullptr || p.bs_indices == nullptr || p.causal || p.cu_seqlens_q != nullptr ||
+      p.kv_mask != nullptr || p.row_bits != nullptr)
+    return fail(LaunchStatus::kInvalidInput,
+                "block-sparse attention: the 64 x 64 walk needs its key lists and takes no causal, packed or masked "
+                "problem");
+  if (p.batch > 65535 || p.heads_q > 65535)
+    return fail(LaunchStatus::kInvalidInput, "block-sparse attention: the 64 x 64 walk takes at most 65535 batch "
+                                             "entries and heads; split the batch");
+  p.bs_q_tiles = static_cast<int>(ceil_div(p.seqlen_q, T::kBlockM));
+  if (p.bs_stride_h < 0) p.bs_stride_h = p.bs_q_tiles;
+  if (p.bs_stride_b < 0) p.bs_stride_b = p.heads_q * p.bs_q_tiles;
+  FlashTmaMaps maps;
+  LaunchStatus s = hopper_detail::make_map(&maps.q, "q", args.q, T::kBf16, T::kD, args.q_rows, p.heads_q,
+                                           args.tma_batch, args.q_stride, T::kBlockM);
+  if (!s.ok()) return s;
+  s = hopper_detail::make_map(&maps.k, "k", args.k, T::kBf16, T::kD, args.kv_rows, p.heads_kv, args.tma_batch,
+                              args.k_stride, T::kBlockN);
+  if (!s.ok()) return s;
+  s = hopper_detail::make_map(&maps.v, "v", args.v, T::kBf16, T::kD, args.kv_rows, p.heads_kv, args.tma_batch,
+                              args.v_stride, T::kBlockN);
+  if (!s.ok()) return s;
+  auto kernel = small_tile::small_tile_sparse_kernel<T>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  if (e != cudaSuccess)
+    return fail(LaunchStatus::kCudaError,
+                std::string("block-sparse attention: cannot reserve shared memory: ") + cudaGetErrorString(e));
+  kernel<<<dim3(p.bs_q_tiles, p.heads_q, p.batch), T::kThreads, T::kSmemBytes, stream>>>(maps, p);
+  e = cudaGetLastError();
+  if (e != cudaSuccess)
+    return fail(LaunchStatus::kCudaError, std::string("block-sparse attention: kernel launch failed: ") +
+                                              cudaGetErrorString(e));
+  return {};
+}
+
 template <int kD, bool kBf16>
-LaunchStatus launch_tiling(const HopperArgs& args, bool small_tiles, cudaStream_t stream) {
-  return small_tiles ? launch_typed<kD, kBf16, true>(args, stream) : launch_typed<kD, kBf16, false>(args, stream);
+LaunchStatus launch_tiling(const HopperArgs& args, SparseTiling tiling, cudaStream_t stream) {
+  switch (tiling) {
+    case SparseTiling::kLarge: return launch_typed<kD, kBf16, false>(args, stream);
+    case SparseTiling::kSmallPaired: return launch_typed<kD, kBf16, true>(args, stream);
+    case SparseTiling::kSmall: {
+      constexpr SmallTileWalk walk = small_tile_walk(kD);
+      return launch_small_tile<SmallTileTraits<kD, kBf16, walk.k_bufs, walk.v_bufs, walk.ctas_per_sm>>(args, stream);
+    }
+  }
+  return fail(LaunchStatus::kInvalidInput, "block-sparse attention: unknown tiling");
 }
 
 template <std::size_t kIndex = 0>
-LaunchStatus launch_head_size(const HopperArgs& args, bool small_tiles, cudaStream_t stream) {
+LaunchStatus launch_head_size(const HopperArgs& args, SparseTiling tiling, cudaStream_t stream) {
   if constexpr (kIndex == kBlockSparseHeadSizes.size()) {
     return fail(LaunchStatus::kUnsupported, "block-sparse attention on Hopper: head size " +
                                                 std::to_string(args.params.head_size) + " is not compiled; compiled: " +
@@ -36,15 +85,14 @@ LaunchStatus launch_head_size(const HopperArgs& args, bool small_tiles, cudaStre
   } else {
     constexpr int kD = kBlockSparseHeadSizes[kIndex];
     if (args.params.head_size == kD)
-      return args.bf16 ? launch_tiling<kD, true>(args, small_tiles, stream)
-                       : launch_tiling<kD, false>(args, small_tiles, stream);
-    return launch_head_size<kIndex + 1>(args, small_tiles, stream);
+      return args.bf16 ? launch_tiling<kD, true>(args, tiling, stream) : launch_tiling<kD, false>(args, tiling, stream);
+    return launch_head_size<kIndex + 1>(args, tiling, stream);
   }
 }
 
 }  // namespace
 
-LaunchStatus launch_flash_hopper_block_sparse(const HopperArgs& args, bool small_tiles, void* stream_ptr) {
+LaunchStatus launch_flash_hopper_block_sparse(const HopperArgs& args, SparseTiling tiling, void* stream_ptr) {
   if (args.sm_count <= 0) return fail(LaunchStatus::kInvalidInput, "block-sparse attention: sm_count must be positive");
   if (reinterpret_cast<std::uintptr_t>(args.params.out) % 4 != 0 || args.params.out_stride_s % 2 != 0 ||
       args.params.out_stride_h % 2 != 0 || args.params.out_stride_b % 2 != 0)
@@ -53,7 +101,7 @@ LaunchStatus launch_flash_hopper_block_sparse(const HopperArgs& args, bool small
                 "contiguous output tensor");
   if (args.params.bs_tile_rows != nullptr && args.params.seqlen_q != args.params.seqlen_k)
     return fail(LaunchStatus::kInvalidInput, "block-sparse attention: tile rows need self-attention (Sq = Skv)");
-  return launch_head_size(args, small_tiles, static_cast<cudaStream_t>(stream_ptr));
+  return launch_head_size(args, tiling, static_cast<cudaStream_t>(stream_ptr));
 }
 
 }  // namespace diffattn::flash

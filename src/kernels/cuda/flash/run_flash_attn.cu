@@ -211,7 +211,7 @@ Status launch_lists(const AttentionProblem& problem, const DeviceFacts& facts, F
   args.params.bs_offsets = lists.offsets;
   args.params.bs_indices = lists.indices;
   args.params.bs_tile_rows = lists.tile_rows;
-  return status_from(launch_flash_hopper_block_sparse(args, small, stream));
+  return status_from(launch_flash_hopper_block_sparse(args, small ? SparseTiling::kSmall : SparseTiling::kLarge, stream));
 }
 
 }  // namespace
@@ -321,7 +321,7 @@ Status run_dense_mask_cuda(const AttentionProblem& problem, void* stream) {
   p.row_bits_words = lists.words;
   p.row_bits_stride_b = lists.row_bits_stride_b;
   p.row_bits_stride_h = lists.row_bits_stride_h;
-  const Status status = status_from(launch_flash_hopper_block_sparse(args, /*small_tiles=*/false, stream));
+  const Status status = status_from(launch_flash_hopper_block_sparse(args, SparseTiling::kLarge, stream));
   (void)cudaFreeAsync(lists.workspace, static_cast<cudaStream_t>(stream));
   return status;
 }

@@ -1,0 +1,249 @@
+#pragma once
+// The 64 x 64 block-sparse walk on Hopper (sm_90a): one warpgroup per CTA and one 64-row query
+// tile per CTA, several CTAs resident per SM. Each CTA walks its own tile's key list: thread 0
+// issues the TMA loads of Q and of the listed 64-key blocks into small K and V rings, and the
+// warpgroup runs Q K^T (wgmma from shared memory), the online softmax and P V (P from registers)
+// for each block in order. The SM's other CTAs, walking other lists, keep the tensor cores busy
+// while one runs its softmax or waits for a block, so no producer warpgroup and no turn-taking are
+// needed, and the CTAs never wait for each other's lists. Lists, tile rows and results are those
+// of the two-group walk in flash_fwd_hopper.cuh (kGroupKeys), which it replaces for 64 x 64 lists.
+
+#include <cstdint>
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/flash/flash_config.h"
+#include "kernels/cuda/flash/flash_fwd_hopper.cuh"
+#include "kernels/cuda/flash/flash_params.h"
+#include "kernels/cuda/flash/hopper_ptx.cuh"
+#include "kernels/cuda/flash/wgmma_ops.cuh"
+
+namespace diffattn::flash {
+
+// kKBufs / kVBufs: depth of the K and V rings (block n + depth loads once block n's product has
+// read its buffer); kCtasPerSm: the residency the launch bounds ask for (registers per thread
+// follow from it: 65536 / (128 x kCtasPerSm)). flash_config.h's small_tile_walk chooses them.
+template <int kD_, bool kBf16_, int kKBufs_, int kVBufs_, int kCtasPerSm_>
+struct SmallTileTraits {
+  static constexpr int kD = kD_;
+  static constexpr bool kBf16 = kBf16_;
+  static constexpr int kKBufs = kKBufs_;
+  static constexpr int kVBufs = kVBufs_;
+  static constexpr int kCtasPerSm = kCtasPerSm_;
+  static constexpr int kBlockM = 64;
+  static constexpr int kBlockN = 64;
+  static constexpr int kThreads = 128;
+  static constexpr int kChunks = kD / 64;          // 64-column (128-byte) swizzle chunks
+  static constexpr int kChunkBytes = 64 * 128;     // one chunk of a 64-row tile
+  static constexpr int kTileBytes = kChunks * kChunkBytes;
+  static constexpr int kKOffset = kTileBytes;      // Q first
+  static constexpr int kVOffset = kKOffset + kKBufs * kTileBytes;
+  static constexpr int kBarrierOffset = kVOffset + kVBufs * kTileBytes;
+  static constexpr int kNumBarriers = 1 + kKBufs + kVBufs;
+  // +1024: the dynamic shared-memory base is only 16-byte aligned; swizzled tiles need 1024.
+  static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
+  static constexpr int kSAcc = kBlockN / 2;  // score accumulators per thread
+  static constexpr int kOAcc = kD / 2;       // output accumulators per thread
+  static_assert(kD % 64 == 0, "the walk loads whole 64-column chunks");
+  static_assert(kSmemBytes == small_tile_smem_bytes(kD, SmallTileWalk{kKBufs, kVBufs, kCtasPerSm}),
+                "flash_config.h and the kernel disagree on the shared memory");
+  static_assert(kSmemBytes * kCtasPerSm <= kHopperSmemPerSm, "the CTAs asked for do not fit in one SM");
+};
+
+namespace small_tile {
+
+// Online softmax of one 64-key block for this thread's two rows (r = 0: row lane/4 of the warp's
+// 16, r = 1: lane/4 + 8): s becomes exp2 values in place and st moves on. As in the two-group walk,
+// the running maximum only moves when some row of the warp grew by more than 2^8; then alpha holds
+// the factors the output must be scaled by and the return value says so.
+template <class T>
+__device__ __forceinline__ bool softmax(float (&s)[T::kSAcc], RowState& st, float (&alpha)[2], float scale) {
+  constexpr int kCols = T::kBlockN / 4;  // values of a row held by this thread
+  constexpr float kRescaleLog2 = 8.f;
+  auto at = [](int i, int r) { return (i / 2) * 4 + 2 * r + (i % 2); };
+  float mx[2];
+  bool grew = false;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float part[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) part[i] = s[at(i, r)];
+#pragma unroll
+    for (int i = 4; i < kCols; ++i) part[i % 4] = fmaxf(part[i % 4], s[at(i, r)]);
+    float m = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+    mx[r] = fmaxf(m, st.m[r]);
+    // -inf - -inf is NaN and compares false: a row with no live key yet does not ask to grow.
+    grew = grew || (mx[r] - st.m[r]) * scale > kRescaleLog2;
+  }
+  const bool rescale = __any_sync(0xffffffff, grew);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (rescale) {
+      const float m_scaled = mx[r] == -INFINITY ? 0.f : mx[r] * scale;
+      alpha[r] = ptx::exp2_approx(st.m[r] * scale - m_scaled);
+      st.m[r] = mx[r];
+    }
+    const float m_scaled = st.m[r] == -INFINITY ? 0.f : st.m[r] * scale;
+    float part[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) {
+      const float v = ptx::exp2_approx(fmaf(s[at(i, r)], scale, -m_scaled));
+      s[at(i, r)] = v;
+      part[i % 4] += v;
+    }
+    const float sum = (part[0] + part[1]) + (part[2] + part[3]);
+    st.l[r] = rescale ? fmaf(st.l[r], alpha[r], sum) : st.l[r] + sum;
+  }
+  return rescale;
+}
+
+// Query tile blockIdx.x of head blockIdx.y, batch blockIdx.z.
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
+    small_tile_sparse_kernel(const __grid_constant__ FlashTmaMaps maps, const __grid_constant__ FlashParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* const base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(base + T::kBarrierOffset);
+  uint64_t* const q_full = bars;
+  uint64_t* const k_full = bars + 1;
+  uint64_t* const v_full = bars + 1 + T::kKBufs;
+  const int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int r = b * p.bs_stride_b + h * p.bs_stride_h + t;
+  const int first = __ldg(p.bs_offsets + r);
+  const int len = __ldg(p.bs_offsets + r + 1) - first;
+  const int* list = p.bs_indices + first;
+  const int hkv = h / (p.heads_q / p.heads_kv);
+  auto load_k = [&](int n) {
+    const int buf = n % T::kKBufs;
+    ptx::mbar_arrive_expect_tx(k_full + buf, T::kTileBytes);
+    const int row = __ldg(list + n) * T::kBlockN;
+#pragma unroll
+    for (int ch = 0; ch < T::kChunks; ++ch)
+      ptx::tma_load_4d(base + T::kKOffset + buf * T::kTileBytes + ch * T::kChunkBytes, &maps.k, k_full + buf, ch * 64,
+                       row, hkv, b);
+  };
+  auto load_v = [&](int n) {
+    const int buf = n % T::kVBufs;
+    ptx::mbar_arrive_expect_tx(v_full + buf, T::kTileBytes);
+    const int row = __ldg(list + n) * T::kBlockN;
+#pragma unroll
+    for (int ch = 0; ch < T::kChunks; ++ch)
+      ptx::tma_load_4d(base + T::kVOffset + buf * T::kTileBytes + ch * T::kChunkBytes, &maps.v, v_full + buf, ch * 64,
+                       row, hkv, b);
+  };
+  if (tid == 0) {
+    for (int i = 0; i < T::kNumBarriers; ++i) ptx::mbar_init(bars + i, 1);
+    ptx::fence_barrier_init();
+    // An empty list loads nothing (no load may still be in flight when the CTA exits).
+    if (len > 0) {
+      ptx::mbar_arrive_expect_tx(q_full, T::kTileBytes);
+#pragma unroll
+      for (int ch = 0; ch < T::kChunks; ++ch)
+        ptx::tma_load_4d(base + ch * T::kChunkBytes, &maps.q, q_full, ch * 64, t * T::kBlockM, h, b);
+      for (int n = 0; n < T::kKBufs && n < len; ++n) load_k(n);
+      for (int n = 0; n < T::kVBufs && n < len; ++n) load_v(n);
+    }
+  }
+  __syncthreads();
+
+  const uint64_t q_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(base), 16, 1024);
+  const uint64_t k_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(base + T::kKOffset), 16, 1024);
+  // V is [keys][D]: MN-major for the P V product; 64-column chunks are kChunkBytes apart.
+  const uint64_t v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(base + T::kVOffset), T::kChunkBytes, 1024);
+  float o[T::kOAcc];
+#pragma unroll
+  for (int i = 0; i < T::kOAcc; ++i) o[i] = 0.f;
+  RowState st{{-INFINITY, -INFINITY}, {0.f, 0.f}};
+  if (len > 0) ptx::mbar_wait(q_full, 0);
+  for (int n = 0; n < len; ++n) {
+    const int kb = __ldg(list + n);
+    const int kbuf = n % T::kKBufs, vbuf = n % T::kVBufs;
+    float s[T::kSAcc];
+    ptx::mbar_wait(k_full + kbuf, (n / T::kKBufs) & 1);
+    ptx::fence_operands(o);
+    ptx::wgmma_fence();
+    const uint64_t k0 = ptx::smem_desc_advance(k_desc0, kbuf * T::kTileBytes);
+#pragma unroll
+    for (int kk = 0; kk < T::kD / 16; ++kk) {
+      const uint32_t step = (kk / 4) * T::kChunkBytes + (kk % 4) * 32;
+      Wgmma<T::kBlockN>::template ss<T::kBf16>(s, ptx::smem_desc_advance(q_desc0, step),
+                                               ptx::smem_desc_advance(k0, step), kk > 0 ? 1 : 0);
+    }
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    ptx::fence_operands(s);
+    // Every warp's share of the product has read the K buffer: it may take block n + kKBufs.
+    ptx::named_barrier_sync(1, T::kThreads);
+    if (tid == 0 && n + T::kKBufs < len) load_k(n + T::kKBufs);
+    // Keys past the block's valid rows (a padded tile's, or the sequence's end) are never attended.
+    const int valid = p.bs_tile_rows != nullptr ? __ldg(p.bs_tile_rows + kb) : p.seqlen_k - kb * T::kBlockN;
+    if (valid < T::kBlockN) {
+      const int limit = valid - (lane % 4) * 2;
+#pragma unroll
+      for (int j = 0; j < T::kBlockN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (j * 8 + (e & 1) >= limit) s[j * 4 + e] = -INFINITY;
+    }
+    float alpha[2];
+    const bool rescale = softmax<T>(s, st, alpha, p.scale_log2);
+    uint32_t pr[T::kBlockN / 4];
+#pragma unroll
+    for (int i = 0; i < T::kBlockN / 4; ++i) pr[i] = pack2<T::kBf16>(s[2 * i], s[2 * i + 1]);
+    if (rescale) {
+#pragma unroll
+      for (int j = 0; j < T::kD / 8; ++j) {
+        o[j * 4 + 0] *= alpha[0];
+        o[j * 4 + 1] *= alpha[0];
+        o[j * 4 + 2] *= alpha[1];
+        o[j * 4 + 3] *= alpha[1];
+      }
+    }
+    ptx::mbar_wait(v_full + vbuf, (n / T::kVBufs) & 1);
+    ptx::fence_operands(o);
+    ptx::fence_operands(pr);
+    ptx::wgmma_fence();
+    const uint64_t v0 = ptx::smem_desc_advance(v_desc0, vbuf * T::kTileBytes);
+#pragma unroll
+    for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
+      const uint32_t a[4] = {pr[4 * kk + 0], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
+      Wgmma<T::kD>::template rs<T::kBf16>(o, a, ptx::smem_desc_advance(v0, kk * 16 * 128), 1);
+    }
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    ptx::fence_operands(o);
+    ptx::named_barrier_sync(1, T::kThreads);
+    if (tid == 0 && n + T::kVBufs < len) load_v(n + T::kVBufs);
+  }
+
+  // Rows with no live key (an empty list) finish as zeros with LSE -inf.
+  uint16_t* out = static_cast<uint16_t*>(p.out);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float l = st.l[rr];
+    l += __shfl_xor_sync(0xffffffff, l, 1);
+    l += __shfl_xor_sync(0xffffffff, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int row = t * T::kBlockM + warp * 16 + lane / 4 + 8 * rr;
+    if (row >= p.seqlen_q) continue;
+    if (p.lse != nullptr && lane % 4 == 0)
+      p.lse[b * p.lse_stride_b + h * p.lse_stride_h + row * p.lse_stride_s] =
+          l > 0.f ? (st.m[rr] * p.scale_log2 + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+    uint16_t* dst = out + b * p.out_stride_b + int64_t(row) * p.out_stride_s + h * p.out_stride_h + (lane % 4) * 2;
+#pragma unroll
+    for (int j = 0; j < T::kD / 8; ++j)
+      *reinterpret_cast<uint32_t*>(dst + j * 8) = pack2<T::kBf16>(o[j * 4 + 2 * rr] * inv, o[j * 4 + 2 * rr + 1] * inv);
+  }
+#else
+  __trap();  // built for an architecture without wgmma/TMA: the launcher never selects this
+#endif
+}
+
+}  // namespace small_tile
+}  // namespace diffattn::flash
