@@ -21,8 +21,7 @@
 // --ampere: the mma.sync walk (the block-sparse kernel of sm_80..sm_89) against FLASH_ATTN's dense
 // mma.sync kernel instead of the Hopper pair; on a Hopper GPU both run from their compute_80 code.
 //
-// --small: the 64 x 64 tiling (the one-warpgroup walk); --paired: the same lists on the flash
-// kernel's two-group walk; --tile-rows (square tiles, self-attention): every
+// --small: the 64 x 64 tiling (the one-warpgroup walk); --tile-rows (square tiles, self-attention): every
 // fifth tile gets a random count of valid rows, and keys past it must never be attended; --share F:
 // the odd query tile of each pair keeps the share F of its even neighbour's key tiles.
 //
@@ -310,7 +309,7 @@ static Check check(const Work& w, const Bufs& b, const Layout& L, int q_tile, in
   return c;
 }
 
-// bf16 / fp16, "s" for the 64 x 64 tiling ("sp" on the two-group walk, added by the caller), "a" for the mma.sync pair.
+// bf16 / fp16, "s" for the 64 x 64 tiling, "a" for the mma.sync pair.
 static std::string dtype_label(bool bf16, bool small, bool ampere, const std::string& sage_mode = "") {
   return std::string(bf16 ? "bf16" : "fp16") + (small ? "s" : "") + (ampere ? "a" : "") +
          (sage_mode.empty() ? "" : "+" + sage_mode);
@@ -332,7 +331,7 @@ int main(int argc, char** argv) {
   std::string workloads_file = "bench/workloads.csv";
 #endif
   int rounds = 5;
-  bool check_only = false, bf16 = true, small = false, paired = false, tile_rows = false, ampere = false;
+  bool check_only = false, bf16 = true, small = false, tile_rows = false, ampere = false;
   std::string sage_mode;  // "", "fp8" or "fp16"
   double share = 0;
   for (int i = 1; i < argc; ++i) {
@@ -347,7 +346,6 @@ int main(int argc, char** argv) {
     else if (a == "--check-only") check_only = true;
     else if (a == "--fp16") bf16 = false;
     else if (a == "--small") small = true;
-    else if (a == "--paired") small = paired = true;
     else if (a == "--tile-rows") tile_rows = true;
     else if (a == "--ampere") ampere = true;
     else if (a == "--sage") sage_mode = next();
@@ -454,10 +452,7 @@ int main(int argc, char** argv) {
                      sage_mode == "fp8" ? diffattn::sage::PvMode::kFp8 : diffattn::sage::PvMode::kFp16, stream)
               .message();
         if (ampere) return diffattn::cuda::launch_sdpa_mma_block_sparse(sparse_sdpa, tile.block_m, stream).message();
-        return launch_flash_hopper_block_sparse(sparse_args,
-                                                small    ? (paired ? SparseTiling::kSmallPaired : SparseTiling::kSmall)
-                                                         : SparseTiling::kLarge,
-                                                stream)
+        return launch_flash_hopper_block_sparse(sparse_args, small ? SparseTiling::kSmall : SparseTiling::kLarge, stream)
             .message;
       };
       const auto run_dense = [&]() -> std::string {
@@ -500,11 +495,11 @@ int main(int argc, char** argv) {
       const double flops = layout_flops(w, L, tile.block_m, tile.block_n);
       const double tf = check_only ? 0 : flops / ms / 1e9, dtf = check_only ? 0 : dense_flops / dense_ms / 1e9;
       std::printf("%-28s %-5s %8.3f %8.4f %10.3f %10.1f %10.3f %8.1f %8.3f %9.2f %9.2e %s\n", w.name.c_str(),
-                  (dtype_label(bf16, small, ampere, sage_mode) + (paired ? "p" : "")).c_str(), density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
+                  dtype_label(bf16, small, ampere, sage_mode).c_str(), density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
                   ms > 0 ? dense_ms / ms : 0.0, c.out_err, c.ok ? "ok" : "FAIL");
       if (csv)
         std::fprintf(csv, "%s,%s,%g,%.5f,%.4f,%.1f,%.4f,%.1f,%.4f,%.3f,%.3e,%.3e,%d\n", w.name.c_str(),
-                     (dtype_label(bf16, small, ampere, sage_mode) + (paired ? "p" : "")).c_str(), density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
+                     dtype_label(bf16, small, ampere, sage_mode).c_str(), density, listed, ms, tf, dense_ms, dtf, dtf > 0 ? tf / dtf : 0.0,
                      ms > 0 ? dense_ms / ms : 0.0, c.out_err, c.lse_err, c.ok ? 1 : 0);
       CHECK_CUDA(cudaFree(b.offsets));
       CHECK_CUDA(cudaFree(b.indices));

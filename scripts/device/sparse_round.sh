@@ -61,12 +61,12 @@ fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 small=tiny-hd128,ragged-hd128,cross-hd128,ragged-hd64,square-4k-hd128,square-4k-hd64
 # SMALL_AB=1: the 64 x 64 lists on the one-warpgroup walk: checks (bf16, fp16, tile rows),
-# memcheck and racecheck, then timings of it (and of the variants $SMALL_VARIANTS, binaries named
-# ${sd}_<variant> beside the benchmark) against the two-group walk (--paired) on the same lists;
+# memcheck and racecheck, then timings of it and of the variants $SMALL_VARIANTS (binaries named
+# ${sd}_<variant> beside the benchmark, built with other walk configurations) on the same lists;
 # then stop.
 if [ "${SMALL_AB:-0}" = 1 ]; then
   echo "== the one-warpgroup walk: checks"
-  for flags in "--small" "--small --fp16 --tile-rows" "--small --tile-rows" "--paired --tile-rows"; do
+  for flags in "--small" "--small --fp16 --tile-rows" "--small --tile-rows"; do
     timeout 120 $sd $flags --workloads-file bench/sparse_check_workloads.csv --work $small \
       --densities 1,0.5,0.125,0.01 --check-only 2>&1 | tee -a "$OUT/small-check.log" | grep -E "FAIL|refused|correctness"
   done
@@ -76,8 +76,8 @@ if [ "${SMALL_AB:-0}" = 1 ]; then
       > "$OUT/small-$tool.log" 2>&1
     echo "$tool exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/small-$tool.log" | tr '\n' ' '))"
   done
-  echo "== timings: one-warpgroup walk (and variants) against the two-group walk, same lists"
-  for bin in "$sd --paired" "$sd --small" $(for v in ${SMALL_VARIANTS:-}; do echo "${sd}_$v --small"; done | tr ' ' '@'); do
+  echo "== timings: the one-warpgroup walk and its variants, same lists"
+  for bin in "$sd --small" $(for v in ${SMALL_VARIANTS:-}; do echo "${sd}_$v --small"; done | tr ' ' '@'); do
     bin=${bin//@/ }
     echo "-- $bin"
     timeout 200 $bin --work ${WORK:-wan2.1-14b-480p-self,wan2.1-14b-720p-self,square-16k-hd64} \

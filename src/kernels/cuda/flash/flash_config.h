@@ -37,7 +37,6 @@ struct HopperTile {
   bool overlap = true;           // a consumer overlaps its softmax with its own next products
   bool row_sum_by_mma = false;   // P V also sums P's rows (V plus a constant tile of ones; hd64)
   bool early_exp = false;        // exponentials against the running max, the block max alongside
-  bool q_in_registers = false;   // Q K^T reads Q from registers (64-key block-sparse tiles)
 };
 
 inline constexpr int kHopperSmemLimit = 227 * 1024;  // opt-in dynamic shared memory per block on sm_90
@@ -160,23 +159,9 @@ constexpr HopperTile block_sparse_tile(int head_size) {
   return tile;
 }
 
-// The small tiling: 64-row query tiles and 64-key tiles, the video backends' cubes and patches.
-// Each of a CTA's two consumer warpgroups walks its own query tile's list, a stage holding one
-// 64-key block per group (flash_fwd_hopper.cuh, kGroupKeys); the tile below is the CTA's (128
-// query rows, 64 keys per group). Q sits in registers, and three stages without the staged
-// epilogue beat two with it (H200, hd128 +5-10 %, hd64 +6 %). hd64 sums P's rows by the P V
-// product as its dense tile does. It reaches about half of dense FLASH_ATTN's TFLOP/s (64-key
-// blocks pay the per-block softmax and barrier costs of a 128-key block for half the products;
-// docs/backends/sparse.md).
+// The small tiling: 64-row query tiles and 64-key tiles, the video backends' cubes and patches,
+// run by the one-warpgroup walk below, not by the flash kernel's tiles.
 inline constexpr int kBlockSparseSmallTile = 64;
-
-constexpr HopperTile block_sparse_small_tile(int head_size) {
-  if (!is_block_sparse_head_size(head_size)) return HopperTile{0, 0, 0, 0};
-  HopperTile tile{128, kBlockSparseSmallTile, 3, 2};
-  tile.row_sum_by_mma = head_size == 64;
-  tile.q_in_registers = true;
-  return tile;
-}
 
 // The one-warpgroup walk of 64 x 64 lists (small_tile_hopper.cuh): one 64-row query tile per
 // CTA, the depths of its K and V rings, and the CTAs it asks to keep resident per SM. The SM's

@@ -29,18 +29,8 @@ struct FlashTmaMaps {
 
 template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false,
           bool kIssueInTurn_ = false, bool kTmaStore_ = false, bool kOverlap_ = true, bool kRowSumByMma_ = false,
-          bool kEarlyExp_ = false, int kPolyEvery_ = 0, bool kGroupKeys_ = false, bool kQInRegs_ = false>
+          bool kEarlyExp_ = false, int kPolyEvery_ = 0>
 struct HopperTraits {
-  // Each consumer loads its Q rows into registers once per tile (ldmatrix from the swizzled tile)
-  // and hands the Q buffer back at once; Q K^T then reads only K from shared memory (64-key
-  // block-sparse tiles: +3-5 % at hd128 on an H200). Without early exponentials (their rare
-  // recompute reads Q from shared memory).
-  static constexpr bool kQInRegs = kQInRegs_;
-  // Block-sparse lists per consumer warpgroup: each group's 64 query rows are a query tile of their
-  // own with their own key list, and a stage holds kBlockN keys for each group (group g's in rows
-  // [g kBlockN, (g + 1) kBlockN)), so the groups walk different key tiles in step. The listed walk
-  // only.
-  static constexpr bool kGroupKeys = kGroupKeys_;
   // A consumer overlaps its softmax with its own products (the next block's Q K^T and the
   // previous block's P V in flight together). Without it each block runs Q K^T, softmax, P V in
   // order, holding no second score tile, and the other warpgroups fill the tensor cores.
@@ -75,9 +65,7 @@ struct HopperTraits {
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kChunks = (kD + 63) / 64;  // 64-column (128-byte) swizzle chunks
   static constexpr int kQChunkBytes = kBlockM * 128;
-  static constexpr int kStageRows = kGroupKeys ? kConsumers * kBlockN : kBlockN;  // key rows per stage
-  static constexpr int kKVChunkBytes = kStageRows * 128;
-  static constexpr int kGroupKVBytes = kChunks * kBlockN * 128;  // one group's share of a K or V stage
+  static constexpr int kKVChunkBytes = kBlockN * 128;
   static constexpr int kQBytes = kChunks * kQChunkBytes;
   static constexpr int kKVBytes = kChunks * kKVChunkBytes;
   static constexpr int kKOffset = kQBytes;
@@ -102,8 +90,6 @@ struct HopperTraits {
   static_assert(!kRowSumByMma || kD == 64, "row sums through the P V product need hd64");
   static constexpr int kPVN = kD + (kRowSumByMma ? 8 : 0);  // columns of the P V product
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
-  static_assert(!kGroupKeys || kConsumers == 2, "per-group key lists are laid out for two consumer warpgroups");
-  static_assert(!kQInRegs || !kEarlyExp, "Q in registers leaves no Q in shared memory for the early-exp recompute");
 };
 
 // How a tile walks its key blocks: every block in order; the walk the launcher wrote for a packed
@@ -127,9 +113,6 @@ struct TileCoord {
   int splits, piece;  // splits == 1: a whole tile
   int split_tile;     // index among the split tiles (their partials and arrival counters)
   const int* list;    // the listed walk: this tile's ascending key blocks (n_blocks of them)
-  // Per-group lists (T::kGroupKeys): group g's key blocks and their count; n_blocks is the longer.
-  const int* group_list[2];
-  int group_len[2];
 };
 
 // The key block at position n of tile c's walk.
@@ -186,28 +169,11 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
   c.n_blocks = kv_end > 0 ? (kv_end + T::kBlockN - 1) / T::kBlockN : 0;
   c.list = nullptr;
   if (p.bs_offsets != nullptr) {  // block-sparse: the tile's list (causal, packed and split launches are refused)
-    if constexpr (T::kGroupKeys) {
-      c.n_blocks = 0;
-#pragma unroll
-      for (int g = 0; g < 2; ++g) {
-        const int t = m * 2 + g;
-        c.group_list[g] = p.bs_indices;
-        c.group_len[g] = 0;
-        if (t < p.bs_q_tiles) {
-          const int r = c.b * p.bs_stride_b + c.h * p.bs_stride_h + t;
-          const int first = __ldg(p.bs_offsets + r);
-          c.group_list[g] = p.bs_indices + first;
-          c.group_len[g] = __ldg(p.bs_offsets + r + 1) - first;
-        }
-        c.n_blocks = max(c.n_blocks, c.group_len[g]);
-      }
-    } else {
-      const int r = c.b * p.bs_stride_b + c.h * p.bs_stride_h + m;
-      const int first = __ldg(p.bs_offsets + r);
-      c.list = p.bs_indices + first;
+    const int r = c.b * p.bs_stride_b + c.h * p.bs_stride_h + m;
+    const int first = __ldg(p.bs_offsets + r);
+    c.list = p.bs_indices + first;
 
-      c.n_blocks = __ldg(p.bs_offsets + r + 1) - first;
-    }
+    c.n_blocks = __ldg(p.bs_offsets + r + 1) - first;
   }
   c.n_begin = 0;
   c.n_end = c.n_blocks;
@@ -295,59 +261,25 @@ __device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const Fl
     for (int ch = 0; ch < T::kChunks; ++ch)
       ptx::tma_load_4d(sm.q() + ch * T::kQChunkBytes, &maps.q, sm.q_full(), ch * 64, c.q_row0, c.h, c.tma_batch);
     const int hkv = c.h / group;
-    if constexpr (T::kGroupKeys) {
-      // Each group's block at position n into its rows of the stage; a group whose list is shorter
-      // loads nothing there (its consumers pass the stage on).
-      for (int n = 0; n < c.n_end; ++n) {
-        const int groups = (n < c.group_len[0] ? 1 : 0) + (n < c.group_len[1] ? 1 : 0);
-        ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
-        ptx::mbar_arrive_expect_tx(sm.k_full(stage), groups * T::kGroupKVBytes);
+    bool full;
+    for (int n = kSkip ? next_live_block<T>(p, c, c.n_begin, full) : c.n_begin; n < c.n_end;
+         n = kSkip ? next_live_block<T>(p, c, n + 1, full) : n + 1) {
+      const int row = c.kv_row0 + walk_key0<T, kWalk>(p, c, n);
+      ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
+      ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKVBytes);
 #pragma unroll
-        for (int g = 0; g < 2; ++g)
-          if (n < c.group_len[g]) {
-            const int row = c.kv_row0 + __ldg(c.group_list[g] + n) * T::kBlockN;
+      for (int ch = 0; ch < T::kChunks; ++ch)
+        ptx::tma_load_4d(sm.k(stage) + ch * T::kKVChunkBytes, &maps.k, sm.k_full(stage), ch * 64, row, hkv,
+                         c.tma_batch);
+      ptx::mbar_wait(sm.v_empty(stage), phase ^ 1);
+      ptx::mbar_arrive_expect_tx(sm.v_full(stage), T::kKVBytes);
 #pragma unroll
-            for (int ch = 0; ch < T::kChunks; ++ch)
-              ptx::tma_load_4d(sm.k(stage) + ch * T::kKVChunkBytes + g * T::kBlockN * 128, &maps.k, sm.k_full(stage),
-                               ch * 64, row, hkv, c.tma_batch);
-          }
-        ptx::mbar_wait(sm.v_empty(stage), phase ^ 1);
-        ptx::mbar_arrive_expect_tx(sm.v_full(stage), groups * T::kGroupKVBytes);
-#pragma unroll
-        for (int g = 0; g < 2; ++g)
-          if (n < c.group_len[g]) {
-            const int row = c.kv_row0 + __ldg(c.group_list[g] + n) * T::kBlockN;
-#pragma unroll
-            for (int ch = 0; ch < T::kChunks; ++ch)
-              ptx::tma_load_4d(sm.v(stage) + ch * T::kKVChunkBytes + g * T::kBlockN * 128, &maps.v, sm.v_full(stage),
-                               ch * 64, row, hkv, c.tma_batch);
-          }
-        if (++stage == T::kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
-      }
-    } else {
-      bool full;
-      for (int n = kSkip ? next_live_block<T>(p, c, c.n_begin, full) : c.n_begin; n < c.n_end;
-           n = kSkip ? next_live_block<T>(p, c, n + 1, full) : n + 1) {
-        const int row = c.kv_row0 + walk_key0<T, kWalk>(p, c, n);
-        ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
-        ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKVBytes);
-#pragma unroll
-        for (int ch = 0; ch < T::kChunks; ++ch)
-          ptx::tma_load_4d(sm.k(stage) + ch * T::kKVChunkBytes, &maps.k, sm.k_full(stage), ch * 64, row, hkv,
-                           c.tma_batch);
-        ptx::mbar_wait(sm.v_empty(stage), phase ^ 1);
-        ptx::mbar_arrive_expect_tx(sm.v_full(stage), T::kKVBytes);
-#pragma unroll
-        for (int ch = 0; ch < T::kChunks; ++ch)
-          ptx::tma_load_4d(sm.v(stage) + ch * T::kKVChunkBytes, &maps.v, sm.v_full(stage), ch * 64, row, hkv,
-                           c.tma_batch);
-        if (++stage == T::kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
+      for (int ch = 0; ch < T::kChunks; ++ch)
+        ptx::tma_load_4d(sm.v(stage) + ch * T::kKVChunkBytes, &maps.v, sm.v_full(stage), ch * 64, row, hkv,
+                         c.tma_batch);
+      if (++stage == T::kStages) {
+        stage = 0;
+        phase ^= 1;
       }
     }
   }
@@ -391,12 +323,10 @@ struct Consumer {
 
   __device__ void init_descriptors() {
     q_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.q()) + wg * 64 * 128, 16, 1024);
-    // With per-group keys each group reads its own rows of every stage.
-    const uint32_t group_rows = T::kGroupKeys ? wg * T::kBlockN * 128 : 0;
-    k_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.k(0)) + group_rows, 16, 1024);
+    k_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.k(0)), 16, 1024);
     // V is [kv rows][D]: MN-major for the P V product; 64-column chunks are kKVChunkBytes apart.
     // With row sums the second chunk is the tile of ones that lies as far past each V stage.
-    v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)) + group_rows,
+    v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(sm.v(0)),
                                         T::kRowSumByMma ? T::kOnesBytes : T::kKVChunkBytes, 1024);
   }
   __device__ uint64_t q_desc(int kk) const {
@@ -413,36 +343,12 @@ struct Consumer {
     const uint64_t k0 = ptx::smem_desc_advance(k_desc0, stage * T::kKVBytes);
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk) {
-      if constexpr (T::kQInRegs) {
-        Wgmma<T::kBlockN>::template rs_k<T::kBf16>(s, q_frag[kk], k_desc(k0, kk), kk > 0 ? 1 : 0);
-      } else {
-        Wgmma<T::kBlockN>::template ss<T::kBf16>(s, q_desc(kk), k_desc(k0, kk), kk > 0 ? 1 : 0);
-      }
+      Wgmma<T::kBlockN>::template ss<T::kBf16>(s, q_desc(kk), k_desc(k0, kk), kk > 0 ? 1 : 0);
     }
   }
 
-  // T::kQInRegs: this group's Q rows as wgmma A fragments, one per 16-column step (those of an
-  // m16n8k16 A operand per warp: rows r and r + 8, columns c and c + 8), read by ldmatrix from the
-  // 128-byte-swizzled tile (16-byte unit u of row r lies at unit u ^ (r % 8)).
-  mutable uint32_t q_frag[T::kQInRegs ? kKSteps : 1][4];
-  __device__ void load_q_fragments() const {
-    const int m = lane / 8;  // the 8 x 8 matrix this lane addresses: rows +8 for odd m, columns +8 for m >= 2
-    const int row = wg * 64 + warp * 16 + (m % 2) * 8 + lane % 8;
-    const uint32_t base = ptx::smem_addr(sm.q()) + row * 128;
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-      const int unit = 2 * (kk % 4) + m / 2;
-      const uint32_t addr = base + (kk / 4) * T::kQChunkBytes + ((unit ^ (row % 8)) << 4);
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(q_frag[kk][0]), "=r"(q_frag[kk][1]), "=r"(q_frag[kk][2]), "=r"(q_frag[kk][3])
-                   : "r"(addr));
-    }
-  }
-
-  // Hands the Q buffer back after its last read; with Q in registers that happened at the tile's start.
-  __device__ void release_q() const {
-    if constexpr (!T::kQInRegs) release(sm.q_empty());
-  }
+  // Hands the Q buffer back after its last read, so the next tile's Q may load.
+  __device__ void release_q() const { release(sm.q_empty()); }
   __device__ void issue_pv(float (&o)[kPVAcc], const uint32_t (&pr)[T::kBlockN / 4], int stage) const {
     const uint64_t v0 = ptx::smem_desc_advance(v_desc0, stage * T::kKVBytes);
 #pragma unroll
@@ -483,16 +389,12 @@ struct Consumer {
     return c.seqlen_k;
   }
 
-  // What position n of this group's walk names: its key block, or in the live-bits walk the
+  // What position n of the walk names: its key block, or in the live-bits walk the
   // position itself (whose walk entry the masking reads again, rather than holding it in registers
   // across the products).
   template <KeyWalk kWalk>
   __device__ int block_at(const TileCoord& c, int n) const {
-    if constexpr (T::kGroupKeys) {
-      return __ldg(c.group_list[wg] + n);
-    } else {
-      return key_block<kWalk>(c, n);
-    }
+    return key_block<kWalk>(c, n);
   }
 
   // Sets out-of-range, causal and key-padding positions to -inf. n: the walk item (block_at).
@@ -501,7 +403,7 @@ struct Consumer {
   template <KeyWalk kWalk>
   __device__ void apply_mask(float (&s)[kSAcc], const TileCoord& c, int n) const {
     const int row_base = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
-    if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys) {
+    if constexpr (kWalk == KeyWalk::kListed) {
       if (p.row_bits != nullptr) {
         // A dense mask: this thread's two rows read their own words (a row past Sq reads row 0's;
         // it is never stored). Bits are zero past Skv, so the key end needs no compare.
@@ -989,20 +891,12 @@ struct Consumer {
     start_turns();
     for (int tile = next_tile(blockIdx.x); tile < p.num_items;) {
       TileCoord c = decode_item<T>(p, tile);
-      // Per-group keys: this group walks its own list (c.n_end becomes its length), then passes on
-      // the stages that hold only the other group's blocks.
-      const int stages_end = c.n_end;
-      if constexpr (T::kGroupKeys) c.n_end = c.group_len[wg];
       float o[kPVAcc];
 #pragma unroll
       for (int i = 0; i < kPVAcc; ++i) o[i] = 0.f;
       RowState st{{-INFINITY, -INFINITY}, {0.f, 0.f}};
       ptx::mbar_wait(sm.q_full(), q_phase);
       q_phase ^= 1;
-      if constexpr (T::kQInRegs) {
-        load_q_fragments();
-        release(sm.q_empty());  // the next tile's Q may load while this one runs
-      }
       float s[kSAcc];
       uint32_t pr[T::kBlockN / 4];
       float alpha[2];
@@ -1014,7 +908,7 @@ struct Consumer {
       if constexpr (!T::kOverlap) {
         while (n < c.n_end) {
           const int kb = block_at<kWalk>(c, n);
-          if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys)
+          if constexpr (kWalk == KeyWalk::kListed)
             if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + (c.list - p.bs_indices) + n) == 0;
           ptx::mbar_wait(sm.k_full(stage), phase);
           take_turn();
@@ -1063,7 +957,7 @@ struct Consumer {
       } else {
         while (n < c.n_end) {
           const int kb = block_at<kWalk>(c, n);
-          if constexpr (kWalk == KeyWalk::kListed && !T::kGroupKeys)
+          if constexpr (kWalk == KeyWalk::kListed)
             if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + (c.list - p.bs_indices) + n) == 0;
           const bool first = n == n_first;
           if (!first) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
@@ -1130,18 +1024,6 @@ struct Consumer {
           pass_turn();
           ptx::fence_operands(o);
           release(sm.v_empty(prev_stage));
-        }
-      }
-      if constexpr (T::kGroupKeys) {
-        for (int n = c.n_end; n < stages_end; ++n) {
-          ptx::mbar_wait(sm.k_full(stage), phase);
-          ptx::mbar_wait(sm.v_full(stage), phase);
-          release(sm.k_empty(stage));
-          release(sm.v_empty(stage));
-          if (++stage == T::kStages) {
-            stage = 0;
-            phase ^= 1;
-          }
         }
       }
       if (c.splits > 1 && !merge_split(o, st, c)) {

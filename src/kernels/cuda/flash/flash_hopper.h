@@ -37,14 +37,13 @@ struct LaunchStatus {
 // launches nothing when they fail.
 LaunchStatus launch_flash_hopper(const HopperArgs& args, void* stream);
 
-// The tilings of the block-sparse launch (flash_config.h): 128 x 128 lists on the flash kernel;
-// 64 x 64 lists on the one-warpgroup walk (small_tile_hopper.cuh, several CTAs per SM); or 64 x 64
-// lists on the flash kernel's two-group walk (kGroupKeys), kept to time against it.
-enum class SparseTiling { kLarge, kSmall, kSmallPaired };
+// The tilings of the block-sparse launch (flash_config.h): 128 x 128 lists on the flash kernel,
+// 64 x 64 lists on the one-warpgroup walk (small_tile_hopper.cuh, several CTAs per SM).
+enum class SparseTiling { kLarge, kSmall };
 
 // Block-sparse attention (flash_hopper_sparse.cu): args.params.bs_offsets and bs_indices (and
 // bs_tile_rows) hold the key lists on the device, built for block_sparse_tile(head_size), or for
-// block_sparse_small_tile (64 x 64) with the small tilings; the caller has checked them against
+// 64 x 64 tiles (kBlockSparseSmallTile) with SparseTiling::kSmall; the caller has checked them against
 // the problem. Head sizes kBlockSparseHeadSizes; no causal, packed or key-masked problems.
 LaunchStatus launch_flash_hopper_block_sparse(const HopperArgs& args, SparseTiling tiling, void* stream);
 

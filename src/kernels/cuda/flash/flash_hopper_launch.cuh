@@ -321,7 +321,7 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
     return fail(LaunchStatus::kInvalidInput, "FLASH_ATTN: more than 2^31 query tiles; split the batch");
   p.num_tiles = static_cast<int>(tiles);
   if (p.num_tiles == 0) return {};
-  p.bs_q_tiles = static_cast<int>(T::kGroupKeys ? ceil_div(p.seqlen_q, 64) : p.num_m_blocks);
+  p.bs_q_tiles = p.num_m_blocks;
   if (p.bs_stride_h < 0) p.bs_stride_h = p.bs_q_tiles;
   if (p.bs_stride_b < 0) p.bs_stride_b = p.heads_q * p.bs_q_tiles;
   p.split_begin = p.num_tiles;
@@ -355,7 +355,7 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
         p.kv_mask != nullptr)
       return fail(LaunchStatus::kInvalidInput,
                   "FLASH_ATTN block-sparse: needs its key lists and takes no causal, packed or key-masked problem");
-    if ((p.row_bits != nullptr) != (p.bs_partial != nullptr) || (T::kGroupKeys && p.row_bits != nullptr))
+    if ((p.row_bits != nullptr) != (p.bs_partial != nullptr))
       return fail(LaunchStatus::kInvalidInput,
                   "FLASH_ATTN dense mask: needs both the mask bits and the partial-block flags, on the 128-key tiling");
     kernel = flash_fwd_hopper_kernel<T, KeyWalk::kListed>;

@@ -1,7 +1,6 @@
 // Dispatch ladder of the block-sparse Hopper kernels, for each head size in kBlockSparseHeadSizes,
-// bf16 and fp16: the listed walk of the flash kernel on the 128 x 128 tile (and on the 64 x 64
-// two-group tile, SparseTiling::kSmallPaired), and the one-warpgroup walk of small_tile_hopper.cuh
-// on 64 x 64 lists.
+// bf16 and fp16: the listed walk of the flash kernel on 128 x 128 lists, and the one-warpgroup walk
+// of small_tile_hopper.cuh on 64 x 64 lists.
 // A translation unit of its own, so the dense and block-sparse instantiations compile in parallel.
 
 #include "kernels/cuda/flash/flash_config.h"
@@ -14,12 +13,11 @@ namespace {
 
 using hopper_detail::fail;
 
-template <int kD, bool kBf16, bool kSmall>
-LaunchStatus launch_typed(const HopperArgs& args, cudaStream_t stream) {
-  constexpr HopperTile tile = kSmall ? block_sparse_small_tile(kD) : block_sparse_tile(kD);
+template <int kD, bool kBf16>
+LaunchStatus launch_large(const HopperArgs& args, cudaStream_t stream) {
+  constexpr HopperTile tile = block_sparse_tile(kD);
   using T = HopperTraits<kD, tile.block_n, tile.stages, kBf16, tile.consumer_warpgroups, tile.staged_epilogue,
-                         tile.issue_in_turn, tile.tma_store, tile.overlap, tile.row_sum_by_mma, tile.early_exp,
-                         /*kPolyEvery=*/0, /*kGroupKeys=*/kSmall, tile.q_in_registers>;
+                         tile.issue_in_turn, tile.tma_store, tile.overlap, tile.row_sum_by_mma, tile.early_exp>;
   static_assert(T::kBlockM == tile.block_m, "flash_config.h and the kernel disagree on the query tile");
   return hopper_detail::launch_with_traits<T, /*kListed=*/true>(args, stream);
 }
@@ -65,15 +63,9 @@ LaunchStatus launch_small_tile(const HopperArgs& args, cudaStream_t stream) {
 
 template <int kD, bool kBf16>
 LaunchStatus launch_tiling(const HopperArgs& args, SparseTiling tiling, cudaStream_t stream) {
-  switch (tiling) {
-    case SparseTiling::kLarge: return launch_typed<kD, kBf16, false>(args, stream);
-    case SparseTiling::kSmallPaired: return launch_typed<kD, kBf16, true>(args, stream);
-    case SparseTiling::kSmall: {
-      constexpr SmallTileWalk walk = small_tile_walk(kD);
-      return launch_small_tile<SmallTileTraits<kD, kBf16, walk.k_bufs, walk.v_bufs, walk.ctas_per_sm>>(args, stream);
-    }
-  }
-  return fail(LaunchStatus::kInvalidInput, "block-sparse attention: unknown tiling");
+  if (tiling == SparseTiling::kLarge) return launch_large<kD, kBf16>(args, stream);
+  constexpr SmallTileWalk walk = small_tile_walk(kD);
+  return launch_small_tile<SmallTileTraits<kD, kBf16, walk.k_bufs, walk.v_bufs, walk.ctas_per_sm>>(args, stream);
 }
 
 template <std::size_t kIndex = 0>

@@ -189,7 +189,7 @@ Status block_sparse_reasons(const AttentionProblem& pr, int q_tile, int k_tile, 
                         std::to_string(tile.block_m) + " x " + std::to_string(tile.block_n) + " or " +
                         std::to_string(kBlockSparseSmallTile) + " x " + std::to_string(kBlockSparseSmallTile) +
                         " (query rows x keys) tiles, got " + std::to_string(q_tile) + " x " + std::to_string(k_tile) +
-                        "; build the layout with flash::block_sparse_tile or block_sparse_small_tile");
+                        "; build the layout with flash::block_sparse_tile or kBlockSparseSmallTile");
   if (tile_rows && pr.q.size(1) != pr.k.size(1))
     return Unsupported(std::string(what) + " honours tile_rows on self-attention (Sq = Skv) only; run on CPU "
                        "tensors");

@@ -5,8 +5,9 @@
 // warpgroup runs Q K^T (wgmma from shared memory), the online softmax and P V (P from registers)
 // for each block in order. The SM's other CTAs, walking other lists, keep the tensor cores busy
 // while one runs its softmax or waits for a block, so no producer warpgroup and no turn-taking are
-// needed, and the CTAs never wait for each other's lists. Lists, tile rows and results are those
-// of the two-group walk in flash_fwd_hopper.cuh (kGroupKeys), which it replaces for 64 x 64 lists.
+// needed, and the CTAs never wait for each other's lists. It takes the lists, tile rows and
+// FlashParams of the flash kernel's listed walk (flash_fwd_hopper.cuh) and gives its results:
+// an empty list writes zeros and LSE -inf, keys past a tile's valid rows are never attended.
 
 #include <cstdint>
 
