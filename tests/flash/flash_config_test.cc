@@ -127,7 +127,7 @@ TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {
 }
 
 // The 64 x 64 walk's CTAs fit one SM as many times as they ask, and leave each thread the
-// registers the hd128 walk needs without spilling (136, ptxas).
+// registers the walk needs without spilling (ptxas: 142 at hd128, 111 at hd64).
 TEST(FlashConfig, SmallTileWalkFitsItsResidency) {
   for (int d : kBlockSparseHeadSizes) {
     const SmallTileWalk walk = small_tile_walk(d);
@@ -137,11 +137,11 @@ TEST(FlashConfig, SmallTileWalkFitsItsResidency) {
     EXPECT_LE(small_tile_smem_bytes(d, walk) * walk.ctas_per_sm, kHopperSmemPerSm) << d;
     EXPECT_LE(small_tile_smem_bytes(d, walk), kHopperSmemLimit) << d;
     const int regs_per_thread = 65536 / (128 * walk.ctas_per_sm) / 8 * 8;
-    EXPECT_GE(regs_per_thread, d == 128 ? 136 : 104) << d;
+    EXPECT_GE(regs_per_thread, d == 128 ? 142 : 111) << d;
   }
   EXPECT_EQ(small_tile_walk(96).ctas_per_sm, 0);
-  // Q, one K and one V tile of 64 rows x 128 bytes per 64 columns, three mbarriers, the slack.
-  EXPECT_EQ(small_tile_smem_bytes(128, SmallTileWalk{1, 1, 3}), 3 * 16384 + 24 + 1024);
+  // Q, one K and two V tiles of 64 rows x 128 bytes per 64 columns, four mbarriers, the slack.
+  EXPECT_EQ(small_tile_smem_bytes(128, SmallTileWalk{1, 2, 3}), 4 * 16384 + 32 + 1024);
 }
 
 TEST(FlashConfig, UnknownHeadSizeHasNoTile) {

@@ -165,18 +165,20 @@ inline constexpr int kBlockSparseSmallTile = 64;
 
 // The one-warpgroup walk of 64 x 64 lists (small_tile_hopper.cuh): one 64-row query tile per
 // CTA, the depths of its K and V rings, and the CTAs it asks to keep resident per SM. The SM's
-// CTAs hide each other's softmax and loads, so residency beats ring depth: single buffers with
-// three CTAs per SM at hd128 and four at hd64 beat a double-buffered K (4-6 % slower) and two
-// CTAs with double K and V (hd128 21-27 % slower); four hd128 CTAs leave 128 registers a thread,
-// too few (ptxas spills and serialises the wgmma). H200, Wan2.1-14B 480p/720p and a 16k hd64
-// square at densities 1 to 0.125 (docs/backends/sparse.md).
+// CTAs hide each other's softmax and loads, so residency beats ring depth: three CTAs at hd128 and
+// four at hd64, against two with double K and V rings (hd128 21-27 % slower) or four hd128 CTAs,
+// which leave 128 registers a thread, too few (ptxas spills and serialises the wgmma). Within a
+// CTA block n - 1's P V runs under block n's softmax; the rings that serve that order best: hd128
+// one K and two V buffers (2-3 % faster than one of each, 4-10 % faster than two K and one V),
+// hd64 two K and one V (3-5 % faster than one of each and than one K and two V). H200, Wan2.1-14B
+// 480p/720p and a 16k hd64 square at densities 1 to 0.125 (docs/backends/sparse.md).
 struct SmallTileWalk {
   int k_bufs = 0, v_bufs = 0, ctas_per_sm = 0;
 };
 
 constexpr SmallTileWalk small_tile_walk(int head_size) {
   if (!is_block_sparse_head_size(head_size)) return {};
-  return head_size == 128 ? SmallTileWalk{1, 1, 3} : SmallTileWalk{1, 1, 4};
+  return head_size == 128 ? SmallTileWalk{1, 2, 3} : SmallTileWalk{2, 1, 4};
 }
 
 inline constexpr int kHopperSmemPerSm = 228 * 1024;  // shared memory of one sm_90 SM, all its CTAs together

@@ -2,10 +2,11 @@
 // The 64 x 64 block-sparse walk on Hopper (sm_90a): one warpgroup per CTA and one 64-row query
 // tile per CTA, several CTAs resident per SM. Each CTA walks its own tile's key list: thread 0
 // issues the TMA loads of Q and of the listed 64-key blocks into small K and V rings, and the
-// warpgroup runs Q K^T (wgmma from shared memory), the online softmax and P V (P from registers)
-// for each block in order. The SM's other CTAs, walking other lists, keep the tensor cores busy
-// while one runs its softmax or waits for a block, so no producer warpgroup and no turn-taking are
-// needed, and the CTAs never wait for each other's lists. It takes the lists, tile rows and
+// warpgroup runs Q K^T (wgmma from shared memory), the online softmax and P V (P from registers),
+// block n's Q K^T together with block n - 1's P V, which runs under block n's softmax. The SM's
+// other CTAs, walking other lists, keep the tensor cores busy while one runs its softmax or waits
+// for a block, so no producer warpgroup and no turn-taking are needed, and the CTAs never wait for
+// each other's lists. It takes the lists, tile rows and
 // FlashParams of the flash kernel's listed walk (flash_fwd_hopper.cuh) and gives its results:
 // an empty list writes zeros and LSE -inf, keys past a tile's valid rows are never attended.
 
@@ -161,11 +162,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
 #pragma unroll
   for (int i = 0; i < T::kOAcc; ++i) o[i] = 0.f;
   RowState st{{-INFINITY, -INFINITY}, {0.f, 0.f}};
-  if (len > 0) ptx::mbar_wait(q_full, 0);
-  for (int n = 0; n < len; ++n) {
-    const int kb = __ldg(list + n);
-    const int kbuf = n % T::kKBufs, vbuf = n % T::kVBufs;
-    float s[T::kSAcc];
+  // Q K^T of block n into s (issued and committed, not waited for).
+  auto issue_qk = [&](float (&s)[T::kSAcc], int n) {
+    const int kbuf = n % T::kKBufs;
     ptx::mbar_wait(k_full + kbuf, (n / T::kKBufs) & 1);
     ptx::fence_operands(o);
     ptx::wgmma_fence();
@@ -177,12 +176,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
                                                ptx::smem_desc_advance(k0, step), kk > 0 ? 1 : 0);
     }
     ptx::wgmma_commit();
-    ptx::wgmma_wait<0>();
-    ptx::fence_operands(s);
-    // Every warp's share of the product has read the K buffer: it may take block n + kKBufs.
-    ptx::named_barrier_sync(1, T::kThreads);
-    if (tid == 0 && n + T::kKBufs < len) load_k(n + T::kKBufs);
-    // Keys past the block's valid rows (a padded tile's, or the sequence's end) are never attended.
+  };
+  // Block n's scores in s to probabilities, in place (keys past the block's valid rows, a padded
+  // tile's or the sequence's end, are never attended). Returns whether the output must be scaled
+  // by alpha.
+  auto softmax_scores = [&](float (&s)[T::kSAcc], int n, float (&alpha)[2]) {
+    const int kb = __ldg(list + n);
     const int valid = p.bs_tile_rows != nullptr ? __ldg(p.bs_tile_rows + kb) : p.seqlen_k - kb * T::kBlockN;
     if (valid < T::kBlockN) {
       const int limit = valid - (lane % 4) * 2;
@@ -192,9 +191,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
         for (int e = 0; e < 4; ++e)
           if (j * 8 + (e & 1) >= limit) s[j * 4 + e] = -INFINITY;
     }
-    float alpha[2];
-    const bool rescale = softmax<T>(s, st, alpha, p.scale_log2);
-    uint32_t pr[T::kBlockN / 4];
+    return softmax<T>(s, st, alpha, p.scale_log2);
+  };
+  // The output rescaled where the maximum moved, and the probabilities packed for the P V product.
+  auto finish_block = [&](const float (&s)[T::kSAcc], uint32_t (&pr)[T::kBlockN / 4], bool rescale,
+                          const float (&alpha)[2]) {
 #pragma unroll
     for (int i = 0; i < T::kBlockN / 4; ++i) pr[i] = pack2<T::kBf16>(s[2 * i], s[2 * i + 1]);
     if (rescale) {
@@ -206,6 +207,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
         o[j * 4 + 3] *= alpha[1];
       }
     }
+  };
+  // P V of block n into o (issued and committed, not waited for).
+  auto issue_pv = [&](uint32_t (&pr)[T::kBlockN / 4], int n) {
+    const int vbuf = n % T::kVBufs;
     ptx::mbar_wait(v_full + vbuf, (n / T::kVBufs) & 1);
     ptx::fence_operands(o);
     ptx::fence_operands(pr);
@@ -217,10 +222,52 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
       Wgmma<T::kD>::template rs<T::kBf16>(o, a, ptx::smem_desc_advance(v0, kk * 16 * 128), 1);
     }
     ptx::wgmma_commit();
+  };
+  if (len > 0) ptx::mbar_wait(q_full, 0);
+  // Block n - 1's P V runs on the tensor cores while block n's softmax runs: block n's Q K^T and
+  // block n - 1's P V are issued together, the softmax starts once Q K^T is done, and the output
+  // is rescaled and P converted once P V is done too (no register a product in flight reads or
+  // writes is touched meanwhile). With two K buffers block n + 2 loads into block n's after both
+  // products are done, as V's buffer takes block n - 1 + kVBufs; with one K buffer, block n + 1
+  // loads into it as soon as block n's Q K^T is done (one more barrier a block).
+  static_assert(T::kKBufs == 1 || T::kKBufs == 2, "the overlapped walk keeps one or two K buffers");
+  float s[T::kSAcc];
+  uint32_t pr[T::kBlockN / 4];
+  float alpha[2];
+  // The first block alone (no P V to overlap), so that the loop below has no branch around its
+  // products (ptxas serialises the wgmma when it cannot tell which are in flight).
+  if (len > 0) {
+    issue_qk(s, 0);
+    ptx::wgmma_wait<0>();
+    ptx::fence_operands(s);
+    ptx::named_barrier_sync(1, T::kThreads);
+    if (tid == 0 && T::kKBufs < len) load_k(T::kKBufs);
+    const bool rescale = softmax_scores(s, 0, alpha);
+    finish_block(s, pr, rescale, alpha);
+  }
+  for (int n = 1; n < len; ++n) {
+    issue_qk(s, n);
+    issue_pv(pr, n - 1);
+    ptx::wgmma_wait<1>();
+    ptx::fence_operands(s);
+    if constexpr (T::kKBufs == 1) {
+      ptx::named_barrier_sync(1, T::kThreads);
+      if (tid == 0 && n + 1 < len) load_k(n + 1);
+    }
+    const bool rescale = softmax_scores(s, n, alpha);
     ptx::wgmma_wait<0>();
     ptx::fence_operands(o);
     ptx::named_barrier_sync(1, T::kThreads);
-    if (tid == 0 && n + T::kVBufs < len) load_v(n + T::kVBufs);
+    if (tid == 0) {
+      if (T::kKBufs == 2 && n + 2 < len) load_k(n + 2);
+      if (n - 1 + T::kVBufs < len) load_v(n - 1 + T::kVBufs);
+    }
+    finish_block(s, pr, rescale, alpha);
+  }
+  if (len > 0) {
+    issue_pv(pr, len - 1);
+    ptx::wgmma_wait<0>();
+    ptx::fence_operands(o);
   }
 
   // Rows with no live key (an empty list) finish as zeros with LSE -inf.
