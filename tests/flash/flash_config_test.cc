@@ -126,22 +126,34 @@ TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {
     EXPECT_EQ(choose_key_tiles(d, 32760, 32760, 40, kSms, false), key_tiles(d, 32760)) << d;
 }
 
-// The 64 x 64 walk's CTAs fit one SM as many times as they ask, and leave each thread the
-// registers the walk needs without spilling (ptxas: 142 at hd128, 111 at hd64).
-TEST(FlashConfig, SmallTileWalkFitsItsResidency) {
+// The one-warpgroup walk's CTAs fit one SM as many times as they ask, and leave each thread the
+// registers the walk needs without spilling (ptxas: 142 at hd128 and 111 at hd64 on 64 x 64 lists,
+// 155 at hd64 on 128 x 128 lists). It runs every 64 x 64 list; of the 128 x 128 lists only hd64's.
+TEST(FlashConfig, ListWalkFitsItsResidency) {
   for (int d : kBlockSparseHeadSizes) {
-    const SmallTileWalk walk = small_tile_walk(d);
-    ASSERT_GT(walk.ctas_per_sm, 0) << d;
-    EXPECT_GE(walk.k_bufs, 1) << d;
-    EXPECT_GE(walk.v_bufs, 1) << d;
-    EXPECT_LE(small_tile_smem_bytes(d, walk) * walk.ctas_per_sm, kHopperSmemPerSm) << d;
-    EXPECT_LE(small_tile_smem_bytes(d, walk), kHopperSmemLimit) << d;
-    const int regs_per_thread = 65536 / (128 * walk.ctas_per_sm) / 8 * 8;
-    EXPECT_GE(regs_per_thread, d == 128 ? 142 : 111) << d;
+    for (int tile : {kBlockSparseSmallTile, kBlockSparseTile}) {
+      const ListWalk walk = list_walk(d, tile);
+      if (tile == kBlockSparseTile && d == 128) {
+        EXPECT_EQ(walk.ctas_per_sm, 0) << "hd128 128 x 128 lists run on the flash kernel's tiles";
+        continue;
+      }
+      ASSERT_GT(walk.ctas_per_sm, 0) << d << " " << tile;
+      EXPECT_EQ(walk.block_n, tile);
+      EXPECT_GE(walk.k_bufs, 1) << d;
+      EXPECT_GE(walk.v_bufs, 1) << d;
+      EXPECT_LE(list_walk_smem_bytes(d, walk) * walk.ctas_per_sm, kHopperSmemPerSm) << d << " " << tile;
+      EXPECT_LE(list_walk_smem_bytes(d, walk), kHopperSmemLimit) << d;
+      const int regs_per_thread = 65536 / (128 * walk.ctas_per_sm) / 8 * 8;
+      const int needed = tile == kBlockSparseTile ? 155 : d == 128 ? 142 : 111;
+      EXPECT_GE(regs_per_thread, needed) << d << " " << tile;
+    }
   }
-  EXPECT_EQ(small_tile_walk(96).ctas_per_sm, 0);
-  // Q, one K and two V tiles of 64 rows x 128 bytes per 64 columns, four mbarriers, the slack.
-  EXPECT_EQ(small_tile_smem_bytes(128, SmallTileWalk{1, 2, 3}), 4 * 16384 + 32 + 1024);
+  EXPECT_EQ(list_walk(96, kBlockSparseSmallTile).ctas_per_sm, 0);
+  EXPECT_EQ(list_walk(64, 32).ctas_per_sm, 0);
+  // Q (64 rows), one K and two V blocks of 64 rows x 128 bytes per 64 columns, four mbarriers, the slack.
+  EXPECT_EQ(list_walk_smem_bytes(128, ListWalk{1, 2, 3, 64}), 4 * 16384 + 32 + 1024);
+  // hd64, 128-key blocks: Q 64 x 128 bytes, three blocks of 128 x 128 bytes.
+  EXPECT_EQ(list_walk_smem_bytes(64, ListWalk{1, 2, 3, 128}), 8192 + 3 * 16384 + 32 + 1024);
 }
 
 TEST(FlashConfig, UnknownHeadSizeHasNoTile) {

@@ -163,32 +163,44 @@ constexpr HopperTile block_sparse_tile(int head_size) {
 // run by the one-warpgroup walk below, not by the flash kernel's tiles.
 inline constexpr int kBlockSparseSmallTile = 64;
 
-// The one-warpgroup walk of 64 x 64 lists (small_tile_hopper.cuh): one 64-row query tile per
-// CTA, the depths of its K and V rings, and the CTAs it asks to keep resident per SM. The SM's
-// CTAs hide each other's softmax and loads, so residency beats ring depth: three CTAs at hd128 and
-// four at hd64, against two with double K and V rings (hd128 21-27 % slower) or four hd128 CTAs,
-// which leave 128 registers a thread, too few (ptxas spills and serialises the wgmma). Within a
-// CTA block n - 1's P V runs under block n's softmax; the rings that serve that order best: hd128
-// one K and two V buffers (2-3 % faster than one of each, 4-10 % faster than two K and one V),
-// hd64 two K and one V (3-5 % faster than one of each and than one K and two V). H200, Wan2.1-14B
-// 480p/720p and a 16k hd64 square at densities 1 to 0.125 (docs/backends/sparse.md).
-struct SmallTileWalk {
+// The one-warpgroup walk of block-sparse lists (listed_walk_hopper.cuh): 64 query rows per CTA
+// walking their tile's list, the depths of its K and V rings, and the CTAs it asks to keep
+// resident per SM. The SM's CTAs hide each other's softmax and loads, so residency beats ring
+// depth. It runs every 64 x 64 list, and the 128 x 128 lists at hd64; the flash kernel's tiles
+// run hd128's 128 x 128 lists (93-97 % of dense FLASH_ATTN's TFLOP/s there) and dense masks.
+// Measured on an H200 (docs/backends/sparse.md; bench/results/small-tile-2026-12-04-h200/):
+//  - 64 x 64: three CTAs at hd128 and four at hd64, against two with double K and V rings (hd128
+//    21-27 % slower) or four hd128 CTAs, which leave 128 registers a thread, too few (ptxas spills
+//    and serialises the wgmma). Within a CTA block n - 1's P V runs under block n's softmax; the
+//    rings that serve that order best: hd128 one K and two V buffers (2-3 % faster than one of
+//    each, 4-10 % faster than two K and one V), hd64 two K and one V (3-5 % faster than one of
+//    each and than one K and two V). Against the flash kernel's two-group walk these lists ran on
+//    before: 0.78-0.84 of dense FLASH_ATTN's TFLOP/s at hd128 against 0.50-0.57.
+//  - 128 x 128 at hd64: three CTAs, one K and two V buffers, 13-19 % faster than the flash
+//    kernel's two-group 128 x 128 tile (0.79-0.96 of dense on the 16k square and SD3's shape
+//    against 0.69-0.82; two K and one V, or one of each, 3-6 % slower on the 16k square).
+struct ListWalk {
   int k_bufs = 0, v_bufs = 0, ctas_per_sm = 0;
+  int block_n = 0;  // the lists' tiles: block_n query rows by block_n keys
 };
 
-constexpr SmallTileWalk small_tile_walk(int head_size) {
+// The walk for lists of `tile` x `tile` at `head_size`, or ctas_per_sm == 0 where the flash
+// kernel's tiles run them.
+constexpr ListWalk list_walk(int head_size, int tile) {
   if (!is_block_sparse_head_size(head_size)) return {};
-  return head_size == 128 ? SmallTileWalk{1, 2, 3} : SmallTileWalk{2, 1, 4};
+  if (tile == kBlockSparseSmallTile) return head_size == 128 ? ListWalk{1, 2, 3, tile} : ListWalk{2, 1, 4, tile};
+  if (tile == kBlockSparseTile && head_size == 64) return ListWalk{1, 2, 3, tile};
+  return {};
 }
 
 inline constexpr int kHopperSmemPerSm = 228 * 1024;  // shared memory of one sm_90 SM, all its CTAs together
 
-// Shared memory of one CTA of the walk: the Q tile and the K and V rings (64 rows of 64-column
-// chunks of 128 bytes each), their mbarriers, and 1024 bytes of alignment slack.
-constexpr int small_tile_smem_bytes(int head_size, const SmallTileWalk& walk) {
-  const int tile = (head_size + 63) / 64 * 64 * 128;
+// Shared memory of one CTA of the walk: the 64-row Q tile and the K and V rings (block_n rows each),
+// in 64-column chunks of 128-byte rows, their mbarriers, and 1024 bytes of alignment slack.
+constexpr int list_walk_smem_bytes(int head_size, const ListWalk& walk) {
+  const int chunks = (head_size + 63) / 64;
   const int buffers = 1 + walk.k_bufs + walk.v_bufs;
-  return buffers * tile + buffers * 8 + 1024;
+  return chunks * 64 * 128 + (walk.k_bufs + walk.v_bufs) * chunks * walk.block_n * 128 + buffers * 8 + 1024;
 }
 
 constexpr std::int64_t num_m_blocks(std::int64_t seqlen_q, const HopperTile& tile) {

@@ -37,8 +37,9 @@ struct LaunchStatus {
 // launches nothing when they fail.
 LaunchStatus launch_flash_hopper(const HopperArgs& args, void* stream);
 
-// The tilings of the block-sparse launch (flash_config.h): 128 x 128 lists on the flash kernel,
-// 64 x 64 lists on the one-warpgroup walk (small_tile_hopper.cuh, several CTAs per SM).
+// The tilings of the block-sparse launch (flash_config.h): 128 x 128 lists (the flash kernel's
+// tiles at hd128 and for dense masks, the one-warpgroup walk at hd64) and 64 x 64 lists (the
+// one-warpgroup walk, listed_walk_hopper.cuh).
 enum class SparseTiling { kLarge, kSmall };
 
 // Block-sparse attention (flash_hopper_sparse.cu): args.params.bs_offsets and bs_indices (and

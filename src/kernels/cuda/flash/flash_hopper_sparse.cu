@@ -1,12 +1,13 @@
 // Dispatch ladder of the block-sparse Hopper kernels, for each head size in kBlockSparseHeadSizes,
-// bf16 and fp16: the listed walk of the flash kernel on 128 x 128 lists, and the one-warpgroup walk
-// of small_tile_hopper.cuh on 64 x 64 lists.
+// bf16 and fp16: the one-warpgroup walk of listed_walk_hopper.cuh where flash_config.h's list_walk
+// has one for the lists' tiling (every 64 x 64 list, 128 x 128 at hd64), else the listed walk of
+// the flash kernel (128 x 128 at hd128, and dense masks).
 // A translation unit of its own, so the dense and block-sparse instantiations compile in parallel.
 
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_hopper.h"
 #include "kernels/cuda/flash/flash_hopper_launch.cuh"
-#include "kernels/cuda/flash/small_tile_hopper.cuh"
+#include "kernels/cuda/flash/listed_walk_hopper.cuh"
 
 namespace diffattn::flash {
 namespace {
@@ -22,20 +23,21 @@ LaunchStatus launch_large(const HopperArgs& args, cudaStream_t stream) {
   return hopper_detail::launch_with_traits<T, /*kListed=*/true>(args, stream);
 }
 
-// The one-warpgroup walk over 64 x 64 lists: one CTA per (query tile, head, batch).
+// The one-warpgroup walk: one CTA per 64 query rows of a list's tile, head and batch entry.
 template <class T>
-LaunchStatus launch_small_tile(const HopperArgs& args, cudaStream_t stream) {
+LaunchStatus launch_walk(const HopperArgs& args, cudaStream_t stream) {
   FlashParams p = args.params;
   if (p.seqlen_q == 0 || p.batch == 0 || p.heads_q == 0) return {};
   if (p.bs_offsets == nullptr || p.bs_indices == nullptr || p.causal || p.cu_seqlens_q != nullptr ||
       p.kv_mask != nullptr || p.row_bits != nullptr)
     return fail(LaunchStatus::kInvalidInput,
-                "block-sparse attention: the 64 x 64 walk needs its key lists and takes no causal, packed or masked "
-                "problem");
+                "block-sparse attention: the one-warpgroup walk needs its key lists and takes no causal, packed or "
+                "masked problem");
   if (p.batch > 65535 || p.heads_q > 65535)
-    return fail(LaunchStatus::kInvalidInput, "block-sparse attention: the 64 x 64 walk takes at most 65535 batch "
-                                             "entries and heads; split the batch");
-  p.bs_q_tiles = static_cast<int>(ceil_div(p.seqlen_q, T::kBlockM));
+    return fail(LaunchStatus::kInvalidInput, "block-sparse attention: the one-warpgroup walk takes at most 65535 "
+                                             "batch entries and heads; split the batch");
+  p.bs_q_tiles = static_cast<int>(ceil_div(p.seqlen_q, T::kBlockN));
+  const std::int64_t ctas = ceil_div(p.seqlen_q, T::kBlockM);
   if (p.bs_stride_h < 0) p.bs_stride_h = p.bs_q_tiles;
   if (p.bs_stride_b < 0) p.bs_stride_b = p.heads_q * p.bs_q_tiles;
   FlashTmaMaps maps;
@@ -48,12 +50,12 @@ LaunchStatus launch_small_tile(const HopperArgs& args, cudaStream_t stream) {
   s = hopper_detail::make_map(&maps.v, "v", args.v, T::kBf16, T::kD, args.kv_rows, p.heads_kv, args.tma_batch,
                               args.v_stride, T::kBlockN);
   if (!s.ok()) return s;
-  auto kernel = small_tile::small_tile_sparse_kernel<T>;
+  auto kernel = listed_walk::listed_walk_kernel<T>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (e != cudaSuccess)
     return fail(LaunchStatus::kCudaError,
                 std::string("block-sparse attention: cannot reserve shared memory: ") + cudaGetErrorString(e));
-  kernel<<<dim3(p.bs_q_tiles, p.heads_q, p.batch), T::kThreads, T::kSmemBytes, stream>>>(maps, p);
+  kernel<<<dim3(static_cast<unsigned>(ctas), p.heads_q, p.batch), T::kThreads, T::kSmemBytes, stream>>>(maps, p);
   e = cudaGetLastError();
   if (e != cudaSuccess)
     return fail(LaunchStatus::kCudaError, std::string("block-sparse attention: kernel launch failed: ") +
@@ -61,11 +63,22 @@ LaunchStatus launch_small_tile(const HopperArgs& args, cudaStream_t stream) {
   return {};
 }
 
+// The walk of list_walk(kD, kTile) for lists of that tiling.
+template <int kD, bool kBf16, int kTile>
+LaunchStatus launch_list_walk(const HopperArgs& args, cudaStream_t stream) {
+  constexpr ListWalk walk = list_walk(kD, kTile);
+  static_assert(walk.ctas_per_sm > 0, "no walk for this tiling");
+  return launch_walk<WalkTraits<kD, kBf16, walk.k_bufs, walk.v_bufs, walk.ctas_per_sm, walk.block_n>>(args, stream);
+}
+
 template <int kD, bool kBf16>
 LaunchStatus launch_tiling(const HopperArgs& args, SparseTiling tiling, cudaStream_t stream) {
-  if (tiling == SparseTiling::kLarge) return launch_large<kD, kBf16>(args, stream);
-  constexpr SmallTileWalk walk = small_tile_walk(kD);
-  return launch_small_tile<SmallTileTraits<kD, kBf16, walk.k_bufs, walk.v_bufs, walk.ctas_per_sm>>(args, stream);
+  if (tiling == SparseTiling::kSmall) return launch_list_walk<kD, kBf16, kBlockSparseSmallTile>(args, stream);
+  // 128 x 128: the walk where list_walk has one, except for dense masks (row bits), which the
+  // flash kernel's listed walk reads.
+  if constexpr (list_walk(kD, kBlockSparseTile).ctas_per_sm > 0)
+    if (args.params.row_bits == nullptr) return launch_list_walk<kD, kBf16, kBlockSparseTile>(args, stream);
+  return launch_large<kD, kBf16>(args, stream);
 }
 
 template <std::size_t kIndex = 0>

@@ -34,7 +34,7 @@ Status check_block_sparse_device(int device, BlockSparseKernel kernel);
 //    FLASH_ATTN's TFLOP/s on the FLOPs it computes;
 //  - 64 x 64 (kBlockSparseSmallTile), hd64 and hd128, for FASTVIDEO_VSA's 64-token cubes: one
 //    warpgroup per CTA walks its own 64-row query tile's list, three or four CTAs per SM
-//    (small_tile_hopper.cuh); about 0.74-0.84 of dense FLASH_ATTN's TFLOP/s.
+//    (listed_walk_hopper.cuh); about 0.74-0.84 of dense FLASH_ATTN's TFLOP/s.
 // The mma.sync walk (kernels/cuda/dense/sdpa_mma_kernel.cuh) runs one CTA per query tile of either
 // tiling, over the listed tiles' key blocks.
 // tile_rows (self-attention over padded tiles, Sq = Skv) is honoured on the key side: keys past a

@@ -1,14 +1,15 @@
 #pragma once
-// The 64 x 64 block-sparse walk on Hopper (sm_90a): one warpgroup per CTA and one 64-row query
-// tile per CTA, several CTAs resident per SM. Each CTA walks its own tile's key list: thread 0
-// issues the TMA loads of Q and of the listed 64-key blocks into small K and V rings, and the
-// warpgroup runs Q K^T (wgmma from shared memory), the online softmax and P V (P from registers),
-// block n's Q K^T together with block n - 1's P V, which runs under block n's softmax. The SM's
-// other CTAs, walking other lists, keep the tensor cores busy while one runs its softmax or waits
-// for a block, so no producer warpgroup and no turn-taking are needed, and the CTAs never wait for
-// each other's lists. It takes the lists, tile rows and
-// FlashParams of the flash kernel's listed walk (flash_fwd_hopper.cuh) and gives its results:
-// an empty list writes zeros and LSE -inf, keys past a tile's valid rows are never attended.
+// The one-warpgroup walk of block-sparse lists on Hopper (sm_90a): one warpgroup per CTA and 64
+// query rows per CTA, several CTAs resident per SM, for every 64 x 64 list (FASTVIDEO_VSA's cubes)
+// and the 128 x 128 lists at hd64 (flash_config.h, list_walk). Each CTA walks its query tile's key
+// list: thread 0 issues the TMA loads of Q and of the listed key blocks into small K and V rings,
+// and the warpgroup runs Q K^T (wgmma from shared memory), the online softmax and P V (P from
+// registers), block n's Q K^T together with block n - 1's P V, which runs under block n's softmax.
+// The SM's other CTAs, walking other lists, keep the tensor cores busy while one runs its softmax
+// or waits for a block, so no producer warpgroup and no turn-taking are needed, and the CTAs never
+// wait for each other's lists. It takes the lists, tile rows and FlashParams of the flash kernel's
+// listed walk (flash_fwd_hopper.cuh) and gives its results: an empty list writes zeros and LSE
+// -inf, keys past a tile's valid rows are never attended.
 
 #include <cstdint>
 
@@ -24,39 +25,45 @@
 
 namespace diffattn::flash {
 
-// kKBufs / kVBufs: depth of the K and V rings (block n + depth loads once block n's product has
-// read its buffer); kCtasPerSm: the residency the launch bounds ask for (registers per thread
-// follow from it: 65536 / (128 x kCtasPerSm)). flash_config.h's small_tile_walk chooses them.
-template <int kD_, bool kBf16_, int kKBufs_, int kVBufs_, int kCtasPerSm_>
-struct SmallTileTraits {
+// kBlockN: the lists' tiles (square: kBlockN query rows by kBlockN keys); a CTA takes 64 rows of a
+// query tile and walks that tile's list. kKBufs / kVBufs: depth of the K and V rings (block n +
+// depth loads once block n's product has read its buffer); kCtasPerSm: the residency the launch
+// bounds ask for (registers per thread follow from it: 65536 / (128 x kCtasPerSm)).
+// flash_config.h's list_walk chooses them.
+template <int kD_, bool kBf16_, int kKBufs_, int kVBufs_, int kCtasPerSm_, int kBlockN_>
+struct WalkTraits {
   static constexpr int kD = kD_;
   static constexpr bool kBf16 = kBf16_;
   static constexpr int kKBufs = kKBufs_;
   static constexpr int kVBufs = kVBufs_;
   static constexpr int kCtasPerSm = kCtasPerSm_;
-  static constexpr int kBlockM = 64;
-  static constexpr int kBlockN = 64;
+  static constexpr int kBlockM = 64;                   // query rows per CTA
+  static constexpr int kBlockN = kBlockN_;             // keys per block, and query rows per list
+  static constexpr int kCtasPerList = kBlockN / kBlockM;
   static constexpr int kThreads = 128;
-  static constexpr int kChunks = kD / 64;          // 64-column (128-byte) swizzle chunks
-  static constexpr int kChunkBytes = 64 * 128;     // one chunk of a 64-row tile
-  static constexpr int kTileBytes = kChunks * kChunkBytes;
-  static constexpr int kKOffset = kTileBytes;      // Q first
-  static constexpr int kVOffset = kKOffset + kKBufs * kTileBytes;
-  static constexpr int kBarrierOffset = kVOffset + kVBufs * kTileBytes;
+  static constexpr int kChunks = kD / 64;              // 64-column (128-byte) swizzle chunks
+  static constexpr int kQChunkBytes = kBlockM * 128;   // one chunk of the Q tile
+  static constexpr int kKVChunkBytes = kBlockN * 128;  // one chunk of a K or V block
+  static constexpr int kQBytes = kChunks * kQChunkBytes;
+  static constexpr int kKVBytes = kChunks * kKVChunkBytes;
+  static constexpr int kKOffset = kQBytes;             // Q first
+  static constexpr int kVOffset = kKOffset + kKBufs * kKVBytes;
+  static constexpr int kBarrierOffset = kVOffset + kVBufs * kKVBytes;
   static constexpr int kNumBarriers = 1 + kKBufs + kVBufs;
   // +1024: the dynamic shared-memory base is only 16-byte aligned; swizzled tiles need 1024.
   static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
   static constexpr int kSAcc = kBlockN / 2;  // score accumulators per thread
   static constexpr int kOAcc = kD / 2;       // output accumulators per thread
   static_assert(kD % 64 == 0, "the walk loads whole 64-column chunks");
-  static_assert(kSmemBytes == small_tile_smem_bytes(kD, SmallTileWalk{kKBufs, kVBufs, kCtasPerSm}),
+  static_assert(kBlockN == 64 || kBlockN == 128, "64- or 128-key lists");
+  static_assert(kSmemBytes == list_walk_smem_bytes(kD, ListWalk{kKBufs, kVBufs, kCtasPerSm, kBlockN}),
                 "flash_config.h and the kernel disagree on the shared memory");
   static_assert(kSmemBytes * kCtasPerSm <= kHopperSmemPerSm, "the CTAs asked for do not fit in one SM");
 };
 
-namespace small_tile {
+namespace listed_walk {
 
-// Online softmax of one 64-key block for this thread's two rows (r = 0: row lane/4 of the warp's
+// Online softmax of one key block for this thread's two rows (r = 0: row lane/4 of the warp's
 // 16, r = 1: lane/4 + 8): s becomes exp2 values in place and st moves on. As in the two-group walk,
 // the running maximum only moves when some row of the warp grew by more than 2^8; then alpha holds
 // the factors the output must be scaled by and the return value says so.
@@ -106,7 +113,7 @@ __device__ __forceinline__ bool softmax(float (&s)[T::kSAcc], RowState& st, floa
 // Query tile blockIdx.x of head blockIdx.y, batch blockIdx.z.
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
-    small_tile_sparse_kernel(const __grid_constant__ FlashTmaMaps maps, const __grid_constant__ FlashParams p) {
+    listed_walk_kernel(const __grid_constant__ FlashTmaMaps maps, const __grid_constant__ FlashParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ uint8_t smem_raw[];
   uint8_t* const base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -116,27 +123,27 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
   uint64_t* const v_full = bars + 1 + T::kKBufs;
   const int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int r = b * p.bs_stride_b + h * p.bs_stride_h + t;
+  const int r = b * p.bs_stride_b + h * p.bs_stride_h + t / T::kCtasPerList;
   const int first = __ldg(p.bs_offsets + r);
   const int len = __ldg(p.bs_offsets + r + 1) - first;
   const int* list = p.bs_indices + first;
   const int hkv = h / (p.heads_q / p.heads_kv);
   auto load_k = [&](int n) {
     const int buf = n % T::kKBufs;
-    ptx::mbar_arrive_expect_tx(k_full + buf, T::kTileBytes);
+    ptx::mbar_arrive_expect_tx(k_full + buf, T::kKVBytes);
     const int row = __ldg(list + n) * T::kBlockN;
 #pragma unroll
     for (int ch = 0; ch < T::kChunks; ++ch)
-      ptx::tma_load_4d(base + T::kKOffset + buf * T::kTileBytes + ch * T::kChunkBytes, &maps.k, k_full + buf, ch * 64,
+      ptx::tma_load_4d(base + T::kKOffset + buf * T::kKVBytes + ch * T::kKVChunkBytes, &maps.k, k_full + buf, ch * 64,
                        row, hkv, b);
   };
   auto load_v = [&](int n) {
     const int buf = n % T::kVBufs;
-    ptx::mbar_arrive_expect_tx(v_full + buf, T::kTileBytes);
+    ptx::mbar_arrive_expect_tx(v_full + buf, T::kKVBytes);
     const int row = __ldg(list + n) * T::kBlockN;
 #pragma unroll
     for (int ch = 0; ch < T::kChunks; ++ch)
-      ptx::tma_load_4d(base + T::kVOffset + buf * T::kTileBytes + ch * T::kChunkBytes, &maps.v, v_full + buf, ch * 64,
+      ptx::tma_load_4d(base + T::kVOffset + buf * T::kKVBytes + ch * T::kKVChunkBytes, &maps.v, v_full + buf, ch * 64,
                        row, hkv, b);
   };
   if (tid == 0) {
@@ -144,10 +151,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
     ptx::fence_barrier_init();
     // An empty list loads nothing (no load may still be in flight when the CTA exits).
     if (len > 0) {
-      ptx::mbar_arrive_expect_tx(q_full, T::kTileBytes);
+      ptx::mbar_arrive_expect_tx(q_full, T::kQBytes);
 #pragma unroll
       for (int ch = 0; ch < T::kChunks; ++ch)
-        ptx::tma_load_4d(base + ch * T::kChunkBytes, &maps.q, q_full, ch * 64, t * T::kBlockM, h, b);
+        ptx::tma_load_4d(base + ch * T::kQChunkBytes, &maps.q, q_full, ch * 64, t * T::kBlockM, h, b);
       for (int n = 0; n < T::kKBufs && n < len; ++n) load_k(n);
       for (int n = 0; n < T::kVBufs && n < len; ++n) load_v(n);
     }
@@ -156,8 +163,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
 
   const uint64_t q_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(base), 16, 1024);
   const uint64_t k_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(base + T::kKOffset), 16, 1024);
-  // V is [keys][D]: MN-major for the P V product; 64-column chunks are kChunkBytes apart.
-  const uint64_t v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(base + T::kVOffset), T::kChunkBytes, 1024);
+  // V is [keys][D]: MN-major for the P V product; 64-column chunks are kKVChunkBytes apart.
+  const uint64_t v_desc0 = ptx::make_smem_desc_sw128(ptx::smem_addr(base + T::kVOffset), T::kKVChunkBytes, 1024);
   float o[T::kOAcc];
 #pragma unroll
   for (int i = 0; i < T::kOAcc; ++i) o[i] = 0.f;
@@ -168,12 +175,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
     ptx::mbar_wait(k_full + kbuf, (n / T::kKBufs) & 1);
     ptx::fence_operands(o);
     ptx::wgmma_fence();
-    const uint64_t k0 = ptx::smem_desc_advance(k_desc0, kbuf * T::kTileBytes);
+    const uint64_t k0 = ptx::smem_desc_advance(k_desc0, kbuf * T::kKVBytes);
 #pragma unroll
     for (int kk = 0; kk < T::kD / 16; ++kk) {
-      const uint32_t step = (kk / 4) * T::kChunkBytes + (kk % 4) * 32;
-      Wgmma<T::kBlockN>::template ss<T::kBf16>(s, ptx::smem_desc_advance(q_desc0, step),
-                                               ptx::smem_desc_advance(k0, step), kk > 0 ? 1 : 0);
+      const uint32_t col = (kk % 4) * 32;  // 16 columns of 2 bytes within a 64-column chunk
+      Wgmma<T::kBlockN>::template ss<T::kBf16>(s, ptx::smem_desc_advance(q_desc0, (kk / 4) * T::kQChunkBytes + col),
+                                               ptx::smem_desc_advance(k0, (kk / 4) * T::kKVChunkBytes + col),
+                                               kk > 0 ? 1 : 0);
     }
     ptx::wgmma_commit();
   };
@@ -215,7 +223,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
     ptx::fence_operands(o);
     ptx::fence_operands(pr);
     ptx::wgmma_fence();
-    const uint64_t v0 = ptx::smem_desc_advance(v_desc0, vbuf * T::kTileBytes);
+    const uint64_t v0 = ptx::smem_desc_advance(v_desc0, vbuf * T::kKVBytes);
 #pragma unroll
     for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
       const uint32_t a[4] = {pr[4 * kk + 0], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
@@ -293,5 +301,5 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
 #endif
 }
 
-}  // namespace small_tile
+}  // namespace listed_walk
 }  // namespace diffattn::flash
