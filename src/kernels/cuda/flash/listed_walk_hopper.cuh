@@ -128,24 +128,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
   const int len = __ldg(p.bs_offsets + r + 1) - first;
   const int* list = p.bs_indices + first;
   const int hkv = h / (p.heads_q / p.heads_kv);
-  auto load_k = [&](int n) {
-    const int buf = n % T::kKBufs;
-    ptx::mbar_arrive_expect_tx(k_full + buf, T::kKVBytes);
+  // Block n of the list into buffer n % bufs of the ring at `ring` (K or V), completing on full[buf].
+  auto load_block = [&](const CUtensorMap* map, int ring, uint64_t* full, int bufs, int n) {
+    const int buf = n % bufs;
+    ptx::mbar_arrive_expect_tx(full + buf, T::kKVBytes);
     const int row = __ldg(list + n) * T::kBlockN;
 #pragma unroll
     for (int ch = 0; ch < T::kChunks; ++ch)
-      ptx::tma_load_4d(base + T::kKOffset + buf * T::kKVBytes + ch * T::kKVChunkBytes, &maps.k, k_full + buf, ch * 64,
-                       row, hkv, b);
+      ptx::tma_load_4d(base + ring + buf * T::kKVBytes + ch * T::kKVChunkBytes, map, full + buf, ch * 64, row, hkv, b);
   };
-  auto load_v = [&](int n) {
-    const int buf = n % T::kVBufs;
-    ptx::mbar_arrive_expect_tx(v_full + buf, T::kKVBytes);
-    const int row = __ldg(list + n) * T::kBlockN;
-#pragma unroll
-    for (int ch = 0; ch < T::kChunks; ++ch)
-      ptx::tma_load_4d(base + T::kVOffset + buf * T::kKVBytes + ch * T::kKVChunkBytes, &maps.v, v_full + buf, ch * 64,
-                       row, hkv, b);
-  };
+  auto load_k = [&](int n) { load_block(&maps.k, T::kKOffset, k_full, T::kKBufs, n); };
+  auto load_v = [&](int n) { load_block(&maps.v, T::kVOffset, v_full, T::kVBufs, n); };
   if (tid == 0) {
     for (int i = 0; i < T::kNumBarriers; ++i) ptx::mbar_init(bars + i, 1);
     ptx::fence_barrier_init();
