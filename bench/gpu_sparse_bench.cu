@@ -21,9 +21,11 @@
 // --ampere: the mma.sync walk (the block-sparse kernel of sm_80..sm_89) against FLASH_ATTN's dense
 // mma.sync kernel instead of the Hopper pair; on a Hopper GPU both run from their compute_80 code.
 //
-// --small: the 64 x 64 tiling (the one-warpgroup walk); --tile-rows (square tiles, self-attention): every
-// fifth tile gets a random count of valid rows, and keys past it must never be attended; --share F:
-// the odd query tile of each pair keeps the share F of its even neighbour's key tiles.
+// Without --small the lists are 128 x 128 (the flash kernel's tile at hd128, the one-warpgroup
+// walk at hd64; flash_config.h's list_walk). --small: the 64 x 64 tiling (the one-warpgroup walk);
+// --tile-rows (square tiles, self-attention): every fifth tile gets a random count of valid rows,
+// and keys past it must never be attended; --share F: the odd query tile of each pair keeps the
+// share F of its even neighbour's key tiles.
 //
 // Workloads come from bench/workloads.csv (hd64 and hd128 rows). Timed figures: median ms per call
 // over interleaved rounds; TFLOP/s counted on the FLOPs each kernel computes (4 x rows x listed keys
