@@ -194,6 +194,7 @@ constexpr ListWalk list_walk(int head_size, int tile) {
 }
 
 inline constexpr int kHopperSmemPerSm = 228 * 1024;  // shared memory of one sm_90 SM, all its CTAs together
+inline constexpr int kSmemReservedPerCta = 1024;     // of which the system keeps this much per resident CTA
 
 // Shared memory of one CTA of the walk: the 64-row Q tile and the K and V rings (block_n rows each),
 // in 64-column chunks of 128-byte rows, their mbarriers, and 1024 bytes of alignment slack.

@@ -58,15 +58,17 @@ struct WalkTraits {
   static_assert(kBlockN == 64 || kBlockN == 128, "64- or 128-key lists");
   static_assert(kSmemBytes == list_walk_smem_bytes(kD, ListWalk{kKBufs, kVBufs, kCtasPerSm, kBlockN}),
                 "flash_config.h and the kernel disagree on the shared memory");
-  static_assert(kSmemBytes * kCtasPerSm <= kHopperSmemPerSm, "the CTAs asked for do not fit in one SM");
+  static_assert((kSmemBytes + kSmemReservedPerCta) * kCtasPerSm <= kHopperSmemPerSm,
+                "the CTAs asked for do not fit in one SM");
 };
 
 namespace listed_walk {
 
 // Online softmax of one key block for this thread's two rows (r = 0: row lane/4 of the warp's
-// 16, r = 1: lane/4 + 8): s becomes exp2 values in place and st moves on. As in the two-group walk,
-// the running maximum only moves when some row of the warp grew by more than 2^8; then alpha holds
-// the factors the output must be scaled by and the return value says so.
+// 16, r = 1: lane/4 + 8): s becomes exp2 values in place and st moves on. As in the flash kernel's
+// softmax (flash_fwd_hopper.cuh), the running maximum only moves when some row of the warp grew by
+// more than 2^8; then alpha holds the factors the output must be scaled by and the return value
+// says so.
 template <class T>
 __device__ __forceinline__ bool softmax(float (&s)[T::kSAcc], RowState& st, float (&alpha)[2], float scale) {
   constexpr int kCols = T::kBlockN / 4;  // values of a row held by this thread
