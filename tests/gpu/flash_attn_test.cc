@@ -4,10 +4,12 @@
 // (tests/parity/), as for every backend.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "backends/factories.h"
 #include "kernels/cuda/flash/flash_checks.h"
@@ -54,14 +56,15 @@ std::unique_ptr<Backend> make_backend() {
 // What runs a case: the registered backend (the default), or one kernel called directly.
 using Runner = Status (*)(const AttentionProblem&, void*);
 
-// Changes a case's host inputs after they are drawn (before the oracle runs).
-using Tweak = std::function<void(AttentionProblem&)>;
+// Changes a case's host inputs after they are drawn (before the oracle runs); buffers it adds to
+// the case are copied to the GPU with the rest.
+using Tweak = std::function<void(testing::CaseData&)>;
 
 // Runs `c` through FLASH_ATTN; returns the failure text (empty: pass).
 std::string run_case(const ParityCase& c, std::mt19937_64& rng, void* stream = nullptr, Runner runner = nullptr,
                      const Tweak& tweak = nullptr) {
   auto data = testing::make_case_data(c, rng);
-  if (tweak) tweak(data->problem);
+  if (tweak) tweak(*data);
   if (Status valid = validate_problem(data->problem); !valid.ok()) return "invalid case: " + valid.message();
   const bool supported = flash::flash_shape_reasons(data->problem.shape()).empty();
   testing::Expectation expected = testing::expect(data->problem);
@@ -199,6 +202,46 @@ TEST(GpuFlashAttn, KeyWalksOfRunsAndScatteredKeysMatchTheOracle) {
       }
 }
 
+// Packed batches of more tiles than SMs, so the Hopper kernel takes them in its packed order
+// (kernels/cuda/flash/packed_order.h: sequences ranked by key count, every other round of the grid
+// taken backwards) over several rounds: sequences of different query and key lengths, one without
+// rows, one without keys (zeros, LSE -inf), GQA, causal and not, both head sizes the video models use.
+TEST(GpuFlashAttn, PackedBatchesInSeveralRoundsMatchTheOracle) {
+  SKIP_WITHOUT_FLASH_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  const std::vector<std::int32_t> q_len = {700, 0, 150, 480, 45, 380, 260};
+  const std::vector<std::int32_t> k_len = {600, 160, 0, 480, 45, 800, 260};
+  auto offsets = [](const std::vector<std::int32_t>& len) {
+    std::vector<std::int32_t> cu(len.size() + 1, 0);
+    for (std::size_t i = 0; i < len.size(); ++i) cu[i + 1] = cu[i] + len[i];
+    return cu;
+  };
+  const std::vector<std::int32_t> cu_q = offsets(q_len), cu_k = offsets(k_len);
+  const Tweak lengths = [&](testing::CaseData& data) {
+    AttentionProblem& p = data.problem;
+    for (auto [view, cu] : {std::pair{&p.cu_seqlens_q, &cu_q}, std::pair{&p.cu_seqlens_k, &cu_k}}) {
+      const auto n = static_cast<std::int64_t>(cu->size());
+      testing::HostBuffer& buf = data.add(DType::kInt32, n);
+      std::copy(cu->begin(), cu->end(), static_cast<std::int32_t*>(buf.data()));
+      *view = TensorView::Contiguous(buf.data(), DType::kInt32, {n});
+    }
+    p.max_seqlen_q = *std::max_element(q_len.begin(), q_len.end());
+    p.max_seqlen_k = *std::max_element(k_len.begin(), k_len.end());
+  };
+  int idx = 0;
+  for (std::int64_t d : {64, 128})
+    for (bool causal : {false, true}) {
+      ParityCase c = sized_case(d, cu_q.back(), cu_k.back(), 16, idx % 2 ? DType::kFloat16 : DType::kBFloat16);
+      c.heads_kv = 4;
+      c.varlen = true;
+      c.causal = causal;
+      c.lse = true;
+      EXPECT_EQ(run_case(c, rng, nullptr, nullptr, lengths), "") << c.name() << " (seed " << seed << ")";
+      ++idx;
+    }
+}
+
 // More tiles than SMs, so whole waves run first and the last partial wave runs as tail runs that
 // end one tile and start the next (the plan of SD3's 4429 keys: 35 key blocks a tile, about 0.36
 // of a wave left over). A few query rows per head keep the oracle cheap; one tile per head. Plain,
@@ -261,7 +304,8 @@ TEST(GpuFlashAttn, RunningMaximumJumpsInLaterKeyBlocksMatchTheOracle) {
     c.causal = sh.causal;
     c.lse = true;
     // Two keys past the first block(s), one of them past the first 512 keys.
-    const Tweak grow = [&](AttentionProblem& p) {
+    const Tweak grow = [&](testing::CaseData& data) {
+      AttentionProblem& p = data.problem;
       for (std::int64_t j : {std::int64_t{300}, sh.seq_kv - 150})
         for (std::int64_t h = 0; h < c.heads_kv; ++h)
           for (std::int64_t x = 0; x < sh.d; ++x) {

@@ -89,6 +89,11 @@ struct HopperTraits {
   static_assert(kBlockN % 16 == 0 && kD % 16 == 0, "wgmma needs multiples of 16");
   static_assert(!kRowSumByMma || kD == 64, "row sums through the P V product need hd64");
   static constexpr int kPVN = kD + (kRowSumByMma ? 8 : 0);  // columns of the P V product
+  // Packed batches take their tiles in the launcher's order (packed_order.h) through one more load
+  // in the decode. The producers of the hd256 and 176-key tiles, two-group tiles whose decode also
+  // carries the tail split's, have no register for it under their 24 (ptxas spilled 24-32 bytes):
+  // their packed launches take the tiles of the grid of the maxima in turn.
+  static constexpr bool kPackedOrder = !(kConsumers == 2 && (kD == 256 || kBlockN == 176));
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 
@@ -140,9 +145,21 @@ __device__ __forceinline__ int walk_key0(const FlashParams& p, const TileCoord& 
   }
 }
 
-template <class T>
+// kWalk: the kernel's walk. Only kEvery launches are packed (masks do not combine with cu_seqlens)
+// and only kListed launches have lists, so each kernel compiles only its own branch: the producer
+// decodes under 24 or 32 registers, and one more branch there made ptxas spill (T::kPackedOrder).
+template <class T, KeyWalk kWalk>
 __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile) {
   TileCoord c;
+  if constexpr (kWalk == KeyWalk::kEvery && T::kPackedOrder) {
+    if (p.packed_tiles != nullptr) {  // a packed batch in its order (packed_order.h): the slot's tile
+      tile = __ldg(p.packed_tiles + tile);
+      if (tile < 0) {
+        c.skip = true;
+        return c;
+      }
+    }
+  }
   int m = tile % p.num_m_blocks;
   const int bh = tile / p.num_m_blocks;
   c.h = bh % p.heads_q;
@@ -168,11 +185,11 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
   if (p.causal) kv_end = min(kv_end, (m + 1) * T::kBlockM);
   c.n_blocks = kv_end > 0 ? (kv_end + T::kBlockN - 1) / T::kBlockN : 0;
   c.list = nullptr;
-  if (p.bs_offsets != nullptr) {  // block-sparse: the tile's list (causal, packed and split launches are refused)
+  if constexpr (kWalk == KeyWalk::kListed) {
+    // Block-sparse: the tile's list (causal, packed and split launches are refused).
     const int r = c.b * p.bs_stride_b + c.h * p.bs_stride_h + m;
     const int first = __ldg(p.bs_offsets + r);
     c.list = p.bs_indices + first;
-
     c.n_blocks = __ldg(p.bs_offsets + r + 1) - first;
   }
   c.n_begin = 0;
@@ -186,9 +203,9 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
 // Work item `item` of the persistent loop: whole tiles first, then the pieces of the tail's runs
 // (a run's pieces k = 0, 1, ... are split_segments items apart, so with one run per CTA each CTA
 // takes its own run's pieces in order). Items of runs that touch fewer tiles are skipped.
-template <class T>
+template <class T, KeyWalk kWalk>
 __device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item) {
-  if (item < p.split_begin || p.split_segments == 0) return decode_tile<T>(p, item);
+  if (item < p.split_begin || p.split_segments == 0) return decode_tile<T, kWalk>(p, item);
   const int j = item - p.split_begin;
   const int n_blocks = (p.seqlen_k + T::kBlockN - 1) / T::kBlockN;
   const TailPiece tp = tail_piece<int>(p.split_blocks, p.split_segments, n_blocks, j % p.split_segments, j / p.split_segments);
@@ -197,7 +214,7 @@ __device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item)
     none.skip = true;
     return none;
   }
-  TileCoord c = decode_tile<T>(p, p.split_begin + tp.tile);
+  TileCoord c = decode_tile<T, kWalk>(p, p.split_begin + tp.tile);
   c.splits = tp.pieces;
   c.piece = tp.piece;
   c.split_tile = tp.tile;
@@ -252,7 +269,7 @@ __device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const Fl
   int stage = 0;
   uint32_t phase = 0, q_phase = 0;
   for (int item = blockIdx.x; item < p.num_items; item += gridDim.x) {
-    const TileCoord c = decode_item<T>(p, item);
+    const TileCoord c = decode_item<T, kWalk>(p, item);
     if (c.skip) continue;
     ptx::mbar_wait(sm.q_empty(), q_phase ^ 1);
     q_phase ^= 1;
@@ -874,9 +891,10 @@ struct Consumer {
   }
 
   // The next work item this CTA runs (tiles past a sequence's end are skipped), or p.num_items.
+  template <KeyWalk kWalk>
   __device__ int next_tile(int item) const {
     for (; item < p.num_items; item += gridDim.x)
-      if (!decode_item<T>(p, item).skip) return item;
+      if (!decode_item<T, kWalk>(p, item).skip) return item;
     return p.num_items;
   }
 
@@ -889,8 +907,8 @@ struct Consumer {
     int stage = 0;
     uint32_t phase = 0, q_phase = 0;
     start_turns();
-    for (int tile = next_tile(blockIdx.x); tile < p.num_items;) {
-      TileCoord c = decode_item<T>(p, tile);
+    for (int tile = next_tile<kWalk>(blockIdx.x); tile < p.num_items;) {
+      TileCoord c = decode_item<T, kWalk>(p, tile);
       float o[kPVAcc];
 #pragma unroll
       for (int i = 0; i < kPVAcc; ++i) o[i] = 0.f;
@@ -1027,13 +1045,13 @@ struct Consumer {
         }
       }
       if (c.splits > 1 && !merge_split(o, st, c)) {
-        tile = next_tile(tile + gridDim.x);
+        tile = next_tile<kWalk>(tile + gridDim.x);
         continue;
       }
       uint32_t packed[kOAcc / 2];
       finish_rows(o, st, c, packed);
       store_rows(packed, c);
-      tile = next_tile(tile + gridDim.x);
+      tile = next_tile<kWalk>(tile + gridDim.x);
     }
     finish_turns();
     if (T::kTmaStore && p.out_tma && tid == 0) ptx::bulk_wait_group0();  // stores done before the CTA exits

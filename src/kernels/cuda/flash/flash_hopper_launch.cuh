@@ -10,6 +10,7 @@
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_fwd_hopper.cuh"
 #include "kernels/cuda/flash/flash_hopper.h"
+#include "kernels/cuda/flash/packed_order.h"
 #include "kernels/cuda/workspace_pool.h"
 
 namespace diffattn::flash {
@@ -258,6 +259,71 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   return {};
 }
 
+// Writes a packed batch's order (packed_order.h): `order` gets the `batch` sequences by rank, then
+// the prefix counts of their tiles; `tiles` the tile each of the launch's num_tiles slots takes, or
+// -1. One block: each thread ranks its sequences, warp 0 sums the counts in rank order, 32 at a
+// time, then every thread writes slots.
+template <int kBlockM>
+__global__ void packed_order_kernel(const int* cu_seqlens_q, const int* cu_seqlens_k, int batch, int heads,
+                                    int num_m_blocks, bool causal, int grid, int* order, int* tiles) {
+  int* start = order + batch;
+  for (int b = threadIdx.x; b < batch; b += blockDim.x) {
+    const int j = packed_rank(cu_seqlens_k, batch, b);
+    order[j] = b;
+    start[j + 1] = packed_tile_count(cu_seqlens_q, b, heads, kBlockM);
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int lane = static_cast<int>(threadIdx.x);
+    int carry = 0;
+    if (lane == 0) start[0] = 0;
+    for (int base = 1; base <= batch; base += 32) {
+      const int i = base + lane;
+      int v = i <= batch ? start[i] : 0;
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2) {
+        const int u = __shfl_up_sync(0xffffffffu, v, d);
+        if (lane >= d) v += u;
+      }
+      if (i <= batch) start[i] = carry + v;
+      carry += __shfl_sync(0xffffffffu, v, 31);
+    }
+  }
+  __syncthreads();
+  const int slots = batch * heads * num_m_blocks;
+  for (int slot = threadIdx.x; slot < slots; slot += blockDim.x)
+    tiles[slot] = packed_slot_tile(order, cu_seqlens_q, batch, heads, kBlockM, num_m_blocks, causal, grid, slot);
+}
+
+// Orders a packed batch of more than one sequence (FlashParams::packed_tiles) with a workspace from
+// the pool, for a persistent grid of `grid` CTAs. Without one the kernel takes the tiles of the
+// batch x heads x num_m_blocks grid in turn: the same result, less evenly spread.
+template <class T>
+LaunchStatus order_packed(FlashParams& p, int grid, cudaStream_t stream, void** workspace) {
+  if (!T::kPackedOrder || p.cu_seqlens_q == nullptr || p.batch < 2 || p.num_items != p.num_tiles) return {};
+  cudaMemPool_t pool = workspace_pool();
+  void* ws = nullptr;
+  const std::size_t tiles_bytes = (static_cast<std::size_t>(p.num_tiles) * sizeof(int) + 255) / 256 * 256;
+  const std::size_t bytes = tiles_bytes + (2 * static_cast<std::size_t>(p.batch) + 1) * sizeof(int);
+  if (pool == nullptr || cudaMallocFromPoolAsync(&ws, bytes, pool, stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  auto* tiles = static_cast<int*>(ws);
+  auto* order = reinterpret_cast<int*>(static_cast<char*>(ws) + tiles_bytes);
+  packed_order_kernel<T::kBlockM><<<1, 1024, 0, stream>>>(p.cu_seqlens_q, p.cu_seqlens_k, p.batch, p.heads_q,
+                                                           p.num_m_blocks, p.causal, grid, order, tiles);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    (void)cudaFreeAsync(ws, stream);
+    return fail(LaunchStatus::kCudaError,
+                std::string("FLASH_ATTN: cannot order the packed batch: ") + cudaGetErrorString(e));
+  }
+  *workspace = ws;
+  p.packed_tiles = tiles;
+  return {};
+}
+
 // Plans the tail split for p (uniform tiles only: no causal rows of unequal length, no packed
 // batches) and takes its workspace, stream-ordered, from the workspace pool: the partials of each split
 // tile's warps, then one zeroed arrival counter per warp. Without a workspace the kernel runs
@@ -299,8 +365,9 @@ struct LaunchWorkspaces {
   cudaStream_t stream;
   void* split = nullptr;
   void* mask_bits = nullptr;
+  void* order = nullptr;
   ~LaunchWorkspaces() {
-    for (void* w : {split, mask_bits})
+    for (void* w : {split, mask_bits, order})
       if (w != nullptr) (void)cudaFreeAsync(w, stream);
   }
 };
@@ -363,11 +430,14 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
     p.bs_offsets = nullptr;
     p.bs_indices = nullptr;
     p.bs_tile_rows = nullptr;
+    p.packed_tiles = nullptr;
     if (args.tail_split) {
       s = plan_split<T>(p, args.sm_count, stream, &workspaces.split);
       if (!s.ok()) return s;
     }
     s = pack_mask<T>(p, stream, &workspaces.mask_bits);
+    if (!s.ok()) return s;
+    s = order_packed<T>(p, persistent_grid(p.num_items, args.sm_count), stream, &workspaces.order);
     if (!s.ok()) return s;
     kernel = p.kv_bits != nullptr ? flash_fwd_hopper_kernel<T, KeyWalk::kLiveBits>
                                   : flash_fwd_hopper_kernel<T, KeyWalk::kEvery>;

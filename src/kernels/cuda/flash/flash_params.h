@@ -60,6 +60,10 @@ struct FlashParams {
 
   const int* cu_seqlens_q = nullptr;  // optional packed batches: [B + 1] offsets
   const int* cu_seqlens_k = nullptr;
+  // Packed batches of more than one sequence: the tile of the batch x heads x num_m_blocks grid that
+  // each slot (work item) takes, or -1, in the order of packed_order.h (written by the launcher).
+  // Null: slot i takes tile i.
+  const int* packed_tiles = nullptr;
 
   int batch = 0, heads_q = 0, heads_kv = 0;
   int seqlen_q = 0, seqlen_k = 0;     // per batch, or the maxima when packed
