@@ -1,10 +1,15 @@
-// CUDNN_ATTN on the GPU against the float64 oracle: every mask kind (key-length prefixes, the
-// additive bias of every other mask, rows a mask empties) and packed batches; and its refusals:
-// head sizes, dtypes, kv length <= 1 (explicit: error; automatic: TORCH_SDPA's kernel).
+// CUDNN_ATTN on the GPU against the float64 oracle: every mask kind (key padding as lengths to the
+// last kept key plus a bias, the additive bias of dense masks, rows a mask empties) and packed
+// batches; that masked calls do not wait for their stream; and its refusals: head sizes, dtypes,
+// kv length <= 1 (explicit: error; automatic: TORCH_SDPA's kernel).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <future>
 #include <random>
+#include <thread>
 
 #include "backends/factories.h"
 #include "parity/parity_check.h"
@@ -33,7 +38,7 @@ std::unique_ptr<Backend> make_backend(bool explicit_choice) {
   return created.ok() ? std::move(created).value() : nullptr;
 }
 
-// cuDNN takes key padding as per-batch lengths: keep a random non-empty prefix of each batch.
+// Key padding as padding usually comes: keep a random non-empty prefix of each batch's keys.
 void make_mask_a_prefix(testing::CaseData& data, std::mt19937_64& rng) {
   if (!data.problem.mask) return;
   const TensorView& m = *data.problem.mask;
@@ -141,8 +146,9 @@ TEST(GpuCudnnAttn, ExplicitKvLengthOneIsAnErrorAndAutomaticRunsTorchSdpa) {
   EXPECT_EQ(automatic.mismatch, "");
 }
 
-// Key-padding masks that are not a non-empty prefix run as a bias: a dropped key before kept ones,
-// a batch that keeps no key (its rows give zeros and LSE -inf), with and without causal.
+// Key-padding masks that are not a non-empty prefix: a dropped key before kept ones (the bias hides
+// it inside the batch's key span), a batch that keeps no key (its rows give zeros and LSE -inf),
+// with and without causal.
 TEST(GpuCudnnAttn, KeyPaddingMasksThatAreNotPrefixesMatchTheOracle) {
   SKIP_WITHOUT_GPU();
   const auto seed = fresh_seed();
@@ -204,6 +210,47 @@ TEST(GpuCudnnAttn, UnsupportedHeadSizeUsesTheSeedsMessage) {
   const Outcome o = run_case(*make_backend(true), *data);
   EXPECT_EQ(o.status.code(), ErrorCode::kUnsupported);
   EXPECT_NE(o.status.message().find("head_size=12 is unsupported"), std::string::npos) << o.status.message();
+}
+
+// A key-padding or dense-masked call only enqueues work: its stream is held by a host callback
+// until forward has returned (a call that waited for the stream would never return), then the
+// result is checked. Warmed up first, as CUDA-graph capture requires, so no buffer grows.
+TEST(GpuCudnnAttn, MaskedCallsDoNotWaitForTheirStream) {
+  SKIP_WITHOUT_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for (testing::MaskShape mask : {testing::MaskShape::kKeyPadding, testing::MaskShape::kDenseBroadcast}) {
+    ParityCase c;
+    c.dtype = DType::kBFloat16;
+    c.batch = 2, c.seq_q = 300, c.seq_kv = 520, c.heads_q = 4, c.heads_kv = 2, c.head_size = c.head_size_v = 128;
+    c.mask = mask, c.lse = true;
+    SCOPED_TRACE(c.name());
+    auto data = testing::make_case_data(c, rng);
+    make_mask_a_prefix(*data, rng);
+    testing::Expectation expected = testing::expect(data->problem);
+    testing::DeviceCase device(*data);
+    ASSERT_TRUE(device.ok());
+    auto backend = make_backend(true);
+    ASSERT_TRUE(backend->forward(device.problem(), stream).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    std::atomic<bool> release{false};
+    const cudaHostFn_t hold = [](void* flag) {
+      while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    };
+    ASSERT_EQ(cudaLaunchHostFunc(stream, hold, &release), cudaSuccess);
+    auto call = std::async(std::launch::async, [&] { return backend->forward(device.problem(), stream); });
+    const bool returned = call.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    release = true;
+    EXPECT_TRUE(returned) << "forward waited for its stream";
+    const Status s = call.get();
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_TRUE(device.copy_back());
+    EXPECT_EQ(testing::compare(data->problem, expected), "") << "seed " << seed;
+  }
+  cudaStreamDestroy(stream);
 }
 
 // After the first call of a shape, later calls allocate no device memory.

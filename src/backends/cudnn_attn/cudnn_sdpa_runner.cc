@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -41,8 +42,8 @@ enum Uid : std::int64_t {
 // How a call's mask or packing reaches cuDNN.
 enum class MaskMode : std::uint8_t {
   kNone,
-  kLengths,  // a key-padding mask keeping a non-empty prefix: per-batch key lengths
-  kBias,     // any other mask: an additive bias [mb, mh, Sq, Skv]
+  kBias,     // a dense mask: an additive bias [mb, mh, Sq, Skv]
+  kKeySpan,  // a key-padding mask: per-batch key lengths to the last kept key, and the bias before it
   kRagged,   // packed batches: ragged offsets and per-sequence lengths
 };
 
@@ -75,7 +76,6 @@ struct Buffer {
 struct Workspace {
   Buffer cudnn;    // cuDNN's own workspace
   Buffer scratch;  // lengths, bias, offsets and the packed LSE, written before the graph runs
-  std::int32_t* host_flags = nullptr;  // pinned: read back the mask check without a pageable copy
 };
 
 std::string cudnn_error(const std::string& step, fe::error_t err) {
@@ -111,7 +111,7 @@ GraphKey make_key(const AttentionProblem& p, int device, MaskMode mode) {
     if (mode == MaskMode::kRagged) key.strides[t * 4] = 0;
   }
   if (p.lse && mode != MaskMode::kRagged) key.lse_strides = {p.lse->stride(0), p.lse->stride(1), p.lse->stride(2)};
-  if (mode == MaskMode::kBias) {
+  if (mode == MaskMode::kBias || mode == MaskMode::kKeySpan) {
     const MaskBias dims = mask_bias_dims(p);
     key.bias_dims = {dims.mb, dims.mh, dims.mq};
   }
@@ -160,10 +160,10 @@ Result<BuiltGraph> build_graph(const GraphKey& key, cudnnHandle_t handle) {
   if (key.causal) {
     options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
   }
-  if (key.mode == MaskMode::kLengths || ragged) {
+  if (key.mode == MaskMode::kKeySpan || ragged) {
     options.set_padding_mask(true).set_seq_len_q(index("seq_len_q", kSeqQ, b)).set_seq_len_kv(index("seq_len_kv", kSeqKv, b));
   }
-  if (key.mode == MaskMode::kBias) {
+  if (key.mode == MaskMode::kBias || key.mode == MaskMode::kKeySpan) {
     // [mb, mh, Sq, Skv] with rows of a multiple of 8 elements; a key-padding bias (mq == 1) is read
     // again for every query through a zero query stride.
     const auto [mb, mh, mq] = key.bias_dims;
@@ -218,8 +218,7 @@ class Runner {
     std::lock_guard<std::mutex> lock(mu_);
     DIFFATTN_ASSIGN_OR_RETURN(cudnnHandle_t handle, handle_for(device));
     DIFFATTN_ASSIGN_OR_RETURN(Workspace * ws, workspace_for(device, stream));
-    // While the stream is captured into a CUDA graph nothing may wait for it: a key-padding mask
-    // then goes by the bias route (no check of its contents), and no buffer may grow.
+    // While the stream is captured into a CUDA graph no buffer may grow.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing"));
     const bool capturing = capture != cudaStreamCaptureStatusNone;
@@ -237,7 +236,7 @@ class Runner {
     std::size_t lengths_at = 0, bias_at = 0, first_at = 0, offsets_at = 0, stats_at = 0;
     if (p.mask) {
       bias = mask_bias_dims(p);
-      if (mask_is_key_padding(p)) lengths_at = take((2 * batch + 2) * sizeof(std::int32_t));
+      if (mask_is_key_padding(p)) lengths_at = take(2 * batch * sizeof(std::int32_t));
       bias_at = take(static_cast<std::size_t>(bias.rows() * bias.skv_pad) * sizeof(std::uint16_t));
       first_at = take(static_cast<std::size_t>(bias.rows()) * sizeof(std::int32_t));
     }
@@ -251,26 +250,21 @@ class Runner {
     std::unordered_map<std::int64_t, void*> pack = {{kQ, p.q.data}, {kK, p.k.data}, {kV, p.v.data}, {kO, p.out.data}};
     MaskMode mode = ragged ? MaskMode::kRagged : MaskMode::kNone;
     if (p.mask) {
-      mode = MaskMode::kBias;
-      if (mask_is_key_padding(p) && !capturing) {
-        // The bias route's workspace too, so that the same call captured later need not grow it.
-        DIFFATTN_ASSIGN_OR_RETURN(const BuiltGraph* bias_graph, graph_for(make_key(p, device, MaskMode::kBias), handle));
-        DIFFATTN_RETURN_IF_ERROR(grow(ws->cudnn, align_up(static_cast<std::size_t>(bias_graph->workspace_bytes)), stream,
-                                      capturing, "CUDNN_ATTN workspace"));
+      // Nothing here waits for the stream: a key-padding mask's lengths and bias are both written
+      // on the device, whatever its contents, and the key-span graph takes both.
+      mode = mask_is_key_padding(p) && !key_span_unsupported_.contains(make_key(p, device, MaskMode::kKeySpan))
+                 ? MaskMode::kKeySpan
+                 : MaskMode::kBias;
+      bias.bias = scratch + bias_at;
+      bias.first_kept = reinterpret_cast<std::int32_t*>(scratch + first_at);
+      DIFFATTN_RETURN_IF_ERROR(launch_mask_bias(p, bias, stream));
+      pack[kBias] = bias.bias;
+      if (mode == MaskMode::kKeySpan) {
         auto* lengths = reinterpret_cast<std::int32_t*>(scratch + lengths_at);
-        KeyPaddingLengths out{lengths, lengths + batch, lengths + 2 * batch};
-        DIFFATTN_ASSIGN_OR_RETURN(const bool prefix, keeps_nonempty_prefix(p, out, ws, stream));
-        if (prefix) {
-          mode = MaskMode::kLengths;
-          pack[kSeqQ] = out.seq_len_q;
-          pack[kSeqKv] = out.seq_len_kv;
-        }
-      }
-      if (mode == MaskMode::kBias) {
-        bias.bias = scratch + bias_at;
-        bias.first_kept = reinterpret_cast<std::int32_t*>(scratch + first_at);
-        DIFFATTN_RETURN_IF_ERROR(launch_mask_bias(p, bias, stream));
-        pack[kBias] = bias.bias;
+        const KeyPaddingLengths out{lengths, lengths + batch};
+        DIFFATTN_RETURN_IF_ERROR(launch_key_spans(p, out, stream));
+        pack[kSeqQ] = out.seq_len_q;
+        pack[kSeqKv] = out.seq_len_kv;
       }
     }
     float* stats = nullptr;
@@ -298,7 +292,16 @@ class Runner {
     if (p.lse) pack[kStats] = ragged ? static_cast<void*>(stats) : p.lse->data;
 
     const GraphKey key = make_key(p, device, mode);
-    DIFFATTN_ASSIGN_OR_RETURN(const BuiltGraph* built, graph_for(key, handle));
+    Result<const BuiltGraph*> found = graph_for(key, handle);
+    if (!found.ok() && mode == MaskMode::kKeySpan) {
+      // A cuDNN without the padding mask beside a bias: the bias alone, every key computed.
+      key_span_unsupported_.insert(key);
+      mode = MaskMode::kBias;
+      pack.erase(kSeqQ);
+      pack.erase(kSeqKv);
+      found = graph_for(make_key(p, device, mode), handle);
+    }
+    DIFFATTN_ASSIGN_OR_RETURN(const BuiltGraph* built, std::move(found));
     DIFFATTN_RETURN_IF_ERROR(grow(ws->cudnn, align_up(static_cast<std::size_t>(built->workspace_bytes)), stream, capturing,
                                   "CUDNN_ATTN workspace"));
     if (cudnnStatus_t s = cudnnSetStream(handle, stream); s != CUDNN_STATUS_SUCCESS) {
@@ -309,7 +312,7 @@ class Runner {
     }
     DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("cuDNN SDPA graph"));
     // cuDNN leaves rows without keys undefined; diffattn's contract gives them zeros and LSE -inf.
-    if (mode == MaskMode::kBias) return launch_clear_empty_rows(p, bias, stream);
+    if (mode == MaskMode::kBias || mode == MaskMode::kKeySpan) return launch_clear_empty_rows(p, bias, stream);
     if (ragged) return launch_finish_ragged(p, stats, stream);
     return Status::Ok();
   }
@@ -333,12 +336,7 @@ class Runner {
   }
 
   Result<Workspace*> workspace_for(int device, cudaStream_t stream) {
-    Workspace& ws = workspaces_[{device, stream}];
-    if (ws.host_flags == nullptr) {
-      DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaMallocHost(&ws.host_flags, 2 * sizeof(std::int32_t)),
-                                                 "cudaMallocHost(CUDNN_ATTN mask flags)"));
-    }
-    return &ws;
+    return &workspaces_[{device, stream}];
   }
 
   // Buffers are kept per (device, stream) and only grow; the stream may still use the old one.
@@ -359,27 +357,20 @@ class Runner {
     return Status::Ok();
   }
 
-  // Whether the key-padding mask keeps a non-empty prefix of every batch's keys (then it runs as
-  // lengths); waits for the stream once to read the answer.
-  Result<bool> keeps_nonempty_prefix(const AttentionProblem& p, const KeyPaddingLengths& out, Workspace* ws,
-                                     cudaStream_t stream) {
+  // Each batch's query length and its keys up to the last kept one (kernel of key_padding_lengths.cu).
+  static Status launch_key_spans(const AttentionProblem& p, const KeyPaddingLengths& out, cudaStream_t stream) {
     const TensorView& mask = *p.mask;
     const int last = mask.ndim - 1;
     const std::int64_t batch_stride = mask.size(0) == 1 ? 0 : mask.stride(0);
-    DIFFATTN_RETURN_IF_ERROR(launch_key_padding_lengths(static_cast<const std::uint8_t*>(mask.data), batch_stride,
-                                                        mask.stride(last), static_cast<int>(p.q.size(0)),
-                                                        static_cast<int>(p.q.size(1)), static_cast<int>(p.k.size(1)),
-                                                        out, stream));
-    DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(
-        cudaMemcpyAsync(ws->host_flags, out.flags, 2 * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream),
-        "cudaMemcpyAsync(CUDNN_ATTN mask flags)"));
-    DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
-    return ws->host_flags[0] == 0 && ws->host_flags[1] == 0;
+    return launch_key_padding_lengths(static_cast<const std::uint8_t*>(mask.data), batch_stride, mask.stride(last),
+                                      static_cast<int>(p.q.size(0)), static_cast<int>(p.q.size(1)),
+                                      static_cast<int>(p.k.size(1)), out, stream);
   }
 
   std::mutex mu_;
   std::map<int, cudnnHandle_t> handles_;
   std::map<GraphKey, BuiltGraph> graphs_;
+  std::set<GraphKey> key_span_unsupported_;  // key-span graphs this cuDNN could not build
   std::map<std::pair<int, cudaStream_t>, Workspace> workspaces_;
 };
 

@@ -1,6 +1,8 @@
 #pragma once
-// Turns a boolean key-padding keep-mask into the per-batch sequence lengths cuDNN's padding mask
-// takes, and flags masks that are not a kept prefix (those cannot be expressed as lengths).
+// Turns a boolean key-padding keep-mask into the per-batch lengths of cuDNN's padding mask: every
+// batch's query length, and its keys up to and including the last kept one (at least one), so that
+// cuDNN skips the padding after it. Keys dropped before it are the additive bias's to hide
+// (mask_bias.h), which the same graph takes.
 
 #include <cstdint>
 
@@ -10,10 +12,7 @@ namespace diffattn::cudnn_attn {
 
 struct KeyPaddingLengths {
   std::int32_t* seq_len_q = nullptr;   // [batch], every entry seqlen_q
-  std::int32_t* seq_len_kv = nullptr;  // [batch], kept keys of each batch
-  // [2]: 1 + the first batch whose kept keys are not a prefix, 1 + the first batch that keeps no
-  // key; 0 when there is none.
-  std::int32_t* flags = nullptr;
+  std::int32_t* seq_len_kv = nullptr;  // [batch], 1 + the last kept key (1 when no key is kept)
 };
 
 // `mask` is bool [batch, seqlen_kv] with the given element strides; `stream` is a cudaStream_t.
