@@ -13,6 +13,7 @@
 //                         text keys ([B, Skv] mask); reference: the 4173 real keys unmasked
 //   flux-77of512-dense    the same keep pattern as a dense [1, 1, Sq, Skv] mask
 //   sd3-154of333-keypad   SD3 (hd64, 24 heads), 333 text + 4096 image keys, 154 text keys kept
+//   sd3-154of333-prefix   the same with the image keys first (diffusers' order): a kept prefix
 //   wan22-ragged-4        four Wan2.2-5B-like sequences (24 heads) of 11440, 8580, 5720 and 2860
 //                         tokens packed (cu_seqlens); reference: the four run one by one unmasked
 //   flux-blocks-50        FLUX.1 self-attention under a dense [1, 24, Sq, Skv] mask that empties
@@ -199,25 +200,32 @@ void run_backends(const char* name, const Masked& m, const Args& args) {
 
 // Joint attention with a padded prompt first: keys [0, text) are text, of which the first `keep`
 // are real. `dense`: the same keep pattern as a [1, 1, Sq, Skv] mask.
+// text_last: the image keys come first and the prompt after them (diffusers' SD3 order), so the kept
+// keys are a prefix; otherwise the prompt comes first (FLUX.1's order).
 void padded_prompt(const char* name, long heads, long d, long text, long keep, long image, bool dense,
-                   std::mt19937& rng, const Args& args) {
+                   std::mt19937& rng, const Args& args, bool text_last = false) {
   const long s = text + image, real = keep + image;
   const size_t row = size_t(heads) * d;
   auto hq = random_bf16(s * row, rng), hk = random_bf16(s * row, rng), hv = random_bf16(s * row, rng);
   Dev q(hq.size() * 2), k(hk.size() * 2), v(hv.size() * 2), o(hq.size() * 2), oc(hq.size() * 2);
   upload(q, hq.data(), hq.size() * 2), upload(k, hk.data(), hk.size() * 2), upload(v, hv.data(), hv.size() * 2);
-  // The real keys, compacted: the kept text keys then the image keys.
+  // The real keys, compacted: the kept text keys then the image keys (text last: the first `real`).
   std::vector<__nv_bfloat16> hkc(real * row), hvc(real * row);
-  std::copy(hk.begin(), hk.begin() + keep * row, hkc.begin());
-  std::copy(hk.begin() + text * row, hk.end(), hkc.begin() + keep * row);
-  std::copy(hv.begin(), hv.begin() + keep * row, hvc.begin());
-  std::copy(hv.begin() + text * row, hv.end(), hvc.begin() + keep * row);
+  if (text_last) {
+    std::copy(hk.begin(), hk.begin() + real * row, hkc.begin());
+    std::copy(hv.begin(), hv.begin() + real * row, hvc.begin());
+  } else {
+    std::copy(hk.begin(), hk.begin() + keep * row, hkc.begin());
+    std::copy(hk.begin() + text * row, hk.end(), hkc.begin() + keep * row);
+    std::copy(hv.begin(), hv.begin() + keep * row, hvc.begin());
+    std::copy(hv.begin() + text * row, hv.end(), hvc.begin() + keep * row);
+  }
   Dev kc(hkc.size() * 2), vc(hvc.size() * 2);
   upload(kc, hkc.data(), hkc.size() * 2), upload(vc, hvc.data(), hvc.size() * 2);
   std::vector<unsigned char> hm(dense ? size_t(s) * s : size_t(s));
   for (size_t i = 0; i < hm.size(); ++i) {
     const long j = long(i % s);
-    hm[i] = j < keep || j >= text;
+    hm[i] = text_last ? j < real : j < keep || j >= text;
   }
   Dev mask(hm.size());
   upload(mask, hm.data(), hm.size());
@@ -360,6 +368,8 @@ int main(int argc, char** argv) {
   if (want("flux-77of512-keypad")) padded_prompt("flux-77of512-keypad", 24, 128, 512, 77, 4096, false, rng, args);
   if (want("flux-77of512-dense")) padded_prompt("flux-77of512-dense", 24, 128, 512, 77, 4096, true, rng, args);
   if (want("sd3-154of333-keypad")) padded_prompt("sd3-154of333-keypad", 24, 64, 333, 154, 4096, false, rng, args);
+  if (want("sd3-154of333-prefix"))
+    padded_prompt("sd3-154of333-prefix", 24, 64, 333, 154, 4096, false, rng, args, /*text_last=*/true);
   if (want("wan22-ragged-4")) ragged("wan22-ragged-4", 24, 128, {11440, 8580, 5720, 2860}, rng, args);
   if (want("flux-blocks-50")) block_mask("flux-blocks-50", 24, 128, 4608, 0.5, 0.1, rng, args);
   return 0;

@@ -53,11 +53,14 @@ def main():
     args = ap.parse_args()
     print(f"{'workload':22s} {'peer ms':>10s} {'unmasked ms':>12s}  backend")
 
-    def padded(name, heads, d, text, keep, image, dense):
+    def padded(name, heads, d, text, keep, image, dense, text_last=False):
         s = text + image
         q, k, v = qkv(heads, s, s, d)
         keys = torch.ones(s, dtype=torch.bool, device="cuda")
-        keys[keep:text] = False
+        if text_last:  # image keys, then the prompt: the kept keys are a prefix
+            keys[image + keep:] = False
+        else:
+            keys[keep:text] = False
         mask = keys.view(1, 1, 1, s).expand(1, 1, s, s).contiguous() if dense else keys.view(1, 1, 1, s)
         ms, backend = run_masked(q, k, v, mask, args.rounds)
         real = keep + image
@@ -68,6 +71,7 @@ def main():
     padded("flux-77of512-keypad", 24, 128, 512, 77, 4096, False)
     padded("flux-77of512-dense", 24, 128, 512, 77, 4096, True)
     padded("sd3-154of333-keypad", 24, 64, 333, 154, 4096, False)
+    padded("sd3-154of333-prefix", 24, 64, 333, 154, 4096, False, text_last=True)
 
     lengths = [11440, 8580, 5720, 2860]
     seqs = [qkv(24, n, n, 128) for n in lengths]
