@@ -235,8 +235,9 @@ __device__ __forceinline__ int next_live_block(const FlashParams& p, const TileC
     return n;
   }
   full = false;
-  if (n >= min(c.n_end, __ldg(p.kv_walk_count + c.b))) return c.n_end;
+  if (n >= c.n_end) return c.n_end;
   const int2 e = walk_entry(p, c.b, n);
+  if (e.y == 0) return c.n_end;  // past the walk's last entry
   // Causal walks are the aligned kind (the launcher's choice), so their entries below the tile's
   // last key are the first ones.
   if (p.causal && e.x >= (c.m_block + 1) * T::kBlockM) return c.n_end;

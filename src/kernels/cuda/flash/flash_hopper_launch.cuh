@@ -141,7 +141,7 @@ __device__ __forceinline__ void block_keeps(const std::uint32_t* bits, int seqle
 // (pack_kv_mask_kernel) and one warp copies and walks them.
 template <int kBlockN>
 __global__ void key_walk_kernel(std::uint32_t* all_bits, int words, int seqlen_k, int stride, bool aligned_only,
-                                bool in_smem, std::int32_t* all_walk, std::int32_t* counts,
+                                bool in_smem, std::int32_t* all_walk,
                                 const std::uint8_t* mask, std::int64_t mask_stride_b, std::int64_t mask_stride_s) {
   extern __shared__ std::uint32_t smem_bits[];
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -209,7 +209,9 @@ __global__ void key_walk_kernel(std::uint32_t* all_bits, int words, int seqlen_k
       written += __popc(live);
     }
   }
-  if (lane == 0) counts[blockIdx.x] = written;
+  // The positions after the last entry hold {0, 0}: a zero length ends the walk, so the kernel
+  // needs no count (one load per block, not two in a row).
+  for (int i = written + lane; i < blocks; i += 32) walk[i] = make_int2(0, 0);
 }
 
 // Packs p.kv_mask into a workspace from the workspace pool (see FlashParams::kv_bits). Without the
@@ -225,7 +227,7 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   const int blocks = static_cast<int>(ceil_div(p.seqlen_k, T::kBlockN));
   const std::size_t bits_bytes = (static_cast<std::size_t>(p.batch) * words * 4 + 255) / 256 * 256;
   const std::size_t walk_bytes = (static_cast<std::size_t>(p.batch) * blocks * 8 + 255) / 256 * 256;
-  const std::size_t bytes = bits_bytes + walk_bytes + static_cast<std::size_t>(p.batch) * 4;
+  const std::size_t bytes = bits_bytes + walk_bytes;
   if (pool == nullptr || cudaMallocFromPoolAsync(&ws, bytes, pool, stream) != cudaSuccess) {
     (void)cudaGetLastError();
     return {};
@@ -233,17 +235,16 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   constexpr int kWarps = 8;
   auto* bits = static_cast<std::uint32_t*>(ws);
   auto* walk = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws) + bits_bytes);
-  auto* counts = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws) + bits_bytes + walk_bytes);
   // One launch packs and walks where the bits fit in shared memory (48 KB: keys up to about
   // 393k); longer masks are packed by a grid of their own first.
   if (words <= 12 * 1024) {
     key_walk_kernel<T::kBlockN><<<p.batch, 32 * kWarps, words * 4, stream>>>(
-        bits, words, p.seqlen_k, blocks, p.causal, true, walk, counts, p.kv_mask, p.mask_stride_b, p.mask_stride_s);
+        bits, words, p.seqlen_k, blocks, p.causal, true, walk, p.kv_mask, p.mask_stride_b, p.mask_stride_s);
   } else {
     pack_kv_mask_kernel<kWarps><<<dim3((words + kWarps - 1) / kWarps, p.batch), 32 * kWarps, 0, stream>>>(
         p.kv_mask, p.mask_stride_b, p.mask_stride_s, p.seqlen_k, words, bits);
     key_walk_kernel<T::kBlockN><<<p.batch, 32, 0, stream>>>(bits, words, p.seqlen_k, blocks, p.causal, false, walk,
-                                                           counts, nullptr, 0, 0);
+                                                           nullptr, 0, 0);
   }
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
@@ -254,7 +255,6 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   p.kv_bits = static_cast<const std::uint32_t*>(ws);
   p.kv_bits_words = words;
   p.kv_walk = walk;
-  p.kv_walk_count = counts;
   p.kv_walk_stride = blocks;
   return {};
 }

@@ -22,13 +22,13 @@ struct FlashParams {
   // when the launcher could not take the workspace (the kernel then reads kv_mask itself).
   const std::uint32_t* kv_bits = nullptr;
   int kv_bits_words = 0;
-  // Set with kv_bits, always: each batch's key walk, kv_walk_count[b] entries of two ints from
+  // Set with kv_bits, always: each batch's key walk, entries of two ints from
   // kv_walk[2 * (b * kv_walk_stride)] (kernels/sparse/key_walk.h): an entry's first key, and its
-  // length (at most kBlockN) | 1 << 16 when the mask's bits decide its keys. Either the kept runs
-  // cut into blocks (no bits), or the key blocks of the launch's tiling that keep a key (bits where
-  // they also drop one), whichever has fewer entries; causal launches take the blocks.
+  // length (at most kBlockN) | 1 << 16 when the mask's bits decide its keys; {0, 0} after the last
+  // entry, up to the stride (the key blocks of the tiling). Either the kept runs cut into blocks (no
+  // bits), or the key blocks of the launch's tiling that keep a key (bits where they also drop
+  // one), whichever has fewer entries; causal launches take the blocks.
   const std::int32_t* kv_walk = nullptr;
-  const std::int32_t* kv_walk_count = nullptr;
   int kv_walk_stride = 0;
 
   // Optional block-sparse key lists on the device (kernels/sparse/block_sparse_layout.h, CSR):
