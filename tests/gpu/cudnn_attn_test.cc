@@ -212,6 +212,33 @@ TEST(GpuCudnnAttn, UnsupportedHeadSizeUsesTheSeedsMessage) {
   EXPECT_NE(o.status.message().find("head_size=12 is unsupported"), std::string::npos) << o.status.message();
 }
 
+// Key padding is gathered (the kept keys copied to the front of K and V, cuDNN given their counts)
+// where the call is not causal, and spanned (lengths to the last kept key plus a bias) where it is:
+// a prompt padded in the middle of a joint sequence (FLUX.1's layout) with GQA and the LSE, one
+// batch keeping no key, both dtypes and head sizes 64 and 128, K and V in a packed QKV buffer.
+TEST(GpuCudnnAttn, GatheredAndSpannedKeyPaddingMatchTheOracle) {
+  SKIP_WITHOUT_GPU();
+  auto backend = make_backend(true);
+  ASSERT_NE(backend, nullptr);
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (int variant = 0; variant < 4; ++variant) {
+    ParityCase c;
+    c.dtype = variant % 2 ? DType::kFloat16 : DType::kBFloat16;
+    c.batch = 3, c.seq_q = 200, c.seq_kv = 700, c.heads_q = 6, c.heads_kv = 2;
+    c.head_size = c.head_size_v = variant == 3 ? 64 : 128;
+    c.mask = testing::MaskShape::kKeyPadding, c.lse = true, c.causal = variant == 2;
+    if (variant == 1) c.heads_kv = c.heads_q, c.seq_kv = c.seq_q = 700, c.layout = testing::Layout::kPackedQkv;
+    c.text_keys = 300, c.prompt_keep = 77;  // kept: 77 prompt keys, then every key after the text
+    auto data = testing::make_case_data(c, rng);
+    const TensorView& m = *data->problem.mask;
+    for (std::int64_t j = 0; j < c.seq_kv; ++j) testing::write_element(m, 2 * m.stride(0) + j, 0.0);  // batch 2: none
+    const Outcome o = run_case(*backend, *data);
+    ASSERT_TRUE(o.status.ok()) << o.status.message();
+    EXPECT_EQ(o.mismatch, "") << c.name() << " variant " << variant << " (seed " << seed << ")";
+  }
+}
+
 // A key-padding or dense-masked call only enqueues work: its stream is held by a host callback
 // until forward has returned (a call that waited for the stream would never return), then the
 // result is checked. Warmed up first, as CUDA-graph capture requires, so no buffer grows.

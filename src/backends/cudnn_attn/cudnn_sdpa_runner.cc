@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "backends/cudnn_attn/cudnn_attn_checks.h"
+#include "backends/cudnn_attn/key_compaction.h"
 #include "backends/cudnn_attn/key_padding_lengths.h"
 #include "backends/cudnn_attn/mask_bias.h"
 #include "kernels/cuda/cuda_check.h"
@@ -43,7 +44,8 @@ enum Uid : std::int64_t {
 enum class MaskMode : std::uint8_t {
   kNone,
   kBias,     // a dense mask: an additive bias [mb, mh, Sq, Skv]
-  kKeySpan,  // a key-padding mask: per-batch key lengths to the last kept key, and the bias before it
+  kCompact,  // a key-padding mask: the kept keys gathered to the front of K and V copies, and their counts
+  kKeySpan,  // a key-padding mask that cannot be gathered: key lengths to the last kept key, the bias before it
   kRagged,   // packed batches: ragged offsets and per-sequence lengths
 };
 
@@ -109,6 +111,13 @@ GraphKey make_key(const AttentionProblem& p, int device, MaskMode mode) {
   for (int t = 0; t < 4; ++t) {
     for (int d = 0; d < 4; ++d) key.strides[t * 4 + d] = views[t]->stride(d);
     if (mode == MaskMode::kRagged) key.strides[t * 4] = 0;
+    if (mode == MaskMode::kCompact && (t == 1 || t == 2)) {  // the contiguous copies
+      const TensorView& v = *views[t];
+      key.strides[t * 4 + 3] = 1;
+      key.strides[t * 4 + 2] = v.size(3);
+      key.strides[t * 4 + 1] = v.size(2) * v.size(3);
+      key.strides[t * 4 + 0] = v.size(1) * v.size(2) * v.size(3);
+    }
   }
   if (p.lse && mode != MaskMode::kRagged) key.lse_strides = {p.lse->stride(0), p.lse->stride(1), p.lse->stride(2)};
   if (mode == MaskMode::kBias || mode == MaskMode::kKeySpan) {
@@ -160,7 +169,7 @@ Result<BuiltGraph> build_graph(const GraphKey& key, cudnnHandle_t handle) {
   if (key.causal) {
     options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
   }
-  if (key.mode == MaskMode::kKeySpan || ragged) {
+  if (key.mode == MaskMode::kKeySpan || key.mode == MaskMode::kCompact || ragged) {
     options.set_padding_mask(true).set_seq_len_q(index("seq_len_q", kSeqQ, b)).set_seq_len_kv(index("seq_len_kv", kSeqKv, b));
   }
   if (key.mode == MaskMode::kBias || key.mode == MaskMode::kKeySpan) {
@@ -222,6 +231,30 @@ class Runner {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     DIFFATTN_RETURN_IF_ERROR(cuda::cuda_status(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing"));
     const bool capturing = capture != cudaStreamCaptureStatusNone;
+    // A key-padding graph cuDNN cannot build is remembered, and the call retried on the next way.
+    for (;;) {
+      bool retry = false;
+      Status s = run_locked(p, stream, device, handle, ws, capturing, &retry);
+      if (!retry) return s;
+    }
+  }
+
+ private:
+  // How a mask reaches cuDNN: key padding is gathered where it can be (and the copies stay below
+  // kMaxCompactBytes), else spanned; dense masks are a bias. Ways whose graph failed are skipped.
+  static constexpr std::int64_t kMaxCompactBytes = std::int64_t{1} << 30;
+
+  MaskMode mask_mode(const AttentionProblem& p, int device) const {
+    if (!mask_is_key_padding(p)) return MaskMode::kBias;
+    if (can_compact_keys(p) && compacted_k_bytes(p) + compacted_v_bytes(p) <= kMaxCompactBytes &&
+        !unsupported_.contains(make_key(p, device, MaskMode::kCompact)))
+      return MaskMode::kCompact;
+    if (!unsupported_.contains(make_key(p, device, MaskMode::kKeySpan))) return MaskMode::kKeySpan;
+    return MaskMode::kBias;
+  }
+
+  Status run_locked(const AttentionProblem& p, cudaStream_t stream, int device, cudnnHandle_t handle, Workspace* ws,
+                    bool capturing, bool* retry) {
 
     // The scratch holds everything written before the graph runs; its layout follows the call.
     const bool ragged = p.is_varlen();
@@ -233,12 +266,25 @@ class Runner {
       return at;
     };
     MaskBias bias;
-    std::size_t lengths_at = 0, bias_at = 0, first_at = 0, offsets_at = 0, stats_at = 0;
+    MaskMode mode = ragged ? MaskMode::kRagged : MaskMode::kNone;
+    std::size_t lengths_at = 0, bias_at = 0, first_at = 0, offsets_at = 0, stats_at = 0, slot_at = 0, kc_at = 0,
+                vc_at = 0;
     if (p.mask) {
+      mode = mask_mode(p, device);
       bias = mask_bias_dims(p);
-      if (mask_is_key_padding(p)) lengths_at = take(2 * batch * sizeof(std::int32_t));
-      bias_at = take(static_cast<std::size_t>(bias.rows() * bias.skv_pad) * sizeof(std::uint16_t));
-      first_at = take(static_cast<std::size_t>(bias.rows()) * sizeof(std::int32_t));
+      if (mode == MaskMode::kCompact) {
+        // The gathered copies' first kept keys are per batch of the problem.
+        bias.mb = static_cast<std::int64_t>(batch), bias.mh = 1, bias.mq = 1;
+        lengths_at = take(2 * batch * sizeof(std::int32_t));
+        first_at = take(batch * sizeof(std::int32_t));
+        slot_at = take(static_cast<std::size_t>(batch * p.k.size(1)) * sizeof(std::int32_t));
+        kc_at = take(static_cast<std::size_t>(compacted_k_bytes(p)));
+        vc_at = take(static_cast<std::size_t>(compacted_v_bytes(p)));
+      } else {
+        if (mode == MaskMode::kKeySpan) lengths_at = take(2 * batch * sizeof(std::int32_t));
+        bias_at = take(static_cast<std::size_t>(bias.rows() * bias.skv_pad) * sizeof(std::uint16_t));
+        first_at = take(static_cast<std::size_t>(bias.rows()) * sizeof(std::int32_t));
+      }
     }
     if (ragged) {
       offsets_at = take((7 * batch + 5) * sizeof(std::int32_t));
@@ -248,13 +294,19 @@ class Runner {
     char* scratch = static_cast<char*>(ws->scratch.data);
 
     std::unordered_map<std::int64_t, void*> pack = {{kQ, p.q.data}, {kK, p.k.data}, {kV, p.v.data}, {kO, p.out.data}};
-    MaskMode mode = ragged ? MaskMode::kRagged : MaskMode::kNone;
-    if (p.mask) {
-      // Nothing here waits for the stream: a key-padding mask's lengths and bias are both written
-      // on the device, whatever its contents, and the key-span graph takes both.
-      mode = mask_is_key_padding(p) && !key_span_unsupported_.contains(make_key(p, device, MaskMode::kKeySpan))
-                 ? MaskMode::kKeySpan
-                 : MaskMode::kBias;
+    // Nothing here waits for the stream: whatever the mask keeps, its lengths, copies or bias are
+    // written on the device.
+    if (mode == MaskMode::kCompact) {
+      auto* lengths = reinterpret_cast<std::int32_t*>(scratch + lengths_at);
+      bias.first_kept = reinterpret_cast<std::int32_t*>(scratch + first_at);
+      const KeyCompaction out{scratch + kc_at, scratch + vc_at, lengths, lengths + batch, bias.first_kept,
+                              reinterpret_cast<std::int32_t*>(scratch + slot_at)};
+      DIFFATTN_RETURN_IF_ERROR(launch_key_compaction(p, out, stream));
+      pack[kK] = out.k;
+      pack[kV] = out.v;
+      pack[kSeqQ] = out.seq_len_q;
+      pack[kSeqKv] = out.seq_len_kv;
+    } else if (p.mask) {
       bias.bias = scratch + bias_at;
       bias.first_kept = reinterpret_cast<std::int32_t*>(scratch + first_at);
       DIFFATTN_RETURN_IF_ERROR(launch_mask_bias(p, bias, stream));
@@ -293,13 +345,11 @@ class Runner {
 
     const GraphKey key = make_key(p, device, mode);
     Result<const BuiltGraph*> found = graph_for(key, handle);
-    if (!found.ok() && mode == MaskMode::kKeySpan) {
-      // A cuDNN without the padding mask beside a bias: the bias alone, every key computed.
-      key_span_unsupported_.insert(key);
-      mode = MaskMode::kBias;
-      pack.erase(kSeqQ);
-      pack.erase(kSeqKv);
-      found = graph_for(make_key(p, device, mode), handle);
+    if (!found.ok() && (mode == MaskMode::kCompact || mode == MaskMode::kKeySpan)) {
+      // A cuDNN that cannot build this way for this shape: the next way (mask_mode).
+      unsupported_.insert(key);
+      *retry = true;
+      return found.status();
     }
     DIFFATTN_ASSIGN_OR_RETURN(const BuiltGraph* built, std::move(found));
     DIFFATTN_RETURN_IF_ERROR(grow(ws->cudnn, align_up(static_cast<std::size_t>(built->workspace_bytes)), stream, capturing,
@@ -312,12 +362,11 @@ class Runner {
     }
     DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("cuDNN SDPA graph"));
     // cuDNN leaves rows without keys undefined; diffattn's contract gives them zeros and LSE -inf.
-    if (mode == MaskMode::kBias || mode == MaskMode::kKeySpan) return launch_clear_empty_rows(p, bias, stream);
+    if (p.mask) return launch_clear_empty_rows(p, bias, stream);
     if (ragged) return launch_finish_ragged(p, stats, stream);
     return Status::Ok();
   }
 
- private:
   Result<cudnnHandle_t> handle_for(int device) {
     if (auto it = handles_.find(device); it != handles_.end()) return it->second;
     cudnnHandle_t handle = nullptr;
@@ -370,7 +419,7 @@ class Runner {
   std::mutex mu_;
   std::map<int, cudnnHandle_t> handles_;
   std::map<GraphKey, BuiltGraph> graphs_;
-  std::set<GraphKey> key_span_unsupported_;  // key-span graphs this cuDNN could not build
+  std::set<GraphKey> unsupported_;  // key-padding graphs (gathered, spanned) this cuDNN could not build
   std::map<std::pair<int, cudaStream_t>, Workspace> workspaces_;
 };
 
