@@ -255,7 +255,6 @@ class Runner {
 
   Status run_locked(const AttentionProblem& p, cudaStream_t stream, int device, cudnnHandle_t handle, Workspace* ws,
                     bool capturing, bool* retry) {
-
     // The scratch holds everything written before the graph runs; its layout follows the call.
     const bool ragged = p.is_varlen();
     const std::size_t batch = static_cast<std::size_t>(p.num_batches());
