@@ -41,7 +41,7 @@ TEST(KeyWalk, APaddedPromptFirstWalksItsTwoRuns) {
   const auto keep = prompt_mask(512, 77, 4096);
   const auto walk = key_walk(keep, 176, false);
   ASSERT_FALSE(walk.empty());
-  EXPECT_EQ(walk[0], (KeyWalkEntry{0, 77, false}));
+  EXPECT_EQ(walk[0], (KeyWalkEntry{0, 77, true}));  // aligned, and the next run starts past its block: bits
   EXPECT_EQ(walk[1], (KeyWalkEntry{512, 176, false}));
   EXPECT_EQ(walk.back(), (KeyWalkEntry{512 + 23 * 176, 4096 - 23 * 176, false}));
   EXPECT_EQ(walk.size(), 25u);  // aligned: 26 blocks keep a key
@@ -69,7 +69,19 @@ TEST(KeyWalk, PrefixesEmptyMasksAndRandomRunsAreCoveredExactlyOnce) {
   EXPECT_TRUE(key_walk(std::vector<bool>(300, false), 128, false).empty());
   EXPECT_TRUE(key_walk(std::vector<bool>(300, false), 128, true).empty());
   const auto prefix = key_walk(prompt_mask(300, 130, 0), 128, false);
-  EXPECT_EQ(prefix, (std::vector<KeyWalkEntry>{{0, 128, false}, {128, 2, false}}));
+  EXPECT_EQ(prefix, (std::vector<KeyWalkEntry>{{0, 128, false}, {128, 2, true}}));
+  // A run's partial entry keeps the limit where its block is not aligned or holds the next run's keys.
+  std::vector<bool> two_runs(400, false);
+  for (int j = 10; j < 140; ++j) two_runs[static_cast<std::size_t>(j)] = true;   // partial entry at 138, unaligned
+  for (int j = 200; j < 290; ++j) two_runs[static_cast<std::size_t>(j)] = true;  // entry at 200, unaligned
+  EXPECT_EQ(key_walk(two_runs, 128, false),
+            (std::vector<KeyWalkEntry>{{10, 128, false}, {138, 2, false}, {200, 90, false}}));
+  std::vector<bool> close_runs(400, false);
+  for (int j = 0; j < 50; ++j) close_runs[static_cast<std::size_t>(j)] = true;    // aligned, next run inside its block
+  for (int j = 100; j < 400; ++j) close_runs[static_cast<std::size_t>(j)] = true;
+  const auto close = key_walk(close_runs, 128, false);
+  ASSERT_FALSE(close.empty());
+  EXPECT_EQ(close[0], (KeyWalkEntry{0, 50, false}));
   std::mt19937_64 rng(std::random_device{}());
   for (int trial = 0; trial < 200; ++trial) {
     const int skv = std::uniform_int_distribution<int>(1, 2000)(rng);

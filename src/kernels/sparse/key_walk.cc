@@ -21,7 +21,13 @@ std::vector<KeyWalkEntry> key_walk(const std::vector<bool>& keep, int block_n, b
     }
     int end = j;
     while (end < skv && keep[static_cast<std::size_t>(end)]) ++end;
-    for (int key0 = j; key0 < end; key0 += block_n) runs.push_back({key0, std::min(block_n, end - key0), false});
+    int next = end;
+    while (next < skv && !keep[static_cast<std::size_t>(next)]) ++next;
+    if (next == skv) next = skv + block_n;  // no next run: past every block
+    for (int key0 = j; key0 < end; key0 += block_n) {
+      const int len = std::min(block_n, end - key0);
+      runs.push_back({key0, len, partial_run_reads_bits(key0, len, next, block_n)});
+    }
     j = end;
   }
   return runs.size() <= aligned.size() ? runs : aligned;

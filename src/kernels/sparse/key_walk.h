@@ -3,7 +3,8 @@
 // most `block_n` keys that it loads, in key order. Two kinds, the one with fewer entries wins
 // (ties: runs):
 //  - runs: each maximal run of kept keys cut into blocks from its first key on; every key of an
-//    entry is kept, so the kernel only limits it to the entry's length (no bits read);
+//    entry is kept, so the kernel only limits it to the entry's length (no bits read), except that
+//    a run's last, partial entry reads bits where partial_run_reads_bits says its block allows;
 //  - aligned: the key blocks [j block_n, (j + 1) block_n) that keep at least one key, with bits
 //    read where they also drop one.
 // A prompt padded in the middle of a joint sequence (FLUX.1: 77 kept of 512 text keys, then the
@@ -13,6 +14,8 @@
 
 #include <cstdint>
 #include <vector>
+
+#include "kernels/sparse/host_device.h"
 
 namespace diffattn {
 
@@ -25,6 +28,13 @@ struct KeyWalkEntry {
 
 // `keep`: one batch's key mask (Skv entries). `aligned_only`: the causal case.
 std::vector<KeyWalkEntry> key_walk(const std::vector<bool>& keep, int block_n, bool aligned_only);
+
+// Whether a run's entry [key0, key0 + len) that ends inside its block is masked by the mask's bits
+// rather than a byte per key: when the block is aligned (the kernel's bits path reads a word per 32
+// keys) and holds no key of the next run (first kept key `next`), so that its bits are the run's.
+DIFFATTN_HOST_DEVICE constexpr bool partial_run_reads_bits(int key0, int len, int next, int block_n) {
+  return len < block_n && key0 % block_n == 0 && next >= key0 + block_n;
+}
 
 // The device's encoding of an entry (FlashParams::kv_walk): {key0, len | bits << 16}.
 inline std::int32_t key_walk_code(const KeyWalkEntry& e) { return e.len | (e.bits ? 1 << 16 : 0); }

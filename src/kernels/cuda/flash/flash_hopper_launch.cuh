@@ -12,6 +12,7 @@
 #include "kernels/cuda/flash/flash_hopper.h"
 #include "kernels/cuda/flash/packed_order.h"
 #include "kernels/cuda/workspace_pool.h"
+#include "kernels/sparse/key_walk.h"
 
 namespace diffattn::flash {
 namespace hopper_detail {
@@ -188,10 +189,12 @@ __global__ void key_walk_kernel(std::uint32_t* all_bits, int words, int seqlen_k
       const int start = find_key(bits, words, pos, true, lane);
       if (start >= seqlen_k) break;
       const int end = min(find_key(bits, words, start, false, lane), seqlen_k);
+      const int next = find_key(bits, words, end, true, lane);  // the next run's first key
       const int np = (end - start + kBlockN - 1) / kBlockN;
       for (int i = lane; i < np; i += 32) {
         const int key0 = start + i * kBlockN;
-        walk[written + i] = make_int2(key0, min(kBlockN, end - key0));
+        const int len = min(kBlockN, end - key0);
+        walk[written + i] = make_int2(key0, len | (partial_run_reads_bits(key0, len, next, kBlockN) ? 1 << 16 : 0));
       }
       written += np;
       pos = end;
