@@ -454,7 +454,8 @@ struct Consumer {
       key0 = entry.x;
       end = entry.x + (entry.y & 0xFFFF);
       if ((entry.y >> 16) != 0) {
-        // An aligned block that also drops keys: its bits decide. It starts on a multiple of
+        // An aligned block that also drops keys (or a run's last block whose bits are the run's,
+        // key_walk.h's partial_run_reads_bits): its bits decide. It starts on a multiple of
         // kBlockN, so eight neighbouring keys never straddle a 32-bit word, and with tiles of whole
         // words each word covers four groups of eight: one warp-uniform load per 8 or 32 columns.
         const uint32_t* bits = p.kv_bits + static_cast<int64_t>(c.b) * p.kv_bits_words;
