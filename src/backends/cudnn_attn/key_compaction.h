@@ -18,7 +18,8 @@ struct KeyCompaction {
   std::int32_t* seq_len_q = nullptr;    // [B], every entry Sq
   std::int32_t* seq_len_kv = nullptr;   // [B], kept keys (at least 1: cuDNN is not given 0)
   std::int32_t* first_kept = nullptr;   // [B], 0, or Skv where the batch keeps no key (its rows are cleared)
-  std::int32_t* slot = nullptr;         // [B, Skv] scratch: each key's row in the copy, or -1
+  // [B, Skv] scratch: a kept key's row in the copy; for a dropped key, -1 - its rank among the dropped.
+  std::int32_t* slot = nullptr;
 };
 
 // Whether `problem` (a key-padding mask, checked by the caller) can be gathered: not causal, K and V
