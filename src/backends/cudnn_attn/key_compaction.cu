@@ -89,8 +89,8 @@ RowCopy row_copy(const TensorView& t, void* dst) {
 
 bool can_compact_keys(const AttentionProblem& p) { return !p.causal && whole_pieces(p.k) && whole_pieces(p.v); }
 
-std::int64_t compacted_k_bytes(const AttentionProblem& p) { return p.k.size(0) * p.k.size(1) * p.k.size(2) * p.k.size(3) * 2; }
-std::int64_t compacted_v_bytes(const AttentionProblem& p) { return p.v.size(0) * p.v.size(1) * p.v.size(2) * p.v.size(3) * 2; }
+std::int64_t compacted_k_bytes(const AttentionProblem& p) { return p.k.numel() * 2; }
+std::int64_t compacted_v_bytes(const AttentionProblem& p) { return p.v.numel() * 2; }
 
 Status launch_key_compaction(const AttentionProblem& p, const KeyCompaction& out, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
