@@ -1,5 +1,6 @@
 #include "runner/activation_generator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -34,12 +35,17 @@ double normal(std::uint64_t stream, std::uint64_t counter) {
 
 // Student t with 4 degrees of freedom scaled to unit variance, per counter: z / sqrt(chi2_4 / 4),
 // chi2_4 being twice the sum of two standard exponentials; its tails fall as x^-4, not exp(-x^2/2).
+// Draws beyond kHeavyTailClip standard deviations (7 in 10^5) are clipped to it: a real layer's
+// projections are bounded, and an unbounded draw (one in 10^7 lies beyond 40) in a key's outlier
+// channel, times the large constant every query holds there, made that one key the best of every
+// query of a head (one generated video head in a few hundred).
+constexpr double kHeavyTailClip = 12.0;
 double heavy_tailed(std::uint64_t stream, std::uint64_t counter) {
   const double z = normal(stream, counter);
   const double u1 = uniform(splitmix64(stream ^ (counter * 2 + 0x3c6ef372fe94f82bull)));
   const double u2 = uniform(splitmix64(stream ^ (counter * 2 + 0x3c6ef372fe94f82cull)));
   const double chi2_over_dof = -(std::log(u1) + std::log(u2)) / 2.0;
-  return z / std::sqrt(chi2_over_dof) * std::sqrt(0.5);
+  return std::clamp(z / std::sqrt(chi2_over_dof) * std::sqrt(0.5), -kHeavyTailClip, kHeavyTailClip);
 }
 
 // Per-(head, channel) parameters of one layer, shared by Q, K and V where the statistics say so.
