@@ -2,7 +2,7 @@
 // one) beside FLASH_ATTN's on the workloads of bench/workloads.csv: best-of-N times (quantization
 // included), TFLOP/s, and the difference from FLASH_ATTN's output (relative L2, cosine). A
 // development probe; the product's benchmark is bench/gpu_attention_bench.cu.
-//   sage_time [workload-substrings] [rounds] [modes, e.g. fp8/3,qk16/2,qk16/3,qk16/3p4: only those, no Ampere rows]
+//   sage_time [workload-substrings] [rounds] [modes, e.g. fp8/3,qk16/3,fp8/3p4: only those, no Ampere rows]
 // SAGE_WORKLOADS=FILE reads the workloads from FILE (bench/workloads.csv's columns) instead, e.g.
 // dev/sage_sweep.csv, whose key lengths separate a tile's fixed cost from its per-block cost.
 // Build on the GPU machine after the default preset (see dev/README.md).
@@ -25,17 +25,22 @@
 
 using namespace diffattn;
 
-// QK16/V8's three-group kernel with every kPoly-th exponential on the FMA pipe (the built-in one
-// has none), bf16 hd128 only.
-template <int kPoly>
-static Status qk16_poly(const AttentionProblem& p) {
+// The three-group kernel with every kPoly-th exponential on the FMA pipe (the built-in ones have
+// none), bf16, either head size: INT8 Q K^T with either P*V mode, or QK16/V8.
+template <int kD, bool kPvFp8, bool kQk16, int kPoly>
+static Status sage_poly(const AttentionProblem& p) {
   return sage::run_sage_attn_cuda_with(
-      p, sage::PvMode::kFp8, nullptr, 3,
+      p, kPvFp8 ? sage::PvMode::kFp8 : sage::PvMode::kFp16, nullptr, 3,
       [](const sage::SageParams& params, int sms, void* s) {
-        return sage::launch_sage_hopper<sage::SageTraits<128, true, true, 3, true, kPoly>>(params, sms,
-                                                                                        static_cast<cudaStream_t>(s));
+        return sage::launch_sage_hopper<sage::SageTraits<kD, true, kPvFp8, 3, kQk16, kPoly>>(
+            params, sms, static_cast<cudaStream_t>(s));
       },
-      sage::QkMode::k16);
+      kQk16 ? sage::QkMode::k16 : sage::QkMode::kInt8);
+}
+
+template <bool kPvFp8, bool kQk16, int kPoly>
+static Status sage_poly_d(const AttentionProblem& p) {
+  return p.q.shape[3] == 64 ? sage_poly<64, kPvFp8, kQk16, kPoly>(p) : sage_poly<128, kPvFp8, kQk16, kPoly>(p);
 }
 
 struct Work {
@@ -79,19 +84,23 @@ int main(int argc, char** argv) {
     sage::PvMode pv;
     int groups;
     bool qk16;
-    int poly = 0;  // > 0: qk16_poly<poly>
+    int poly = 0;  // > 0: sage_poly_d with every poly-th exponential on the FMA pipe
     int fuse_q = -1;  // SageKernelChoice::fuse_q
   };
   const Mode all_modes[] = {{"fp8/2", sage::PvMode::kFp8, 2, false},   {"fp8/3", sage::PvMode::kFp8, 3, false},
                             {"fp16/2", sage::PvMode::kFp16, 2, false}, {"fp16/3", sage::PvMode::kFp16, 3, false},
                             {"qk16/2", sage::PvMode::kFp8, 2, true},   {"qk16/3", sage::PvMode::kFp8, 3, true},
                             {"qk16/3p4", sage::PvMode::kFp8, 3, true, 4}, {"qk16/3p8", sage::PvMode::kFp8, 3, true, 8},
+                            {"fp8/3p2", sage::PvMode::kFp8, 3, false, 2}, {"fp8/3p4", sage::PvMode::kFp8, 3, false, 4},
+                            {"fp8/3p8", sage::PvMode::kFp8, 3, false, 8}, {"fp16/3p4", sage::PvMode::kFp16, 3, false, 4},
+                            // Four consumer groups: hd64 with FP8 P V only (sage_four_groups_fit).
+                            {"fp8/4", sage::PvMode::kFp8, 4, false}, {"qk16/4", sage::PvMode::kFp8, 4, true},
                             // The Q pass (q) or the kernel's own quantization of Q (f), not sage_fuse_q's rule.
                             {"fp8/3q", sage::PvMode::kFp8, 3, false, 0, 0},
                             {"fp8/3f", sage::PvMode::kFp8, 3, false, 0, 1}};
   std::vector<Mode> modes;
   for (const Mode& m : all_modes)
-    if (mode_filter.empty() ? !m.qk16 : ("," + mode_filter + ",").find("," + std::string(m.name) + ",") != std::string::npos)
+    if (mode_filter.empty() ? !m.qk16 && m.poly == 0 && m.groups < 4 : ("," + mode_filter + ",").find("," + std::string(m.name) + ",") != std::string::npos)
       modes.push_back(m);
   std::printf("%-28s %9s", "workload", "flash ms");
   for (const auto& m : modes) std::printf(" | %6s ms  x flash  TFLOP/s relL2    cosine  ", m.name);
@@ -147,13 +156,14 @@ int main(int argc, char** argv) {
     std::printf("%-28s %9.3f", w.name.c_str(), t_flash);
     for (const auto& m : modes) {
       cudaMemset(o, 0xff, nq * 2);  // NaN: an unwritten element shows
-      if (m.poly > 0 && w.d != 128) {
-        std::printf(" | %9s", "-");
-        continue;
-      }
       const float t = time([&] {
-        if (m.poly == 4) return qk16_poly<4>(ps);
-        if (m.poly == 8) return qk16_poly<8>(ps);
+        const bool fp8 = m.pv == sage::PvMode::kFp8;
+        if (m.qk16 && m.poly == 4) return sage_poly_d<true, true, 4>(ps);
+        if (m.qk16 && m.poly == 8) return sage_poly_d<true, true, 8>(ps);
+        if (fp8 && m.poly == 2) return sage_poly_d<true, false, 2>(ps);
+        if (fp8 && m.poly == 4) return sage_poly_d<true, false, 4>(ps);
+        if (fp8 && m.poly == 8) return sage_poly_d<true, false, 8>(ps);
+        if (!fp8 && m.poly == 4) return sage_poly_d<false, false, 4>(ps);
         return m.qk16 ? sage::run_qk16_v8_cuda(ps, nullptr, sage::SageKernelChoice{m.groups})
                       : sage::run_sage_attn_cuda(ps, m.pv, nullptr, sage::SageKernelChoice{m.groups, m.fuse_q});
       });

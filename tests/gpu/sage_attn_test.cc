@@ -16,6 +16,7 @@
 #include "kernels/cpu/sage_cpu.h"
 #include "kernels/cpu/sdpa_cpu.h"
 #include "kernels/cuda/sage/run_sage_attn.h"
+#include "kernels/cuda/sage/sage_config.h"
 #include "parity/parity_check.h"
 
 #if DIFFATTN_HAVE_CUDA
@@ -161,7 +162,8 @@ std::vector<double> lse_values(const TensorView& l) {
   return values;
 }
 
-// Both kernel shapes (two overlapping and three in-order consumer warpgroups) on every case.
+// Every kernel shape (two overlapping, three in-order consumer warpgroups, and four at hd64 with
+// FP8 P V) on every case.
 TEST(GpuSageAttn, ShapesMasksAndModesStayWithinTheBudget) {
   SKIP_WITHOUT_SAGE_GPU();
   const auto seed = fresh_seed();
@@ -170,10 +172,11 @@ TEST(GpuSageAttn, ShapesMasksAndModesStayWithinTheBudget) {
   for (DType dtype : {DType::kBFloat16, DType::kFloat16})
     for (std::int64_t d : {64, 128})
       for (sage::PvMode pv : {sage::PvMode::kFp8, sage::PvMode::kFp16})
-        for (int groups : {2, 3}) {
+        for (int groups : {2, 3, 4}) {
+          const bool fp8 = pv == sage::PvMode::kFp8;
+          if (groups == 4 && !sage::sage_four_groups_fit(static_cast<int>(d), fp8)) continue;
           const ParityCase c = sage_case(d, dtype, idx++);
           const Quality q = run_sage(c, pv, rng, groups);
-          const bool fp8 = pv == sage::PvMode::kFp8;
           const std::string what = c.name() + (fp8 ? " fp8" : " fp16") + " groups " + std::to_string(groups) +
                                    " seed " + std::to_string(seed);
           expect_within_budget(q, fp8, what);
@@ -294,6 +297,38 @@ TEST(GpuSageAttn, FullyMaskedRowsAreZeroWithLseMinusInfinity) {
     EXPECT_TRUE(q.masked_rows_ok) << c.name() << " groups " << groups << " seed " << seed;
     EXPECT_LE(q.rel_l2, kFp8RelL2) << c.name() << " groups " << groups << " seed " << seed;
   }
+  // Four groups run hd64 only.
+  ParityCase c64 = sage_case(64, DType::kBFloat16, 1);
+  c64.mask = testing::MaskShape::kKeyPadding;
+  c64.fully_masked_rows = true;
+  c64.batch = 2;
+  const Quality q = run_sage(c64, sage::PvMode::kFp8, rng, 4);
+  EXPECT_EQ(q.error, "") << "groups 4";
+  EXPECT_TRUE(q.masked_rows_ok) << c64.name() << " groups 4 seed " << seed;
+  EXPECT_LE(q.rel_l2, kFp8RelL2) << c64.name() << " groups 4 seed " << seed;
+}
+
+// Four groups exist at hd64 with FP8 P V only: asked for anywhere else, the call is refused before
+// anything is written.
+TEST(GpuSageAttn, FourGroupsElsewhereAreRefusedWithoutWriting) {
+  SKIP_WITHOUT_SAGE_GPU();
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  if (major != 9) GTEST_SKIP() << "the consumer groups are the Hopper kernel's";
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (auto [d, pv] : {std::pair{std::int64_t{128}, sage::PvMode::kFp8}, std::pair{std::int64_t{64}, sage::PvMode::kFp16}}) {
+    const ParityCase c = sage_case(d, DType::kBFloat16, 0);
+    auto data = testing::make_case_data(c, rng);
+    testing::DeviceCase device(*data);
+    ASSERT_TRUE(device.ok());
+    cudaMemset(const_cast<void*>(device.problem().out.data), 0x7f, 2);  // a sentinel in the first element
+    const Status s = sage::run_sage_attn_cuda(device.problem(), pv, nullptr, sage::SageKernelChoice{4});
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidInput) << c.name() << ": " << s.ToString();
+    std::uint16_t first = 0;
+    cudaMemcpy(&first, device.problem().out.data, 2, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(first, 0x7f7f) << c.name() << ": a refused call wrote to out";
+  }
 }
 
 // Few query tiles against many keys: the three-group kernel runs each tile as up to eight pieces of
@@ -314,12 +349,16 @@ TEST(GpuSageAttn, TilesSplitIntoPiecesStayWithinTheBudget) {
         c.causal = false;
         c.mask = masked ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
         c.fully_masked_rows = masked == 1;
-        const Quality q = run_sage(c, pv, rng, 3);
         const bool fp8 = pv == sage::PvMode::kFp8;
-        const std::string what = c.name() + (fp8 ? " fp8" : " fp16") + " seed " + std::to_string(seed);
-        expect_within_budget(q, fp8, what);
-        std::printf("[sage] %-60s %s split relL2 %.4f cos %.6f lse %.4f\n", c.name().c_str(), fp8 ? "fp8 " : "fp16",
-                    q.rel_l2, q.cosine, q.lse_max_diff);
+        for (int groups : {3, 4}) {
+          if (groups == 4 && !sage::sage_four_groups_fit(static_cast<int>(d), fp8)) continue;
+          const Quality q = run_sage(c, pv, rng, groups);
+          const std::string what = c.name() + (fp8 ? " fp8" : " fp16") + " groups " + std::to_string(groups) +
+                                   " seed " + std::to_string(seed);
+          expect_within_budget(q, fp8, what);
+          std::printf("[sage] %-60s %s/%d split relL2 %.4f cos %.6f lse %.4f\n", c.name().c_str(),
+                      fp8 ? "fp8 " : "fp16", groups, q.rel_l2, q.cosine, q.lse_max_diff);
+        }
       }
 }
 

@@ -16,19 +16,32 @@ TEST(SageConfig, QueryTilesCoverEveryRow) {
   EXPECT_EQ(sage_m_blocks(0, 3), 0);
 }
 
-// The measured rule: three in-order groups, except at hd64 up to 1536 query rows.
-TEST(SageConfig, ThreeGroupsExceptShortHeadSize64Rows) {
-  for (std::int64_t rows : {1, 512, 4096, 4429, 32760}) EXPECT_EQ(sage_consumer_groups(128, rows), 3) << rows;
+// The measured rule: three in-order groups at hd128; at hd64 four from 1024 query rows where P V
+// is FP8 (SAGE_ATTN's default mode, QK16/V8) and two below, and in the 16-bit P V mode two up to
+// 1536 rows and three above.
+TEST(SageConfig, GroupsFollowTheMeasuredRule) {
+  for (std::int64_t rows : {1, 512, 4096, 4429, 32760}) {
+    EXPECT_EQ(sage_consumer_groups(128, rows), 3) << rows;
+    EXPECT_EQ(sage_consumer_groups(128, rows, false, /*pv_fp8=*/false), 3) << rows;
+    EXPECT_EQ(sage_consumer_groups(128, rows, /*qk16=*/true), 3) << rows;
+  }
+  // FP8 P V at hd64: two below kSageHd64FourGroupMinRows, four from there on.
   EXPECT_EQ(sage_consumer_groups(64, 1), 2);
-  EXPECT_EQ(sage_consumer_groups(64, kSageHd64TwoGroupMaxRows), 2);
-  EXPECT_EQ(sage_consumer_groups(64, kSageHd64TwoGroupMaxRows + 1), 3);
-  EXPECT_EQ(sage_consumer_groups(64, 1024), 2);
-  EXPECT_EQ(sage_consumer_groups(64, 4096), 3);  // the 4k square: three groups since 2026-12-03
-  EXPECT_EQ(sage_consumer_groups(64, 16384), 3);
-  // QK16/V8 keeps the earlier limit of 4096 rows.
-  EXPECT_EQ(sage_consumer_groups(64, 4096, /*qk16=*/true), 2);
-  EXPECT_EQ(sage_consumer_groups(64, 4097, /*qk16=*/true), 3);
-  EXPECT_EQ(sage_consumer_groups(128, 512, /*qk16=*/true), 3);
+  EXPECT_EQ(sage_consumer_groups(64, kSageHd64FourGroupMinRows - 1), 2);
+  EXPECT_EQ(sage_consumer_groups(64, kSageHd64FourGroupMinRows), 4);
+  EXPECT_EQ(sage_consumer_groups(64, 4096), 4);  // the 4k square
+  EXPECT_EQ(sage_consumer_groups(64, 16384), 4);
+  EXPECT_EQ(sage_consumer_groups(64, 512, /*qk16=*/true), 2);
+  EXPECT_EQ(sage_consumer_groups(64, 4429, /*qk16=*/true), 4);  // SD3
+  // 16-bit P V at hd64: two up to kSageHd64TwoGroupMaxRows, three above.
+  EXPECT_EQ(sage_consumer_groups(64, 1024, false, /*pv_fp8=*/false), 2);
+  EXPECT_EQ(sage_consumer_groups(64, kSageHd64TwoGroupMaxRows, false, /*pv_fp8=*/false), 2);
+  EXPECT_EQ(sage_consumer_groups(64, kSageHd64TwoGroupMaxRows + 1, false, /*pv_fp8=*/false), 3);
+  EXPECT_EQ(sage_consumer_groups(64, 4096, false, /*pv_fp8=*/false), 3);
+  // Four groups exist at hd64 with FP8 P V only.
+  EXPECT_TRUE(sage_four_groups_fit(64, true));
+  EXPECT_FALSE(sage_four_groups_fit(64, false));
+  EXPECT_FALSE(sage_four_groups_fit(128, true));
 }
 
 // A last wave of fewer tiles than half the SMs runs as pieces, each CTA at most one; the pieces of

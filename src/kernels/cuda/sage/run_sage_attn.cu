@@ -282,8 +282,8 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
 
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
                                const SageKernelLaunch& launch, QkMode qk, int fuse_q) {
-  if (consumer_groups != 2 && consumer_groups != 3)
-    return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 or 3 consumer warpgroups, not " + std::to_string(consumer_groups));
+  if (consumer_groups < 2 || consumer_groups > 4)
+    return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 to 4 consumer warpgroups, not " + std::to_string(consumer_groups));
   return quantize_and_launch(problem, qk == QkMode::k16 ? PvMode::kFp8 : pv, qk, stream, 64 * consumer_groups,
                              /*hopper=*/true, launch, fuse_q);
 }
@@ -316,11 +316,15 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
   const bool fp8 = pv == PvMode::kFp8;
   const int groups = choice.consumer_groups != 0
                          ? choice.consumer_groups
-                         : sage_consumer_groups(static_cast<int>(problem.q.size(3)), problem.q.size(1));
+                         : sage_consumer_groups(static_cast<int>(problem.q.size(3)), problem.q.size(1), false, fp8);
+  if (groups == 4 && !sage_four_groups_fit(static_cast<int>(problem.q.size(3)), fp8))
+    return InvalidInput(std::string(kSageName) + "'s Hopper kernel runs four consumer groups at head size 64 with "
+                        "FP8 P*V only");
   return run_sage_attn_cuda_with(
       problem, pv, stream, groups,
       [&](const SageParams& p, int sms, void* s) {
         const auto st = static_cast<cudaStream_t>(s);
+        if (groups == 4) return launch_sage_hopper_fp8_g4(p, sms, st);
         if (groups == 3) return fp8 ? launch_sage_hopper_fp8_g3(p, sms, st) : launch_sage_hopper_fp16_g3(p, sms, st);
         return fp8 ? launch_sage_hopper_fp8_g2(p, sms, st) : launch_sage_hopper_fp16_g2(p, sms, st);
       },
@@ -373,12 +377,13 @@ Status run_qk16_v8_cuda(const AttentionProblem& problem, void* stream, const Sag
   const int groups = choice.consumer_groups != 0
                          ? choice.consumer_groups
                          : sage_consumer_groups(static_cast<int>(problem.q.size(3)), problem.q.size(1), /*qk16=*/true);
-  if (groups != 2 && groups != 3)
-    return InvalidInput(std::string(kQk16V8Name) + "'s Hopper kernel runs 2 or 3 consumer warpgroups, not " +
-                        std::to_string(groups));
+  if (groups < 2 || groups > 4 || (groups == 4 && !sage_four_groups_fit(static_cast<int>(problem.q.size(3)), true)))
+    return InvalidInput(std::string(kQk16V8Name) + "'s Hopper kernel runs 2 or 3 consumer warpgroups (4 at head size "
+                        "64), not " + std::to_string(groups));
   return quantize_and_launch(problem, PvMode::kFp8, QkMode::k16, stream, 64 * groups, /*hopper=*/true,
                              [&](const SageParams& p, int sms, void* s) {
                                const auto st = static_cast<cudaStream_t>(s);
+                               if (groups == 4) return launch_qk16_v8_hopper_g4(p, sms, st);
                                return groups == 3 ? launch_qk16_v8_hopper_g3(p, sms, st)
                                                   : launch_qk16_v8_hopper_g2(p, sms, st);
                              });

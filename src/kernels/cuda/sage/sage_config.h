@@ -16,16 +16,27 @@ namespace diffattn::sage {
 // +3-4 %). At hd64, measured again after the three-group kernel's later gains (the split tail, the
 // row sums by the product; dev/sage_groups_hd64.csv, bench/results/sage-rowsum-2026-12-03-h200/
 // groups-hd64.txt), three groups are 13-14 % faster at 3072 and 4096 rows in both P V modes, level
-// to 4 % faster at 2048, and two groups 10-15 % faster at 1024; so hd64 runs two groups up to
-// kSageHd64TwoGroupMaxRows query rows, between the last two.
-// FLASHINFER_ATTN's QK16/V8 mode (`qk16`, the same kernel with a 16-bit Q K^T) keeps the earlier
-// limit, kQk16Hd64TwoGroupMaxRows: the new sweep did not time it.
+// to 4 % faster at 2048, and two groups 10-15 % faster at 1024; so the 16-bit P V mode runs two
+// groups at hd64 up to kSageHd64TwoGroupMaxRows query rows, between the last two (FP8 P V: below).
+// Where P V is FP8 (`pv_fp8`: SAGE_ATTN's default mode; FLASHINFER_ATTN's QK16/V8 mode, `qk16`, the
+// same kernel with a 16-bit Q K^T, always) hd64 calls run four in-order groups (256-row tiles;
+// sage_four_groups_fit) from kSageHd64FourGroupMinRows query rows on, two below. Against two and
+// three groups in one job on an H200 (2026-12-04, dev/sage_groups_hd64.csv and the hd64 workloads;
+// bench/results/sage-hd64-2026-12-04-h200/) four were the fastest at every size timed, 1024 to 16384
+// rows, in both modes: 1024 rows 0.053 ms against 0.061 (two) and 0.066 (three) in the FP8 mode,
+// 4096 rows 0.312 against 0.343 (three), SD3 7 % and the 16k hd64 square 4 % faster than three.
+// The 16-bit P V mode keeps two and three groups (its four-group tile state spilled 300 bytes).
 inline constexpr std::int64_t kSageHd64TwoGroupMaxRows = 1536;
-inline constexpr std::int64_t kQk16Hd64TwoGroupMaxRows = 4096;
+inline constexpr std::int64_t kSageHd64FourGroupMinRows = 1024;
 
-constexpr int sage_consumer_groups(int head_size, std::int64_t seqlen_q, bool qk16 = false) {
-  const std::int64_t two_group_rows = qk16 ? kQk16Hd64TwoGroupMaxRows : kSageHd64TwoGroupMaxRows;
-  return head_size == 64 && seqlen_q <= two_group_rows ? 2 : 3;
+// Whether the four-group kernel exists for a call: hd64 with FP8 P V (its 112 registers per
+// consumer thread hold that tile state; sage_fwd_hopper.cuh).
+constexpr bool sage_four_groups_fit(int head_size, bool pv_fp8) { return head_size == 64 && pv_fp8; }
+
+constexpr int sage_consumer_groups(int head_size, std::int64_t seqlen_q, bool qk16 = false, bool pv_fp8 = true) {
+  if (head_size != 64) return 3;
+  if (sage_four_groups_fit(head_size, pv_fp8 || qk16)) return seqlen_q >= kSageHd64FourGroupMinRows ? 4 : 2;
+  return seqlen_q <= kSageHd64TwoGroupMaxRows ? 2 : 3;
 }
 
 // Whether the attention kernel quantizes Q itself (sage_fwd_hopper.cuh, kFusedQ: the producer

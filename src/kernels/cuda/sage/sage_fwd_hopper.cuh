@@ -13,6 +13,11 @@
 //  - Three consumer groups (kConsumers 3) run each block's Q K^T, softmax and P V in order, and the
 //    other two groups keep the tensor cores busy meanwhile. Holding no second score tile is what
 //    lets three groups share the register file.
+//  - Four in-order groups (kConsumers 4, 256-row tiles, hd64 with FP8 P V only): at hd64 the
+//    products are short and the three-group kernel waits on its softmax chains (ncu on SD3: 3.25
+//    warps per scheduler, one eligible in two cycles), so a fourth group adds the warps that hide
+//    them; its 112 registers per consumer thread hold the hd64 FP8 tile state (the 16-bit P V mode
+//    spilled 300 bytes there and keeps three groups).
 // With kQk16 the same kernel is FLASHINFER_ATTN's QK16/V8 mode: Q and K come straight from the
 // caller's 16-bit tensors (64-column chunks, 128-byte swizzle, as FLASH_ATTN loads them) and
 // Q K^T runs as a bf16/fp16 wgmma into fp32 scores; the softmax scale is applied to the score, and
@@ -55,8 +60,11 @@ struct SageTmaMaps {
 // kPolyEvery: measured on an H200 (dev/sage_time.cc) for the three in-order groups, every
 // exponential on the MUFU unit is fastest (long hd128 rows +3-6 % against every fourth on the FMA
 // pipe, +9-14 % against every second): those groups are bound by issue slots, not by the MUFU unit.
+// At hd64 (2026-12-04, bench/results/sage-hd64-2026-12-04-h200/) every eighth on the FMA pipe was
+// 1-2.5 % faster in the three-group FP8 mode and every fourth 2-8 % slower in every mode, while four
+// groups gained 4-9 %: the groups' latency, not the MUFU unit, bounds hd64.
 template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, bool kQk16_ = false,
-          int kPolyEvery_ = kConsumers_ == 3 ? 0 : 4, bool kListed_ = false, bool kSplit_ = false,
+          int kPolyEvery_ = kConsumers_ == 2 ? 4 : 0, bool kListed_ = false, bool kSplit_ = false,
           bool kFusedQ_ = false>
 struct SageTraits {
   // The in-order groups' launch that splits a short last wave into pieces (sage_config.h,
@@ -72,7 +80,7 @@ struct SageTraits {
   static constexpr bool kBf16 = kBf16_;    // the caller's dtype: the output, and P and V in the FP16 mode
   static constexpr bool kPvFp8 = kPvFp8_;
   static constexpr int kConsumers = kConsumers_;  // consumer warpgroups of 64 query rows
-  static constexpr bool kInOrder = kConsumers == 3;  // see the file comment
+  static constexpr bool kInOrder = kConsumers >= 3;  // see the file comment
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kBlockN = kKvBlock;
   static constexpr int kStages = 3;
@@ -143,11 +151,19 @@ struct SageTraits {
   static constexpr int kNumBarriers = 2 * kQBuffers + 4 * kStages;
   static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;
   // The register file (64K) split between the producer and the consumers (setmaxnreg).
-  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
-  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
-  static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
-  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register budget exceeded");
+  // setmaxnreg moves registers within the CTA's own launch allocation: kThreads times the launch's
+  // per-thread count, which __launch_bounds__ caps at 65536 / kThreads rounded down to a multiple of
+  // 8 (four groups: 96 per thread, so 24 for the producer leaves 112 for each consumer; asking for
+  // more waits forever).
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kProducerRegs = kConsumers == 3 ? 32 : 24;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : kConsumers == 3 ? 160 : 112;
+  static_assert(kConsumers >= 2 && kConsumers <= 4, "two to four consumer warpgroups");
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= kThreads * kLaunchRegs,
+                "the setmaxnreg split exceeds the CTA's launch allocation");
   static_assert(kD == 64 || kD == 128, "SAGE_ATTN's Hopper kernel has hd64 and hd128");
+  static_assert(kConsumers < 4 || (kD == 64 && kPvFp8 && !kListed && !kFusedQ),
+                "four groups: hd64 with FP8 P V (the tile state of the others does not fit in 112 registers)");
   static_assert(!kListed || (kBlockM == kBlockN && !kQk16), "lists of square tiles, on the INT8 Q K^T");
   static_assert(!kSplit || (kInOrder && !kListed), "the in-order groups split whole tiles' key blocks");
   static_assert(!kFusedQ || (kInOrder && !kQk16 && !kListed && kQBuffers == 2),

@@ -137,6 +137,10 @@ Status launch_sage_hopper(SageParams p, int sm_count, cudaStream_t stream) {
 // compiled in parallel). p.num_m_blocks and p.num_tiles count tiles of 64 * consumer_groups rows.
 Status launch_sage_hopper_fp8_g2(const SageParams& p, int sm_count, cudaStream_t stream);
 Status launch_sage_hopper_fp8_g3(const SageParams& p, int sm_count, cudaStream_t stream);
+// Four in-order groups (256-row tiles), hd64 with FP8 P V only: SAGE_ATTN's FP8 mode and QK16/V8
+// (sage_hopper_g4.cu). Other head sizes are refused.
+Status launch_sage_hopper_fp8_g4(const SageParams& p, int sm_count, cudaStream_t stream);
+Status launch_qk16_v8_hopper_g4(const SageParams& p, int sm_count, cudaStream_t stream);
 Status launch_sage_hopper_fp16_g2(const SageParams& p, int sm_count, cudaStream_t stream);
 Status launch_sage_hopper_fp16_g3(const SageParams& p, int sm_count, cudaStream_t stream);
 // The block-sparse walk (two consumer groups, 128 x 128 tiles; p.bs_* set), either P*V mode:
