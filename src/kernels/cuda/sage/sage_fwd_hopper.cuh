@@ -1,7 +1,7 @@
 #pragma once
 // SAGE_ATTN's attention kernel for Hopper (sm_90a), after the quantization kernels have written
 // INT8 Q and K and (FP8 mode) transposed E4M3 V. One persistent CTA per SM: warpgroup 0 is the
-// producer (one thread issues TMA loads of the Q tile and a kStages-deep K/V ring); two or three
+// producer (one thread issues TMA loads of the Q tile and a kStages-deep K/V ring); two to four
 // consumer warpgroups own 64 query rows each. A consumer computes S = Q K^T with s8 wgmma into
 // int32, scales it by its rows' and keys' INT8 scales, runs the exact online softmax of the block
 // (kernels/sage/sage_quant.h), quantizes P and multiplies it by V into a block accumulator of its
