@@ -292,50 +292,41 @@ __device__ __forceinline__ void quantize_q_row(float (&x)[kPer], float scale_log
 }
 
 // One (row block, batch * head) of the Q pass, 256 threads: each warp quantizes sixteen rows, each
-// with its own INT8 scale (kQGroup is 1), a lane holding kD / 32 consecutive channels; every row's
-// loads are issued (hd128: kept packed) before any row is reduced, the pass being bound by the loads
-// in flight. Q needs none of K's statistics, so this runs in the same launch as the statistics pass
-// (sage_prepass_kernel).
+// with its own INT8 scale (kQGroup is 1), a lane holding four consecutive channels (hd128: a row per
+// warp step; hd64: two rows, one per half-warp, so that every load is an 8-byte one: the 2-byte
+// loads of two channels a lane left hd64's pass bound by load instructions); every row's loads are
+// issued, kept packed, before any row is reduced, the pass being bound by the loads in flight. Q
+// needs none of K's statistics, so this runs in the same launch as the statistics pass
+// (sage_prepass_kernel). A row's maximum is exact whichever lanes hold it: the same bits.
 template <bool kBf16, int kD>
 __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblock, int bh) {
   static_assert(kQGroup == 1, "the Q pass gives every row its own scale");
-  constexpr int kPer = kD / 32, kRows = kQRowsPerBlock / 8;
+  constexpr int kLanesPerRow = kD / 4, kRowsPerStep = 32 / kLanesPerRow, kRows = kQRowsPerBlock / 8;
+  constexpr int kSteps = kRows / kRowsPerStep;
+  static_assert(kLanesPerRow * kRowsPerStep == 32 && kRows % kRowsPerStep == 0, "whole rows per warp step");
   const int b = bh / p.heads_q, h = bh % p.heads_q;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = lane * kPer;
-  const int row0 = qblock * kQRowsPerBlock + warp * kRows;
-  // hd128: four channels a lane, packed; hd64: two, as floats.
-  uint2 raw[kPer == 4 ? kRows : 1];
-  float loaded[kPer == 4 ? 1 : kRows][kPer];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = (lane % kLanesPerRow) * 4;
+  const int row0 = qblock * kQRowsPerBlock + warp * kRows + lane / kLanesPerRow;
+  uint2 raw[kSteps];
 #pragma unroll
-  for (int i = 0; i < kRows; ++i) {
-    const int row = min(row0 + i, p.seqlen_q - 1);  // rows past the end reload the last one, unused
+  for (int i = 0; i < kSteps; ++i) {
+    const int row = min(row0 + i * kRowsPerStep, p.seqlen_q - 1);  // rows past the end reload the last one, unused
     const std::int64_t at = b * p.q_stride_b + static_cast<std::int64_t>(row) * p.q_stride_s + h * p.q_stride_h + c0;
-    if constexpr (kPer == 4) {
-      raw[i] = load4_raw(p.q, at, p.vec_q);
-    } else {
-#pragma unroll
-      for (int e = 0; e < kPer; ++e) loaded[i][e] = load_elem<kBf16>(p.q, at + e);
-    }
+    raw[i] = load4_raw(p.q, at, p.vec_q);
   }
 #pragma unroll
-  for (int i = 0; i < kRows; ++i) {
-    const int row = row0 + i;
-    if (row >= p.seqlen_q) break;  // the same for the whole warp
-    float x[kPer];
-    if constexpr (kPer == 4) {
-      const float4 v = unpack4<kBf16>(raw[i]);
-      x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
-    } else {
-#pragma unroll
-      for (int e = 0; e < kPer; ++e) x[e] = loaded[i][e];
-    }
+  for (int i = 0; i < kSteps; ++i) {
+    const int row = row0 + i * kRowsPerStep;
+    if (row0 - lane / kLanesPerRow + i * kRowsPerStep >= p.seqlen_q) break;  // the step's first row: the same for the whole warp
+    const float4 v = unpack4<kBf16>(raw[i]);
+    float x[4] = {v.x, v.y, v.z, v.w};
     std::uint32_t packed[1];
     float scale;
-    quantize_q_row<kPer, 32>(x, p.scale_log2, packed, scale);
+    quantize_q_row<4, kLanesPerRow>(x, p.scale_log2, packed, scale);  // every lane takes part in the shuffles
+    if (row >= p.seqlen_q) continue;  // hd64: the step's second row past the end
     std::int8_t* dst = p.q_int8 + (static_cast<std::int64_t>(bh) * p.seqlen_q + row) * kD + c0;
-    if constexpr (kPer == 4) *reinterpret_cast<std::uint32_t*>(dst) = packed[0];
-    else *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(packed[0]);
-    if (lane == 0) p.q_scale[static_cast<std::int64_t>(bh) * p.q_groups + row] = scale;
+    *reinterpret_cast<std::uint32_t*>(dst) = packed[0];
+    if (lane % kLanesPerRow == 0) p.q_scale[static_cast<std::int64_t>(bh) * p.q_groups + row] = scale;
   }
 }
 
