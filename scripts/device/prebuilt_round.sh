@@ -4,7 +4,9 @@
 # kernels of one SAGE call per workload of NCU_WORKLOAD (comma-separated), then (BENCH=1) the product
 # benchmark with its peers for BACKENDS, and (OVERHEAD=1) the Python per-call overhead on CUDA
 # tensors. Everything goes to $OUT.
-#   [SAGE_WORKLOADS=a,b] [NCU_WORKLOAD=a,b] [BENCH=1] [BENCH_WORKLOADS=a,b] [OVERHEAD=1] scripts/device/prebuilt_round.sh
+#   [SAGE_FILTER=a,b] [NCU_WORKLOAD=a,b] [BENCH=1] [BENCH_WORKLOADS=a,b] [OVERHEAD=1] scripts/device/prebuilt_round.sh
+# SAGE_FILTER: the workloads (name substrings) dev/sage_time times, all by default, `none` for none;
+# SAGE_WORKLOADS=FILE, which dev/sage_time reads from the environment, replaces bench/workloads.csv.
 set -uo pipefail
 out="${OUT:-build/round}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
 source scripts/device/env.sh
@@ -26,7 +28,7 @@ if [ "${SANITIZE:-0}" = 1 ]; then
   done
 fi
 echo "== sage_time"
-timeout -s KILL 200 $bd/sage_time "${SAGE_WORKLOADS:-}" "${SAGE_ROUNDS:-5}" 2>&1 | tee "$out/sage-time.txt"
+timeout -s KILL 200 $bd/sage_time "${SAGE_FILTER:-}" "${SAGE_ROUNDS:-5}" 2>&1 | tee "$out/sage-time.txt"
 for w in ${NCU_WORKLOAD//,/ }; do
   echo "== ncu: the kernels of one call on $w"
   timeout 150 ncu --clock-control none --print-summary per-kernel $bd/sage_time "$w" 1 ${NCU_MODES:-} >"$out/ncu-$w.txt" 2>&1
