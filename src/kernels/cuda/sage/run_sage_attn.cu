@@ -277,13 +277,21 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   return launch(p, sms, stream);
 }
 
+// The Hopper kernel's consumer groups a caller asked for: two or three, or four where
+// sage_four_groups_fit says the four-group kernel exists. Checked before anything is written.
+Status check_consumer_groups(const std::string& who, int groups, const AttentionProblem& problem, bool pv_fp8) {
+  if (groups == 2 || groups == 3) return Status::Ok();
+  if (groups == 4 && sage_four_groups_fit(static_cast<int>(problem.q.size(3)), pv_fp8)) return Status::Ok();
+  return InvalidInput(who + "'s Hopper kernel runs 2 or 3 consumer warpgroups (4 at head size 64 with FP8 P*V), not " +
+                      std::to_string(groups));
+}
 
 }  // namespace
 
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
                                const SageKernelLaunch& launch, QkMode qk, int fuse_q) {
-  if (consumer_groups < 2 || consumer_groups > 4)
-    return InvalidInput("SAGE_ATTN's Hopper kernel runs 2 to 4 consumer warpgroups, not " + std::to_string(consumer_groups));
+  DIFFATTN_RETURN_IF_ERROR(check_consumer_groups(qk == QkMode::k16 ? kQk16V8Name : kSageName, consumer_groups,
+                                                 problem, qk == QkMode::k16 || pv == PvMode::kFp8));
   return quantize_and_launch(problem, qk == QkMode::k16 ? PvMode::kFp8 : pv, qk, stream, 64 * consumer_groups,
                              /*hopper=*/true, launch, fuse_q);
 }
@@ -317,9 +325,6 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
   const int groups = choice.consumer_groups != 0
                          ? choice.consumer_groups
                          : sage_consumer_groups(static_cast<int>(problem.q.size(3)), problem.q.size(1), false, fp8);
-  if (groups == 4 && !sage_four_groups_fit(static_cast<int>(problem.q.size(3)), fp8))
-    return InvalidInput(std::string(kSageName) + "'s Hopper kernel runs four consumer groups at head size 64 with "
-                        "FP8 P*V only");
   return run_sage_attn_cuda_with(
       problem, pv, stream, groups,
       [&](const SageParams& p, int sms, void* s) {
@@ -377,9 +382,7 @@ Status run_qk16_v8_cuda(const AttentionProblem& problem, void* stream, const Sag
   const int groups = choice.consumer_groups != 0
                          ? choice.consumer_groups
                          : sage_consumer_groups(static_cast<int>(problem.q.size(3)), problem.q.size(1), /*qk16=*/true);
-  if (groups < 2 || groups > 4 || (groups == 4 && !sage_four_groups_fit(static_cast<int>(problem.q.size(3)), true)))
-    return InvalidInput(std::string(kQk16V8Name) + "'s Hopper kernel runs 2 or 3 consumer warpgroups (4 at head size "
-                        "64), not " + std::to_string(groups));
+  DIFFATTN_RETURN_IF_ERROR(check_consumer_groups(kQk16V8Name, groups, problem, /*pv_fp8=*/true));
   return quantize_and_launch(problem, PvMode::kFp8, QkMode::k16, stream, 64 * groups, /*hopper=*/true,
                              [&](const SageParams& p, int sms, void* s) {
                                const auto st = static_cast<cudaStream_t>(s);

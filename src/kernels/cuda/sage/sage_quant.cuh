@@ -306,7 +306,8 @@ __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblo
   static_assert(kLanesPerRow * kRowsPerStep == 32 && kRows % kRowsPerStep == 0, "whole rows per warp step");
   const int b = bh / p.heads_q, h = bh % p.heads_q;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = (lane % kLanesPerRow) * 4;
-  const int row0 = qblock * kQRowsPerBlock + warp * kRows + lane / kLanesPerRow;
+  const int first = qblock * kQRowsPerBlock + warp * kRows;  // the warp's first row
+  const int row0 = first + lane / kLanesPerRow;             // this lane's
   uint2 raw[kSteps];
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
@@ -317,7 +318,7 @@ __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblo
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const int row = row0 + i * kRowsPerStep;
-    if (row0 - lane / kLanesPerRow + i * kRowsPerStep >= p.seqlen_q) break;  // the step's first row: the same for the whole warp
+    if (first + i * kRowsPerStep >= p.seqlen_q) break;  // the step's first row: the same for the whole warp
     const float4 v = unpack4<kBf16>(raw[i]);
     float x[4] = {v.x, v.y, v.z, v.w};
     std::uint32_t packed[1];
