@@ -84,7 +84,7 @@ bool lse_check(const AttentionProblem& p, testing::OracleOutput& t, double* wors
   return ok;
 }
 
-// The kernels this file checks: the Hopper kernel with 2 or 3 consumer groups, and (0) the Ada
+// The kernels this file checks: the Hopper kernel with 2, 3 or 4 (hd64) consumer groups, and (0) the Ada
 // mma.sync kernel ('fa2'), which the Hopper GPU runs too.
 sage::SageKernelChoice kernel_choice(int kernel) {
   sage::SageKernelChoice choice;
