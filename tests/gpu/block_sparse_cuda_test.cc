@@ -16,6 +16,7 @@
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/run_flash_attn.h"
 #include "kernels/sparse/block_sparse_layout.h"
+#include "kernels/sparse/segmented_key_blocks.h"
 #include "parity/cases.h"
 
 #if DIFFATTN_HAVE_CUDA
@@ -80,10 +81,61 @@ testing::ParityCase make_case(DType dtype, std::int64_t d, std::int64_t batch, s
   return c;
 }
 
+// A device copy of a host vector, freed with the object.
+struct DeviceInts {
+  std::int32_t* ptr = nullptr;
+  explicit DeviceInts(const std::vector<std::int32_t>& host, std::size_t size = 0) {
+    const std::size_t n = std::max(host.size(), size);
+    if (cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(std::int32_t)) != cudaSuccess) ptr = nullptr;
+    if (ptr != nullptr && !host.empty())
+      (void)cudaMemcpy(ptr, host.data(), host.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice);
+  }
+  ~DeviceInts() { (void)cudaFree(ptr); }
+  DeviceInts(const DeviceInts&) = delete;
+  DeviceInts& operator=(const DeviceInts&) = delete;
+};
+
+// The lists of `layout` (64 x 64, with tile rows) as segmented key blocks built on the device, checked
+// against the host's segment_key_list, then run; returns the failure text.
+std::string run_segmented(const AttentionProblem& problem, const BlockSparseLayout& layout) {
+  const std::int64_t rows = layout.batch * layout.heads * layout.q_tiles;
+  DeviceInts offsets(layout.offsets), indices(layout.indices), tile_rows(layout.tile_rows);
+  DeviceInts blocks({}, 4 * layout.indices.size()), counts({}, static_cast<std::size_t>(rows));
+  if (offsets.ptr == nullptr || indices.ptr == nullptr || tile_rows.ptr == nullptr || blocks.ptr == nullptr ||
+      counts.ptr == nullptr)
+    return "could not allocate the lists on the GPU";
+  flash::DeviceBlockSparseLists lists{64, 64, offsets.ptr, indices.ptr, tile_rows.ptr};
+  if (Status s = flash::build_segmented_key_blocks_cuda(lists, rows, blocks.ptr, counts.ptr, nullptr); !s.ok())
+    return "segmenting: " + s.message();
+  std::vector<std::int32_t> got_blocks(4 * layout.indices.size()), got_counts(static_cast<std::size_t>(rows));
+  if (cudaMemcpy(got_blocks.data(), blocks.ptr, got_blocks.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost) !=
+          cudaSuccess ||
+      cudaMemcpy(got_counts.data(), counts.ptr, got_counts.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost) !=
+          cudaSuccess)
+    return "could not copy the blocks back";
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int32_t first = layout.offsets[static_cast<std::size_t>(r)];
+    const auto want = segment_key_list(layout.indices.data() + first, layout.offsets[static_cast<std::size_t>(r) + 1] - first,
+                                       layout.tile_rows.data());
+    if (got_counts[static_cast<std::size_t>(r)] != static_cast<std::int32_t>(want.size()))
+      return "list " + std::to_string(r) + ": " + std::to_string(got_counts[static_cast<std::size_t>(r)]) +
+             " blocks, the host's rule " + std::to_string(want.size());
+    for (std::size_t i = 0; i < want.size(); ++i)
+      for (int w = 0; w < 4; ++w)
+        if (got_blocks[4 * (static_cast<std::size_t>(first) + i) + static_cast<std::size_t>(w)] != want[i].w[w])
+          return "list " + std::to_string(r) + " block " + std::to_string(i) + " differs from the host's rule";
+  }
+  lists.blocks = blocks.ptr;
+  lists.block_counts = counts.ptr;
+  if (Status s = flash::run_block_sparse_cuda(problem, lists, nullptr); !s.ok()) return "gpu: " + s.message();
+  return cudaDeviceSynchronize() == cudaSuccess ? "" : "the walk failed";
+}
+
 // Runs `layout` on the CPU and the GPU over the same inputs; returns the failure text (empty: pass).
 // Rows past a padded tile's valid rows are not compared (the CPU leaves them, the GPU fills them).
+// `segmented`: the GPU walks the lists as segmented key blocks (64 x 64 lists with tile rows).
 std::string check_layout(const testing::ParityCase& c, const BlockSparseLayout& layout, std::mt19937_64& rng,
-                         BlockSparseKernel kernel = BlockSparseKernel::kForDevice) {
+                         BlockSparseKernel kernel = BlockSparseKernel::kForDevice, bool segmented = false) {
   auto data = testing::make_case_data(c, rng);
   AttentionProblem& hp = data->problem;
   // The CPU oracle first, into copies of out and lse.
@@ -101,8 +153,11 @@ std::string check_layout(const testing::ParityCase& c, const BlockSparseLayout& 
   testing::poison(*hp.lse);
   testing::DeviceCase device(*data);
   if (!device.ok()) return "could not copy the case to the GPU";
-  if (Status s = flash::run_block_sparse_cuda(device.problem(), layout, nullptr, kernel); !s.ok())
+  if (segmented) {
+    if (const std::string failed = run_segmented(device.problem(), layout); !failed.empty()) return failed;
+  } else if (Status s = flash::run_block_sparse_cuda(device.problem(), layout, nullptr, kernel); !s.ok()) {
     return "gpu: " + s.message();
+  }
   if (!device.copy_back()) return "could not copy the outputs back";
   const double tol = c.dtype == DType::kBFloat16 ? 1.6e-2 : 3e-3;
   std::size_t at = 0, row = 0;
@@ -172,6 +227,28 @@ void check_padded_tiles(BlockSparseKernel kernel) {
       std::uniform_int_distribution<std::int32_t> rows(1, tile);
       for (std::int64_t t = 0; t < layout.q_tiles; ++t) layout.tile_rows.push_back(t % 3 == 1 ? rows(rng) : tile);
       EXPECT_EQ(check_layout(c, layout, rng, kernel), "") << c.name() << " tile " << tile << " (seed " << seed << ")";
+    }
+}
+
+// Segmented key blocks on Hopper's walk: tiles of every valid count that packs (1-48 rows) and
+// whole ones, lists from one tile to every tile, both head sizes and dtypes, GQA.
+TEST(GpuBlockSparse, SegmentedKeyBlocksMatchTheCpuKernel) {
+  SKIP_WITHOUT_HOPPER();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int idx = 0;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (std::int64_t d : {64, 128}) {
+      const std::int64_t tiles = 11 + idx;
+      const auto c = make_case(dtype, d, 2, 64 * tiles, 64 * tiles, 4, idx % 2 ? 2 : 4);
+      for (double density : {1.0, 0.5, 0.05}) {
+        BlockSparseLayout layout = random_layout(c, 64, 64, density, idx % 2 ? 0 : 6, rng);
+        std::uniform_int_distribution<std::int32_t> rows(1, 48);
+        for (std::int64_t t = 0; t < layout.q_tiles; ++t) layout.tile_rows.push_back(t % 4 == 0 ? 64 : rows(rng));
+        EXPECT_EQ(check_layout(c, layout, rng, BlockSparseKernel::kForDevice, /*segmented=*/true), "")
+            << c.name() << " density " << density << " (seed " << seed << ")";
+      }
+      ++idx;
     }
 }
 

@@ -33,6 +33,10 @@ struct VsaCubeMap {
   DIFFATTN_HOST_DEVICE constexpr std::int64_t grid_h() const { return vsa_cubes_along(height); }
   DIFFATTN_HOST_DEVICE constexpr std::int64_t grid_w() const { return vsa_cubes_along(width); }
   DIFFATTN_HOST_DEVICE constexpr std::int64_t cubes() const { return grid_t() * grid_h() * grid_w(); }
+  // Whether some cube at a far edge holds fewer than 64 tokens.
+  DIFFATTN_HOST_DEVICE constexpr bool has_partial_cubes() const {
+    return frames % kVsaCubeEdge != 0 || height % kVsaCubeEdge != 0 || width % kVsaCubeEdge != 0;
+  }
 
   DIFFATTN_HOST_DEVICE constexpr std::int32_t valid(std::int64_t cube) const {
     const std::int64_t cx = cube % grid_w(), cy = cube / grid_w() % grid_h(), ct = cube / (grid_w() * grid_h());

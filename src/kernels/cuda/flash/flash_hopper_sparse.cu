@@ -40,7 +40,10 @@ LaunchStatus launch_walk(const HopperArgs& args, cudaStream_t stream) {
   const std::int64_t ctas = ceil_div(p.seqlen_q, T::kBlockM);
   if (p.bs_stride_h < 0) p.bs_stride_h = p.bs_q_tiles;
   if (p.bs_stride_b < 0) p.bs_stride_b = p.heads_q * p.bs_q_tiles;
-  FlashTmaMaps maps;
+  if (T::kSegmented != (p.bs_blocks != nullptr) || (T::kSegmented && p.bs_block_counts == nullptr))
+    return fail(LaunchStatus::kInvalidInput, "block-sparse attention: segmented key blocks need their counts, and "
+                                             "only the 64 x 64 walk takes them");
+  WalkTmaMaps maps;
   LaunchStatus s = hopper_detail::make_map(&maps.q, "q", args.q, T::kBf16, T::kD, args.q_rows, p.heads_q,
                                            args.tma_batch, args.q_stride, T::kBlockM);
   if (!s.ok()) return s;
@@ -50,6 +53,14 @@ LaunchStatus launch_walk(const HopperArgs& args, cudaStream_t stream) {
   s = hopper_detail::make_map(&maps.v, "v", args.v, T::kBf16, T::kD, args.kv_rows, p.heads_kv, args.tma_batch,
                               args.v_stride, T::kBlockN);
   if (!s.ok()) return s;
+  if constexpr (T::kSegmented) {
+    s = hopper_detail::make_map(&maps.k_segment, "k", args.k, T::kBf16, T::kD, args.kv_rows, p.heads_kv,
+                                args.tma_batch, args.k_stride, kSegmentRows);
+    if (!s.ok()) return s;
+    s = hopper_detail::make_map(&maps.v_segment, "v", args.v, T::kBf16, T::kD, args.kv_rows, p.heads_kv,
+                                args.tma_batch, args.v_stride, kSegmentRows);
+    if (!s.ok()) return s;
+  }
   auto kernel = listed_walk::listed_walk_kernel<T>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (e != cudaSuccess)
@@ -63,11 +74,16 @@ LaunchStatus launch_walk(const HopperArgs& args, cudaStream_t stream) {
   return {};
 }
 
-// The walk of list_walk(kD, kTile) for lists of that tiling.
+// The walk of list_walk(kD, kTile) for lists of that tiling; on 64 x 64 lists given as segmented
+// key blocks (p.bs_blocks), the walk of those.
 template <int kD, bool kBf16, int kTile>
 LaunchStatus launch_list_walk(const HopperArgs& args, cudaStream_t stream) {
   constexpr ListWalk walk = list_walk(kD, kTile);
   static_assert(walk.ctas_per_sm > 0, "no walk for this tiling");
+  if constexpr (kTile == kSegmentTile)
+    if (args.params.bs_blocks != nullptr)
+      return launch_walk<WalkTraits<kD, kBf16, walk.k_bufs, walk.v_bufs, walk.ctas_per_sm, walk.block_n, true>>(
+          args, stream);
   return launch_walk<WalkTraits<kD, kBf16, walk.k_bufs, walk.v_bufs, walk.ctas_per_sm, walk.block_n>>(args, stream);
 }
 

@@ -9,7 +9,9 @@
 // or waits for a block, so no producer warpgroup and no turn-taking are needed, and the CTAs never
 // wait for each other's lists. It takes the lists, tile rows and FlashParams of the flash kernel's
 // listed walk (flash_fwd_hopper.cuh) and gives its results: an empty list writes zeros and LSE
-// -inf, keys past a tile's valid rows are never attended.
+// -inf, keys past a tile's valid rows are never attended. With kSegmented (64 x 64 lists only) it
+// walks the lists' segmented key blocks instead (kernels/sparse/segmented_key_blocks.h): partial
+// tiles' 16-row segments packed four to a block, each loaded by a 16-row TMA box of its own.
 
 #include <cstdint>
 
@@ -22,21 +24,29 @@
 #include "kernels/cuda/flash/flash_params.h"
 #include "kernels/cuda/flash/hopper_ptx.cuh"
 #include "kernels/cuda/flash/wgmma_ops.cuh"
+#include "kernels/sparse/segmented_key_blocks.h"
 
 namespace diffattn::flash {
+
+// The walk's TMA maps: Q (64-row boxes), K and V (kBlockN-row boxes), and K and V again with
+// 16-row boxes for segmented key blocks (set only for kSegmented launches).
+struct WalkTmaMaps {
+  CUtensorMap q, k, v, k_segment, v_segment;
+};
 
 // kBlockN: the lists' tiles (square: kBlockN query rows by kBlockN keys); a CTA takes 64 rows of a
 // query tile and walks that tile's list. kKBufs / kVBufs: depth of the K and V rings (block n +
 // depth loads once block n's product has read its buffer); kCtasPerSm: the residency the launch
 // bounds ask for (registers per thread follow from it: 65536 / (128 x kCtasPerSm)).
 // flash_config.h's list_walk chooses them.
-template <int kD_, bool kBf16_, int kKBufs_, int kVBufs_, int kCtasPerSm_, int kBlockN_>
+template <int kD_, bool kBf16_, int kKBufs_, int kVBufs_, int kCtasPerSm_, int kBlockN_, bool kSegmented_ = false>
 struct WalkTraits {
   static constexpr int kD = kD_;
   static constexpr bool kBf16 = kBf16_;
   static constexpr int kKBufs = kKBufs_;
   static constexpr int kVBufs = kVBufs_;
   static constexpr int kCtasPerSm = kCtasPerSm_;
+  static constexpr bool kSegmented = kSegmented_;  // walks p.bs_blocks (segmented key blocks)
   static constexpr int kBlockM = 64;                   // query rows per CTA
   static constexpr int kBlockN = kBlockN_;             // keys per block, and query rows per list
   static constexpr int kCtasPerList = kBlockN / kBlockM;
@@ -56,6 +66,8 @@ struct WalkTraits {
   static constexpr int kOAcc = kD / 2;       // output accumulators per thread
   static_assert(kD % 64 == 0, "the walk loads whole 64-column chunks");
   static_assert(kBlockN == 64 || kBlockN == 128, "64- or 128-key lists");
+  static_assert(!kSegmented || kBlockN == kSegmentTile, "segmented key blocks are 64 keys");
+  static constexpr int kSegmentBytes = kSegmentRows * 128;  // one 16-row box of a chunk
   static_assert(kSmemBytes == list_walk_smem_bytes(kD, ListWalk{kKBufs, kVBufs, kCtasPerSm, kBlockN}),
                 "flash_config.h and the kernel disagree on the shared memory");
   static_assert((kSmemBytes + kSmemReservedPerCta) * kCtasPerSm <= kHopperSmemPerSm,
@@ -115,7 +127,7 @@ __device__ __forceinline__ bool softmax(float (&s)[T::kSAcc], RowState& st, floa
 // Query tile blockIdx.x of head blockIdx.y, batch blockIdx.z.
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
-    listed_walk_kernel(const __grid_constant__ FlashTmaMaps maps, const __grid_constant__ FlashParams p) {
+    listed_walk_kernel(const __grid_constant__ WalkTmaMaps maps, const __grid_constant__ FlashParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ uint8_t smem_raw[];
   uint8_t* const base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -127,20 +139,43 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int r = b * p.bs_stride_b + h * p.bs_stride_h + t / T::kCtasPerList;
   const int first = __ldg(p.bs_offsets + r);
-  const int len = __ldg(p.bs_offsets + r + 1) - first;
+  const int len = T::kSegmented ? __ldg(p.bs_block_counts + r) : __ldg(p.bs_offsets + r + 1) - first;
   const int* list = p.bs_indices + first;
+  const int4* blocks = reinterpret_cast<const int4*>(p.bs_blocks) + first;
   const int hkv = h / (p.heads_q / p.heads_kv);
   // Block n of the list into buffer n % bufs of the ring at `ring` (K or V), completing on full[buf].
-  auto load_block = [&](const CUtensorMap* map, int ring, uint64_t* full, int bufs, int n) {
+  auto load_block = [&](const CUtensorMap* map, const CUtensorMap* segment_map, int ring, uint64_t* full, int bufs,
+                        int n) {
     const int buf = n % bufs;
     ptx::mbar_arrive_expect_tx(full + buf, T::kKVBytes);
-    const int row = __ldg(list + n) * T::kBlockN;
+    uint8_t* const dst = base + ring + buf * T::kKVBytes;
+    if constexpr (T::kSegmented) {
+      const int4 blk = __ldg(blocks + n);
+      if (blk.y == -1) {
+        const int row = static_cast<int>(segment_word_row(blk.x));
 #pragma unroll
-    for (int ch = 0; ch < T::kChunks; ++ch)
-      ptx::tma_load_4d(base + ring + buf * T::kKVBytes + ch * T::kKVChunkBytes, map, full + buf, ch * 64, row, hkv, b);
+        for (int ch = 0; ch < T::kChunks; ++ch)
+          ptx::tma_load_4d(dst + ch * T::kKVChunkBytes, map, full + buf, ch * 64, row, hkv, b);
+      } else {
+        const int words[4] = {blk.x, blk.y, blk.z < 0 ? blk.x : blk.z, blk.w < 0 ? blk.x : blk.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int row = static_cast<int>(segment_word_row(words[i]));
+#pragma unroll
+          for (int ch = 0; ch < T::kChunks; ++ch)
+            ptx::tma_load_4d(dst + ch * T::kKVChunkBytes + i * T::kSegmentBytes, segment_map, full + buf, ch * 64, row,
+                             hkv, b);
+        }
+      }
+    } else {
+      const int row = __ldg(list + n) * T::kBlockN;
+#pragma unroll
+      for (int ch = 0; ch < T::kChunks; ++ch)
+        ptx::tma_load_4d(dst + ch * T::kKVChunkBytes, map, full + buf, ch * 64, row, hkv, b);
+    }
   };
-  auto load_k = [&](int n) { load_block(&maps.k, T::kKOffset, k_full, T::kKBufs, n); };
-  auto load_v = [&](int n) { load_block(&maps.v, T::kVOffset, v_full, T::kVBufs, n); };
+  auto load_k = [&](int n) { load_block(&maps.k, &maps.k_segment, T::kKOffset, k_full, T::kKBufs, n); };
+  auto load_v = [&](int n) { load_block(&maps.v, &maps.v_segment, T::kVOffset, v_full, T::kVBufs, n); };
   if (tid == 0) {
     for (int i = 0; i < T::kNumBarriers; ++i) ptx::mbar_init(bars + i, 1);
     ptx::fence_barrier_init();
@@ -184,8 +219,30 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
   // tile's or the sequence's end, are never attended). Returns whether the output must be scaled
   // by alpha.
   auto softmax_scores = [&](float (&s)[T::kSAcc], int n, float (&alpha)[2]) {
-    const int kb = __ldg(list + n);
-    const int valid = p.bs_tile_rows != nullptr ? __ldg(p.bs_tile_rows + kb) : p.seqlen_k - kb * T::kBlockN;
+    int valid;
+    if constexpr (T::kSegmented) {
+      const int4 blk = __ldg(blocks + n);
+      valid = segment_word_rows(blk.x);
+      if (blk.y != -1) {
+        // Four 16-row boxes: keys past each box's rows are never attended (j / 2: the box of
+        // this thread's columns j * 8 ..).
+        const int rows[4] = {segment_word_rows(blk.x), segment_word_rows(blk.y), segment_word_rows(blk.z),
+                             segment_word_rows(blk.w)};
+        if (rows[0] + rows[1] + rows[2] + rows[3] < T::kBlockN) {
+#pragma unroll
+          for (int j = 0; j < T::kBlockN / 8; ++j) {
+            const int limit = rows[j / 2] - (lane % 4) * 2 - (j % 2) * 8;
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if ((e & 1) >= limit) s[j * 4 + e] = -INFINITY;
+          }
+        }
+        valid = T::kBlockN;
+      }
+    } else {
+      const int kb = __ldg(list + n);
+      valid = p.bs_tile_rows != nullptr ? __ldg(p.bs_tile_rows + kb) : p.seqlen_k - kb * T::kBlockN;
+    }
     if (valid < T::kBlockN) {
       const int limit = valid - (lane % 4) * 2;
 #pragma unroll

@@ -18,9 +18,11 @@
 #include "kernels/cuda/flash/flash_checks.h"
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_hopper.h"
+#include "kernels/cuda/flash/segment_lists_kernel.cuh"
 #include "kernels/cuda/scoped_device.h"
 #include "kernels/cuda/dense/sdpa_launch.h"
 #include "kernels/cuda/dense/tile_config.h"
+#include "kernels/sparse/segmented_key_blocks.h"
 
 namespace diffattn::flash {
 namespace {
@@ -211,6 +213,8 @@ Status launch_lists(const AttentionProblem& problem, const DeviceFacts& facts, F
   args.params.bs_offsets = lists.offsets;
   args.params.bs_indices = lists.indices;
   args.params.bs_tile_rows = lists.tile_rows;
+  args.params.bs_blocks = lists.blocks;
+  args.params.bs_block_counts = lists.block_counts;
   return status_from(launch_flash_hopper_block_sparse(args, small ? SparseTiling::kSmall : SparseTiling::kLarge, stream));
 }
 
@@ -231,7 +235,27 @@ Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockS
       block_sparse_reasons(problem, lists.q_tile, lists.k_tile, lists.tile_rows != nullptr, &small));
   if (lists.offsets == nullptr || lists.indices == nullptr)
     return InvalidInput("block-sparse attention on CUDA: the key lists' offsets and indices must be device pointers");
+  if ((lists.blocks == nullptr) != (lists.block_counts == nullptr))
+    return InvalidInput("block-sparse attention on CUDA: segmented key blocks need both the blocks and their counts");
+  if (lists.blocks != nullptr && (lists.q_tile != kSegmentTile || lists.k_tile != kSegmentTile || lists.tile_rows == nullptr))
+    return InvalidInput("block-sparse attention on CUDA: segmented key blocks describe 64 x 64 lists with tile rows, "
+                        "got " + std::to_string(lists.q_tile) + " x " + std::to_string(lists.k_tile) +
+                        (lists.tile_rows == nullptr ? " without tile rows" : "") + "; pass the lists alone");
   return launch_lists(problem, facts, kernel, small, lists, stream);
+}
+
+Status build_segmented_key_blocks_cuda(const DeviceBlockSparseLists& lists, std::int64_t rows, std::int32_t* blocks,
+                                       std::int32_t* counts, void* stream) {
+  if (lists.q_tile != kSegmentTile || lists.k_tile != kSegmentTile || lists.offsets == nullptr ||
+      lists.indices == nullptr || lists.tile_rows == nullptr || blocks == nullptr || counts == nullptr || rows < 0)
+    return InvalidInput("segmented key blocks: they are built from 64 x 64 lists with tile rows, into device "
+                        "buffers for the blocks and their counts");
+  if (rows == 0) return Status::Ok();
+  const std::int64_t grid = (rows + kSegmentWarps - 1) / kSegmentWarps;
+  if (grid > 0x7fffffff) return InvalidInput("segmented key blocks: too many lists for one launch; split the call");
+  segment_lists_kernel<<<static_cast<unsigned>(grid), kSegmentWarps * 32, 0, static_cast<cudaStream_t>(stream)>>>(
+      lists.offsets, lists.indices, lists.tile_rows, rows, reinterpret_cast<SegmentedBlock*>(blocks), counts);
+  return cuda::check_launch("segment_lists_kernel");
 }
 
 Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseLayout& layout, void* stream,

@@ -30,6 +30,11 @@ Status run_block_sparse_cuda(const AttentionProblem&, const DeviceBlockSparseLis
   return no_block_sparse_kernels();
 }
 
+Status build_segmented_key_blocks_cuda(const DeviceBlockSparseLists&, std::int64_t, std::int32_t*, std::int32_t*,
+                                       void*) {
+  return no_block_sparse_kernels();
+}
+
 Status run_dense_mask_cuda(const AttentionProblem& problem, void* stream) {
   return run_flash_attn_cuda(problem, stream);
 }

@@ -22,6 +22,7 @@
 #include "kernels/cuda/sparse/vsa_coarse_kernel.cuh"
 #include "kernels/cuda/sparse/vsa_cube_kernels.cuh"
 #include "kernels/cuda/sparse/vsa_cuda_config.h"
+#include "kernels/sparse/segmented_key_blocks.h"
 #include "kernels/sparse/vsa_cubes.h"
 
 namespace diffattn {
@@ -61,6 +62,7 @@ Status check_cuda_problem(const AttentionProblem& p) {
 struct CoarseLaunch {
   int per_warp = 0;
   int smem_limit = 0;
+  bool segmented = false;  // the fine branch runs Hopper's walk, which takes segmented key blocks
 };
 
 // The kernels' limits on the device: a block-sparse kernel for the fine branch, and the coarse
@@ -80,7 +82,9 @@ Result<CoarseLaunch> check_device(int device, std::int64_t cubes, int head_size,
                        std::to_string(vsa::coarse_smem_bytes(1, cubes, head_size)) + " bytes per block, more than "
                        "this GPU's " + std::to_string(smem_block) + "; run shorter or smaller videos per call, or on "
                        "CPU tensors");
-  return CoarseLaunch{per_warp, smem_block};
+  int major = 0;
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return CoarseLaunch{per_warp, smem_block, kernel == flash::BlockSparseKernel::kForDevice && major == 9};
 }
 
 StridedView strided(const TensorView& t) {
@@ -204,6 +208,9 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   const std::size_t offsets_at = ws.place(static_cast<std::size_t>(s.rows + 1) * sizeof(std::int32_t));
   const std::size_t indices_at = ws.place(static_cast<std::size_t>(s.rows * s.topk) * sizeof(std::int32_t));
   const std::size_t tile_rows_at = ws.place(static_cast<std::size_t>(s.cubes) * sizeof(std::int32_t));
+  const bool segmented = launch.segmented && map.has_partial_cubes();
+  const std::size_t blocks_at = ws.place(segmented ? static_cast<std::size_t>(s.rows * s.topk) * sizeof(SegmentedBlock) : 0);
+  const std::size_t counts_at = ws.place(segmented ? static_cast<std::size_t>(s.rows) * sizeof(std::int32_t) : 0);
   DIFFATTN_RETURN_IF_ERROR(ws.allocate("FASTVIDEO_VSA", "padded q/k/v, fine output, cube means, key lists"));
   T* q_pad = ws.at<T>(q_pad_at);
   T* k_pad = ws.at<T>(k_pad_at);
@@ -216,6 +223,8 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   auto* offsets = ws.at<std::int32_t>(offsets_at);
   auto* indices = ws.at<std::int32_t>(indices_at);
   auto* tile_rows = ws.at<std::int32_t>(tile_rows_at);
+  auto* blocks = segmented ? ws.at<SegmentedBlock>(blocks_at) : nullptr;
+  auto* block_counts = segmented ? ws.at<std::int32_t>(counts_at) : nullptr;
 
   // Padded cube order and cube means (values only where the gated coarse branch needs them).
   DIFFATTN_RETURN_IF_ERROR(gather<T>(p.q, q_pad, q_means, map, s, s.heads_q, stream));
@@ -241,6 +250,18 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   params.scale = p.softmax_scale();
   DIFFATTN_RETURN_IF_ERROR(coarse(params, s.batch, static_cast<int>(s.dim), launch, stream));
 
+  // Where the video has partial cubes, Hopper's walk takes the lists as segmented key blocks: an
+  // edge cube costs its 16-row segments, not a whole 64-key block.
+  constexpr int kTile = flash::kBlockSparseSmallTile;
+  static_assert(kTile == kVsaCubeTokens, "a cube is one 64-row query tile and one 64-key tile of the fine branch");
+  flash::DeviceBlockSparseLists lists{kTile, kTile, offsets, indices, tile_rows};
+  if (segmented) {
+    lists.blocks = reinterpret_cast<std::int32_t*>(blocks);
+    lists.block_counts = block_counts;
+    DIFFATTN_RETURN_IF_ERROR(flash::build_segmented_key_blocks_cuda(lists, s.rows, reinterpret_cast<std::int32_t*>(blocks),
+                                                                    block_counts, stream));
+  }
+
   // The fine branch over the chosen cubes; padding keys are out of every tile by its tile rows.
   AttentionProblem fine;
   const Device device = p.q.device;
@@ -249,10 +270,7 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   fine.v = TensorView::Contiguous(v_pad, p.q.dtype, {s.batch, s.padded, s.heads_kv, s.dim}, device);
   fine.out = TensorView::Contiguous(fine_out, p.q.dtype, {s.batch, s.padded, s.heads_q, s.dim}, device);
   fine.scale = p.softmax_scale();
-  constexpr int kTile = flash::kBlockSparseSmallTile;
-  static_assert(kTile == kVsaCubeTokens, "a cube is one 64-row query tile and one 64-key tile of the fine branch");
-  DIFFATTN_RETURN_IF_ERROR(flash::run_block_sparse_cuda(
-      fine, flash::DeviceBlockSparseLists{kTile, kTile, offsets, indices, tile_rows}, stream, kernel));
+  DIFFATTN_RETURN_IF_ERROR(flash::run_block_sparse_cuda(fine, lists, stream, kernel));
 
   // Only now is out written: the valid slots back in token order, with the gated coarse branch.
   DIFFATTN_RETURN_IF_ERROR(scatter<T>(fine_out, coarse_out, p, map, s, stream));
@@ -277,7 +295,8 @@ Status run_fastvideo_vsa_cuda(const AttentionProblem& problem, std::int64_t topk
   s.padded = s.cubes * kVsaCubeTokens;
   s.rows = s.batch * s.heads_q * s.cubes;
   s.topk = topk;
-  if (s.rows * s.topk >= (std::int64_t{1} << 31) || s.batch * s.padded >= (std::int64_t{1} << 31))
+  if (s.rows * s.topk >= (std::int64_t{1} << 31) || s.batch * s.padded >= (std::int64_t{1} << 31) ||
+      s.padded >= kMaxSegmentedRows)
     return InvalidInput("FASTVIDEO_VSA on CUDA: " + std::to_string(s.batch) + " sequences of " +
                         std::to_string(s.cubes) + " cubes with topk " + std::to_string(topk) +
                         " pass the kernels' 32-bit lists and row indices; run fewer sequences or heads per call");

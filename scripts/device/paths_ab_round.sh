@@ -1,0 +1,33 @@
+#!/bin/bash
+# A/B of the whole sparse paths on a Hopper machine, from the repository root, with the carried
+# bundle (.devcarry/bundle.tar.xz: tests/diffattn_tests, bin/gpu_sparse_paths_bench and the base
+# build's bench as bin/gpu_sparse_paths_bench_base): the GPU tests ($TESTS), compute-sanitizer
+# memcheck and racecheck on $SANITIZE (a test filter), then both benches on the same workloads in
+# alternation, $ROUNDS times each (every line of each run kept; the medians are the comparison).
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-build/dev/out}
+mkdir -p "$OUT"
+pre=build/pre; mkdir -p $pre && tar -xJf .devcarry/bundle.tar.xz -C $pre || exit 1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+if [ -n "${TESTS:-}" ]; then
+  echo "== GPU tests: $TESTS"
+  timeout -s KILL 300 $pre/tests/diffattn_tests --gtest_filter="$TESTS" > "$OUT/gpu-tests.log" 2>&1
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|Expected|Which is|error" "$OUT/gpu-tests.log" | head -n 40
+fi
+if [ -n "${SANITIZE:-}" ]; then
+  for tool in memcheck racecheck; do
+    timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $pre/tests/diffattn_tests \
+      --gtest_filter="$SANITIZE" > "$OUT/$tool.log" 2>&1
+    echo "$tool exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/$tool.log" | tr '\n' ' '))"
+  done
+fi
+work=${WORK:-wan2.1-14b-480p-self,wan2.1-14b-720p-self}
+for round in $(seq 1 ${AB_ROUNDS:-2}); do
+  for which in base new; do
+    bin=$pre/bin/gpu_sparse_paths_bench; [ $which = base ] && bin=${bin}_base
+    echo "== round $round: $which"
+    timeout ${RUN_TIMEOUT:-200} $bin --work $work --rounds ${ROUNDS:-3} --csv "$OUT/paths-$which-$round.csv" 2>&1 |
+      tee "$OUT/paths-$which-$round.log"
+  done
+done
