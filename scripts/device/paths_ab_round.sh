@@ -1,9 +1,10 @@
 #!/bin/bash
 # A/B of the whole sparse paths on a Hopper machine, from the repository root, with the carried
-# bundle (.devcarry/bundle.tar.xz: tests/diffattn_tests, bin/gpu_sparse_paths_bench and the base
-# build's bench as bin/gpu_sparse_paths_bench_base): the GPU tests ($TESTS), compute-sanitizer
-# memcheck and racecheck on $SANITIZE (a test filter), then both benches on the same workloads in
-# alternation, $ROUNDS times each (every line of each run kept; the medians are the comparison).
+# bundle (.devcarry/bundle.tar.xz: tests/diffattn_tests, bin/gpu_sparse_paths_bench, and other builds'
+# benches as bin/gpu_sparse_paths_bench_<variant>): the GPU tests ($TESTS), compute-sanitizer
+# memcheck and racecheck on $SANITIZE (a test filter), then the benches of $VARIANTS ("new": this
+# build's; default "base new") on the same workloads in alternation, $AB_ROUNDS rounds of each,
+# each run the median of $ROUNDS.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/dev/out}
@@ -24,8 +25,8 @@ if [ -n "${SANITIZE:-}" ]; then
 fi
 work=${WORK:-wan2.1-14b-480p-self,wan2.1-14b-720p-self}
 for round in $(seq 1 ${AB_ROUNDS:-2}); do
-  for which in base new; do
-    bin=$pre/bin/gpu_sparse_paths_bench; [ $which = base ] && bin=${bin}_base
+  for which in ${VARIANTS:-base new}; do
+    bin=$pre/bin/gpu_sparse_paths_bench; [ $which = new ] || bin=${bin}_$which
     echo "== round $round: $which"
     timeout ${RUN_TIMEOUT:-200} $bin --work $work --rounds ${ROUNDS:-3} --csv "$OUT/paths-$which-$round.csv" 2>&1 |
       tee "$OUT/paths-$which-$round.log"

@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/sdpa_cpu.h"
@@ -95,38 +96,66 @@ struct DeviceInts {
   DeviceInts& operator=(const DeviceInts&) = delete;
 };
 
-// The lists of `layout` (64 x 64, with tile rows) as segmented key blocks built on the device, checked
-// against the host's segment_key_list, then run; returns the failure text.
+// The lists of `layout` (64 x 64, with tile rows) segmented on the device, checked word for word
+// against the host's functions (segment_query_tiles, query_block_union, segment_entries), then run;
+// returns the failure text.
 std::string run_segmented(const AttentionProblem& problem, const BlockSparseLayout& layout) {
-  const std::int64_t rows = layout.batch * layout.heads * layout.q_tiles;
+  const std::int64_t groups = layout.batch * layout.heads;
+  const int tiles = static_cast<int>(layout.q_tiles);
+  int longest = 0;
+  for (std::size_t r = 0; r + 1 < layout.offsets.size(); ++r)
+    longest = std::max(longest, layout.offsets[r + 1] - layout.offsets[r]);
+  SegmentedLists seg = plan_segmented_lists(layout.tile_rows, groups, longest);
   DeviceInts offsets(layout.offsets), indices(layout.indices), tile_rows(layout.tile_rows);
-  DeviceInts blocks({}, 4 * layout.indices.size()), counts({}, static_cast<std::size_t>(rows));
-  if (offsets.ptr == nullptr || indices.ptr == nullptr || tile_rows.ptr == nullptr || blocks.ptr == nullptr ||
-      counts.ptr == nullptr)
+  DeviceInts query_blocks({}, 4 * static_cast<std::size_t>(seg.query_ctas));
+  DeviceInts first({}, static_cast<std::size_t>(groups * seg.query_ctas));
+  DeviceInts counts({}, static_cast<std::size_t>(groups * seg.query_ctas));
+  DeviceInts blocks({}, static_cast<std::size_t>(4 * seg.block_capacity()));
+  if (offsets.ptr == nullptr || indices.ptr == nullptr || tile_rows.ptr == nullptr || query_blocks.ptr == nullptr ||
+      first.ptr == nullptr || counts.ptr == nullptr || blocks.ptr == nullptr)
     return "could not allocate the lists on the GPU";
+  seg.query_blocks = query_blocks.ptr;
+  seg.block_first = first.ptr;
+  seg.block_counts = counts.ptr;
+  seg.blocks = blocks.ptr;
   flash::DeviceBlockSparseLists lists{64, 64, offsets.ptr, indices.ptr, tile_rows.ptr};
-  if (Status s = flash::build_segmented_key_blocks_cuda(lists, rows, blocks.ptr, counts.ptr, nullptr); !s.ok())
-    return "segmenting: " + s.message();
-  std::vector<std::int32_t> got_blocks(4 * layout.indices.size()), got_counts(static_cast<std::size_t>(rows));
-  if (cudaMemcpy(got_blocks.data(), blocks.ptr, got_blocks.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost) !=
-          cudaSuccess ||
-      cudaMemcpy(got_counts.data(), counts.ptr, got_counts.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost) !=
-          cudaSuccess)
-    return "could not copy the blocks back";
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int32_t first = layout.offsets[static_cast<std::size_t>(r)];
-    const auto want = segment_key_list(layout.indices.data() + first, layout.offsets[static_cast<std::size_t>(r) + 1] - first,
-                                       layout.tile_rows.data());
-    if (got_counts[static_cast<std::size_t>(r)] != static_cast<std::int32_t>(want.size()))
-      return "list " + std::to_string(r) + ": " + std::to_string(got_counts[static_cast<std::size_t>(r)]) +
-             " blocks, the host's rule " + std::to_string(want.size());
-    for (std::size_t i = 0; i < want.size(); ++i)
-      for (int w = 0; w < 4; ++w)
-        if (got_blocks[4 * (static_cast<std::size_t>(first) + i) + static_cast<std::size_t>(w)] != want[i].w[w])
-          return "list " + std::to_string(r) + " block " + std::to_string(i) + " differs from the host's rule";
+  if (Status s = flash::build_segmented_lists_cuda(lists, seg, nullptr); !s.ok()) return "segmenting: " + s.message();
+  const auto back = [](const DeviceInts& d, std::size_t n) {
+    std::vector<std::int32_t> h(n);
+    if (n > 0 && cudaMemcpy(h.data(), d.ptr, n * sizeof(std::int32_t), cudaMemcpyDeviceToHost) != cudaSuccess) h.clear();
+    return h;
+  };
+  const auto got_query = back(query_blocks, 4 * static_cast<std::size_t>(seg.query_ctas));
+  const auto got_first = back(first, static_cast<std::size_t>(groups * seg.query_ctas));
+  const auto got_counts = back(counts, static_cast<std::size_t>(groups * seg.query_ctas));
+  const auto got_blocks = back(blocks, static_cast<std::size_t>(4 * seg.block_capacity()));
+  if (got_query.empty() || got_counts.empty() || got_blocks.empty()) return "could not copy the blocks back";
+  const std::vector<SegmentedBlock> ctas = segment_query_tiles(layout.tile_rows.data(), tiles);
+  for (int x = 0; x < seg.query_ctas; ++x)
+    for (int w = 0; w < 4; ++w)
+      if (got_query[4 * static_cast<std::size_t>(x) + static_cast<std::size_t>(w)] != ctas[static_cast<std::size_t>(x)].w[w])
+        return "query CTA " + std::to_string(x) + " differs from the host's rule";
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const auto list_of = [&](std::int32_t t) {
+      const std::size_t r = static_cast<std::size_t>(g * tiles + t);
+      return std::pair<const std::int32_t*, int>(layout.indices.data() + layout.offsets[r],
+                                                 layout.offsets[r + 1] - layout.offsets[r]);
+    };
+    for (int x = 0; x < seg.query_ctas; ++x) {
+      const auto entries = query_block_union(ctas[static_cast<std::size_t>(x)], list_of);
+      const auto want = segment_entries(entries.data(), static_cast<int>(entries.size()), layout.tile_rows.data());
+      const std::size_t i = static_cast<std::size_t>(g * seg.query_ctas + x);
+      if (got_counts[i] != static_cast<std::int32_t>(want.size()))
+        return "group " + std::to_string(g) + " CTA " + std::to_string(x) + ": " + std::to_string(got_counts[i]) +
+               " key blocks, the host's rule " + std::to_string(want.size());
+      for (std::size_t k = 0; k < want.size(); ++k)
+        for (int w = 0; w < 4; ++w)
+          if (got_blocks[4 * (static_cast<std::size_t>(got_first[i]) + k) + static_cast<std::size_t>(w)] != want[k].w[w])
+            return "group " + std::to_string(g) + " CTA " + std::to_string(x) + " key block " + std::to_string(k) +
+                   " differs from the host's rule";
+    }
   }
-  lists.blocks = blocks.ptr;
-  lists.block_counts = counts.ptr;
+  lists.segmented = &seg;
   if (Status s = flash::run_block_sparse_cuda(problem, lists, nullptr); !s.ok()) return "gpu: " + s.message();
   return cudaDeviceSynchronize() == cudaSuccess ? "" : "the walk failed";
 }
@@ -230,9 +259,10 @@ void check_padded_tiles(BlockSparseKernel kernel) {
     }
 }
 
-// Segmented key blocks on Hopper's walk: tiles of every valid count that packs (1-48 rows) and
-// whole ones, lists from one tile to every tile, both head sizes and dtypes, GQA.
-TEST(GpuBlockSparse, SegmentedKeyBlocksMatchTheCpuKernel) {
+// Segmented lists on Hopper's walk: tiles of every valid count that packs (1-48 rows) and whole
+// ones, as queries (several tiles' segments in one CTA) and as keys, lists from none to every tile,
+// both head sizes and dtypes, GQA.
+TEST(GpuBlockSparse, SegmentedListsMatchTheCpuKernel) {
   SKIP_WITHOUT_HOPPER();
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);

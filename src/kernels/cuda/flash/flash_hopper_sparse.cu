@@ -37,12 +37,14 @@ LaunchStatus launch_walk(const HopperArgs& args, cudaStream_t stream) {
     return fail(LaunchStatus::kInvalidInput, "block-sparse attention: the one-warpgroup walk takes at most 65535 "
                                              "batch entries and heads; split the batch");
   p.bs_q_tiles = static_cast<int>(ceil_div(p.seqlen_q, T::kBlockN));
-  const std::int64_t ctas = ceil_div(p.seqlen_q, T::kBlockM);
+  const std::int64_t ctas = T::kSegmented ? p.bs_query_ctas : ceil_div(p.seqlen_q, T::kBlockM);
   if (p.bs_stride_h < 0) p.bs_stride_h = p.bs_q_tiles;
   if (p.bs_stride_b < 0) p.bs_stride_b = p.heads_q * p.bs_q_tiles;
-  if (T::kSegmented != (p.bs_blocks != nullptr) || (T::kSegmented && p.bs_block_counts == nullptr))
-    return fail(LaunchStatus::kInvalidInput, "block-sparse attention: segmented key blocks need their counts, and "
-                                             "only the 64 x 64 walk takes them");
+  if (T::kSegmented != (p.bs_blocks != nullptr) ||
+      (T::kSegmented && (p.bs_block_counts == nullptr || p.bs_block_first == nullptr || p.bs_query_blocks == nullptr ||
+                         p.bs_query_ctas <= 0)))
+    return fail(LaunchStatus::kInvalidInput, "block-sparse attention: segmented lists need their query blocks, key "
+                                             "blocks and counts, and only the 64 x 64 walk takes them");
   WalkTmaMaps maps;
   LaunchStatus s = hopper_detail::make_map(&maps.q, "q", args.q, T::kBf16, T::kD, args.q_rows, p.heads_q,
                                            args.tma_batch, args.q_stride, T::kBlockM);
@@ -54,6 +56,9 @@ LaunchStatus launch_walk(const HopperArgs& args, cudaStream_t stream) {
                               args.v_stride, T::kBlockN);
   if (!s.ok()) return s;
   if constexpr (T::kSegmented) {
+    s = hopper_detail::make_map(&maps.q_segment, "q", args.q, T::kBf16, T::kD, args.q_rows, p.heads_q, args.tma_batch,
+                                args.q_stride, kSegmentRows);
+    if (!s.ok()) return s;
     s = hopper_detail::make_map(&maps.k_segment, "k", args.k, T::kBf16, T::kD, args.kv_rows, p.heads_kv,
                                 args.tma_batch, args.k_stride, kSegmentRows);
     if (!s.ok()) return s;

@@ -43,12 +43,15 @@ struct FlashParams {
   const int* bs_indices = nullptr;
   const int* bs_tile_rows = nullptr;
   int bs_q_tiles = 0;  // query tiles per (b, h) of the lists; set by the launcher
-  // Optional, 64 x 64 lists with tile rows on the one-warpgroup walk: the lists as segmented key
-  // blocks (kernels/sparse/segmented_key_blocks.h, four words a block), row r's at
-  // bs_blocks[4 * bs_offsets[r] ..), bs_block_counts[r] of them; the walk then reads these instead
-  // of bs_indices and bs_tile_rows.
-  const std::int32_t* bs_blocks = nullptr;
+  // Optional, 64 x 64 lists with tile rows on the one-warpgroup walk: the lists segmented
+  // (kernels/sparse/segmented_key_blocks.h, four words a block). CTA x of (b, h) takes query block
+  // bs_query_blocks[4 x ..] and walks the bs_block_counts[i] key blocks from bs_blocks[4 *
+  // bs_block_first[i] ..], i = (b * heads_q + h) * bs_query_ctas + x, instead of bs_indices.
+  const std::int32_t* bs_query_blocks = nullptr;
+  int bs_query_ctas = 0;
+  const std::int32_t* bs_block_first = nullptr;
   const std::int32_t* bs_block_counts = nullptr;
+  const std::int32_t* bs_blocks = nullptr;
   // Lists shared across batches or heads (a broadcast dense mask): the list of tile m of (b, h) is
   // r = b * bs_stride_b + h * bs_stride_h + m. Negative: the launcher sets heads_q * bs_q_tiles and
   // bs_q_tiles (one list per (b, h)).

@@ -10,8 +10,10 @@
 // wait for each other's lists. It takes the lists, tile rows and FlashParams of the flash kernel's
 // listed walk (flash_fwd_hopper.cuh) and gives its results: an empty list writes zeros and LSE
 // -inf, keys past a tile's valid rows are never attended. With kSegmented (64 x 64 lists only) it
-// walks the lists' segmented key blocks instead (kernels/sparse/segmented_key_blocks.h): partial
-// tiles' 16-row segments packed four to a block, each loaded by a 16-row TMA box of its own.
+// walks the lists segmented instead (kernels/sparse/segmented_key_blocks.h): partial tiles' 16-row
+// segments packed four to a CTA on the query side (a segment per warp) and four to a key block on
+// the key side, each loaded by a 16-row TMA box of its own; a warp attends only the key segments
+// its own tile lists.
 
 #include <cstdint>
 
@@ -28,10 +30,10 @@
 
 namespace diffattn::flash {
 
-// The walk's TMA maps: Q (64-row boxes), K and V (kBlockN-row boxes), and K and V again with
-// 16-row boxes for segmented key blocks (set only for kSegmented launches).
+// The walk's TMA maps: Q (64-row boxes), K and V (kBlockN-row boxes), and Q, K and V again with
+// 16-row boxes for segmented blocks (set only for kSegmented launches).
 struct WalkTmaMaps {
-  CUtensorMap q, k, v, k_segment, v_segment;
+  CUtensorMap q, k, v, q_segment, k_segment, v_segment;
 };
 
 // kBlockN: the lists' tiles (square: kBlockN query rows by kBlockN keys); a CTA takes 64 rows of a
@@ -137,9 +139,18 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
   uint64_t* const v_full = bars + 1 + T::kKBufs;
   const int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int r = b * p.bs_stride_b + h * p.bs_stride_h + t / T::kCtasPerList;
-  const int first = __ldg(p.bs_offsets + r);
-  const int len = T::kSegmented ? __ldg(p.bs_block_counts + r) : __ldg(p.bs_offsets + r + 1) - first;
+  int first, len;
+  int4 qblk = {-1, -1, -1, -1};  // kSegmented: this CTA's query block
+  if constexpr (T::kSegmented) {
+    const int i = (b * p.heads_q + h) * p.bs_query_ctas + t;
+    first = __ldg(p.bs_block_first + i);
+    len = __ldg(p.bs_block_counts + i);
+    qblk = __ldg(reinterpret_cast<const int4*>(p.bs_query_blocks) + t);
+  } else {
+    const int r = b * p.bs_stride_b + h * p.bs_stride_h + t / T::kCtasPerList;
+    first = __ldg(p.bs_offsets + r);
+    len = __ldg(p.bs_offsets + r + 1) - first;
+  }
   const int* list = p.bs_indices + first;
   const int4* blocks = reinterpret_cast<const int4*>(p.bs_blocks) + first;
   const int hkv = h / (p.heads_q / p.heads_kv);
@@ -182,9 +193,20 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
     // An empty list loads nothing (no load may still be in flight when the CTA exits).
     if (len > 0) {
       ptx::mbar_arrive_expect_tx(q_full, T::kQBytes);
+      if (T::kSegmented && qblk.y != -1) {
+        const int words[4] = {qblk.x, qblk.y, qblk.z < 0 ? qblk.x : qblk.z, qblk.w < 0 ? qblk.x : qblk.w};
 #pragma unroll
-      for (int ch = 0; ch < T::kChunks; ++ch)
-        ptx::tma_load_4d(base + ch * T::kQChunkBytes, &maps.q, q_full, ch * 64, t * T::kBlockM, h, b);
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int ch = 0; ch < T::kChunks; ++ch)
+            ptx::tma_load_4d(base + ch * T::kQChunkBytes + i * T::kSegmentBytes, &maps.q_segment, q_full, ch * 64,
+                             static_cast<int>(segment_word_row(words[i])), h, b);
+      } else {
+        const int row = T::kSegmented ? static_cast<int>(segment_word_row(qblk.x)) : t * T::kBlockM;
+#pragma unroll
+        for (int ch = 0; ch < T::kChunks; ++ch)
+          ptx::tma_load_4d(base + ch * T::kQChunkBytes, &maps.q, q_full, ch * 64, row, h, b);
+      }
       for (int n = 0; n < T::kKBufs && n < len; ++n) load_k(n);
       for (int n = 0; n < T::kVBufs && n < len; ++n) load_v(n);
     }
@@ -221,13 +243,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
   auto softmax_scores = [&](float (&s)[T::kSAcc], int n, float (&alpha)[2]) {
     int valid;
     if constexpr (T::kSegmented) {
+      // A warp attends a box's rows only where its own tile lists the box's tile.
       const int4 blk = __ldg(blocks + n);
-      valid = segment_word_rows(blk.x);
+      valid = segment_word_rows_for(blk.x, warp);
       if (blk.y != -1) {
         // Four 16-row boxes: keys past each box's rows are never attended (j / 2: the box of
         // this thread's columns j * 8 ..).
-        const int rows[4] = {segment_word_rows(blk.x), segment_word_rows(blk.y), segment_word_rows(blk.z),
-                             segment_word_rows(blk.w)};
+        const int rows[4] = {segment_word_rows_for(blk.x, warp), segment_word_rows_for(blk.y, warp),
+                             segment_word_rows_for(blk.z, warp), segment_word_rows_for(blk.w, warp)};
         if (rows[0] + rows[1] + rows[2] + rows[3] < T::kBlockN) {
 #pragma unroll
           for (int j = 0; j < T::kBlockN / 8; ++j) {
@@ -330,7 +353,19 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
     ptx::fence_operands(o);
   }
 
-  // Rows with no live key (an empty list) finish as zeros with LSE -inf.
+  // Rows with no live key (an empty list) finish as zeros with LSE -inf. A segmented CTA writes
+  // only its query block's rows: a one-box block's first rows, each box's rows for its warp.
+  int row0 = t * T::kBlockM + warp * 16, rows_here = p.seqlen_q - row0;
+  if constexpr (T::kSegmented) {
+    if (qblk.y == -1) {
+      row0 = static_cast<int>(segment_word_row(qblk.x)) + warp * 16;
+      rows_here = segment_word_rows(qblk.x) - warp * 16;
+    } else {
+      const int word = warp == 0 ? qblk.x : warp == 1 ? qblk.y : warp == 2 ? qblk.z : qblk.w;
+      row0 = static_cast<int>(segment_word_row(word));
+      rows_here = segment_word_rows(word);
+    }
+  }
   uint16_t* out = static_cast<uint16_t*>(p.out);
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
@@ -338,8 +373,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
     l += __shfl_xor_sync(0xffffffff, l, 1);
     l += __shfl_xor_sync(0xffffffff, l, 2);
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    const int row = t * T::kBlockM + warp * 16 + lane / 4 + 8 * rr;
-    if (row >= p.seqlen_q) continue;
+    const int row = row0 + lane / 4 + 8 * rr;
+    if (lane / 4 + 8 * rr >= rows_here) continue;
     if (p.lse != nullptr && lane % 4 == 0)
       p.lse[b * p.lse_stride_b + h * p.lse_stride_h + row * p.lse_stride_s] =
           l > 0.f ? (st.m[rr] * p.scale_log2 + __log2f(l)) * 0.69314718055994531f : -INFINITY;

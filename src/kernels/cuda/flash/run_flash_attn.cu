@@ -213,8 +213,13 @@ Status launch_lists(const AttentionProblem& problem, const DeviceFacts& facts, F
   args.params.bs_offsets = lists.offsets;
   args.params.bs_indices = lists.indices;
   args.params.bs_tile_rows = lists.tile_rows;
-  args.params.bs_blocks = lists.blocks;
-  args.params.bs_block_counts = lists.block_counts;
+  if (const SegmentedLists* seg = lists.segmented) {
+    args.params.bs_query_blocks = seg->query_blocks;
+    args.params.bs_query_ctas = seg->query_ctas;
+    args.params.bs_block_first = seg->block_first;
+    args.params.bs_block_counts = seg->block_counts;
+    args.params.bs_blocks = seg->blocks;
+  }
   return status_from(launch_flash_hopper_block_sparse(args, small ? SparseTiling::kSmall : SparseTiling::kLarge, stream));
 }
 
@@ -235,26 +240,40 @@ Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockS
       block_sparse_reasons(problem, lists.q_tile, lists.k_tile, lists.tile_rows != nullptr, &small));
   if (lists.offsets == nullptr || lists.indices == nullptr)
     return InvalidInput("block-sparse attention on CUDA: the key lists' offsets and indices must be device pointers");
-  if ((lists.blocks == nullptr) != (lists.block_counts == nullptr))
-    return InvalidInput("block-sparse attention on CUDA: segmented key blocks need both the blocks and their counts");
-  if (lists.blocks != nullptr && (lists.q_tile != kSegmentTile || lists.k_tile != kSegmentTile || lists.tile_rows == nullptr))
-    return InvalidInput("block-sparse attention on CUDA: segmented key blocks describe 64 x 64 lists with tile rows, "
-                        "got " + std::to_string(lists.q_tile) + " x " + std::to_string(lists.k_tile) +
-                        (lists.tile_rows == nullptr ? " without tile rows" : "") + "; pass the lists alone");
+  if (const SegmentedLists* seg = lists.segmented) {
+    if (lists.q_tile != kSegmentTile || lists.k_tile != kSegmentTile || lists.tile_rows == nullptr)
+      return InvalidInput("block-sparse attention on CUDA: segmented lists describe 64 x 64 lists with tile rows, got " +
+                          std::to_string(lists.q_tile) + " x " + std::to_string(lists.k_tile) +
+                          (lists.tile_rows == nullptr ? " without tile rows" : "") + "; pass the lists alone");
+    if (seg->query_blocks == nullptr || seg->block_first == nullptr || seg->block_counts == nullptr ||
+        seg->blocks == nullptr || seg->query_ctas <= 0 || seg->tiles != tile_count(problem.q.size(1), kSegmentTile) ||
+        seg->groups != problem.q.size(0) * problem.q.size(2) || problem.q.size(1) >= kMaxSegmentedRows)
+      return InvalidInput("block-sparse attention on CUDA: the segmented lists were not planned for this problem's "
+                          "tiles, batch and heads; plan and build them for it (plan_segmented_lists)");
+  }
   return launch_lists(problem, facts, kernel, small, lists, stream);
 }
 
-Status build_segmented_key_blocks_cuda(const DeviceBlockSparseLists& lists, std::int64_t rows, std::int32_t* blocks,
-                                       std::int32_t* counts, void* stream) {
+Status build_segmented_lists_cuda(const DeviceBlockSparseLists& lists, const SegmentedLists& seg, void* stream) {
   if (lists.q_tile != kSegmentTile || lists.k_tile != kSegmentTile || lists.offsets == nullptr ||
-      lists.indices == nullptr || lists.tile_rows == nullptr || blocks == nullptr || counts == nullptr || rows < 0)
-    return InvalidInput("segmented key blocks: they are built from 64 x 64 lists with tile rows, into device "
-                        "buffers for the blocks and their counts");
-  if (rows == 0) return Status::Ok();
-  const std::int64_t grid = (rows + kSegmentWarps - 1) / kSegmentWarps;
-  if (grid > 0x7fffffff) return InvalidInput("segmented key blocks: too many lists for one launch; split the call");
-  segment_lists_kernel<<<static_cast<unsigned>(grid), kSegmentWarps * 32, 0, static_cast<cudaStream_t>(stream)>>>(
-      lists.offsets, lists.indices, lists.tile_rows, rows, reinterpret_cast<SegmentedBlock*>(blocks), counts);
+      lists.indices == nullptr || lists.tile_rows == nullptr)
+    return InvalidInput("segmented lists are built from 64 x 64 lists with tile rows");
+  if (seg.query_blocks == nullptr || seg.block_first == nullptr || seg.block_counts == nullptr ||
+      seg.blocks == nullptr || seg.groups < 0 || seg.tiles <= 0)
+    return InvalidInput("segmented lists: allocate the sizes plan_segmented_lists gives on the device first");
+  if (seg.block_capacity() >= (std::int64_t{1} << 31) || seg.groups * seg.query_ctas >= (std::int64_t{1} << 31))
+    return InvalidInput("segmented lists: " + std::to_string(seg.block_capacity()) +
+                        " key blocks pass the walk's 32-bit offsets; run fewer sequences or heads per call");
+  auto s = static_cast<cudaStream_t>(stream);
+  segment_query_kernel<<<1, 32, 0, s>>>(lists.tile_rows, seg.tiles, seg.query_blocks);
+  DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("segment_query_kernel"));
+  const std::int64_t items = seg.groups * seg.query_ctas;
+  if (items == 0) return Status::Ok();
+  SegmentListsParams p{lists.offsets, lists.indices, lists.tile_rows, seg.query_blocks, seg.groups, seg.tiles,
+                       seg.query_ctas, seg.whole_ctas, seg.whole_capacity, seg.packed_capacity, seg.block_first,
+                       seg.block_counts, seg.blocks};
+  segment_lists_kernel<<<static_cast<unsigned>((items + kSegmentWarps - 1) / kSegmentWarps), kSegmentWarps * 32, 0,
+                         s>>>(p);
   return cuda::check_launch("segment_lists_kernel");
 }
 

@@ -7,6 +7,7 @@
 #include "diffattn/problem.h"
 #include "diffattn/status.h"
 #include "kernels/sparse/block_sparse_layout.h"
+#include "kernels/sparse/segmented_key_blocks.h"
 
 namespace diffattn::flash {
 
@@ -50,27 +51,25 @@ Status run_block_sparse_cuda(const AttentionProblem& problem, const BlockSparseL
 // indices: offsets' last entry; tile_rows: optional, q_tiles entries), for
 // callers that build or keep them there. Only the shapes are checked: the entries must be a valid
 // layout (check_block_sparse_layout), which is not verified.
-// Optional for 64 x 64 lists with tile rows: the same lists as segmented key blocks
-// (kernels/sparse/segmented_key_blocks.h; blocks: 4 words a block, row r's from 4 * offsets[r],
-// block_counts[r] of them), which the Hopper walk then runs: a partial tile costs its 16-row
-// segments, not a whole 64-key block. The mma.sync walk reads indices and tile_rows as always.
+// segmented (optional, 64 x 64 lists with tile rows): the same lists segmented on the device
+// (build_segmented_lists_cuda), which the Hopper walk then runs: a partial tile costs its 16-row
+// segments, not a whole 64-row tile, as queries and as keys. The mma.sync walk reads indices and
+// tile_rows as always.
 struct DeviceBlockSparseLists {
   int q_tile = 0, k_tile = 0;
   const std::int32_t* offsets = nullptr;
   const std::int32_t* indices = nullptr;
   const std::int32_t* tile_rows = nullptr;
-  const std::int32_t* blocks = nullptr;
-  const std::int32_t* block_counts = nullptr;
+  const SegmentedLists* segmented = nullptr;
 };
 Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockSparseLists& lists, void* stream,
                              BlockSparseKernel kernel = BlockSparseKernel::kForDevice);
 
-// Writes the segmented key blocks of `rows` 64 x 64 lists on the device (lists: offsets, indices and
-// tile_rows; blocks: 4 * offsets[rows] words; counts: rows entries) on `stream`, the blocks of
-// kernels/sparse/segmented_key_blocks.h's segment_key_list for each list. The entries must be a
-// valid layout, which is not verified.
-Status build_segmented_key_blocks_cuda(const DeviceBlockSparseLists& lists, std::int64_t rows, std::int32_t* blocks,
-                                       std::int32_t* counts, void* stream);
+// Fills the buffers of `segmented` (plan_segmented_lists' sizes for these lists' tile rows and
+// longest list; device pointers) from `lists` (offsets, indices, tile_rows of 64 x 64 lists, one list
+// per (batch, query head, tile)) on `stream`: the words of kernels/sparse/segmented_key_blocks.h's
+// host functions. The entries must be a valid layout no longer than the plan's, which is not verified.
+Status build_segmented_lists_cuda(const DeviceBlockSparseLists& lists, const SegmentedLists& segmented, void* stream);
 
 // Attention under a dense keep-mask [B|1, H|1, Sq, Skv] on the Hopper kernel (sm_90; head sizes
 // kBlockSparseHeadSizes, Dv = D; not causal, not packed): the mask is packed to bits per query row

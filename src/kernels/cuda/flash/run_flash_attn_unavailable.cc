@@ -30,8 +30,7 @@ Status run_block_sparse_cuda(const AttentionProblem&, const DeviceBlockSparseLis
   return no_block_sparse_kernels();
 }
 
-Status build_segmented_key_blocks_cuda(const DeviceBlockSparseLists&, std::int64_t, std::int32_t*, std::int32_t*,
-                                       void*) {
+Status build_segmented_lists_cuda(const DeviceBlockSparseLists&, const SegmentedLists&, void*) {
   return no_block_sparse_kernels();
 }
 

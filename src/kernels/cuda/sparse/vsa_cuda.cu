@@ -208,9 +208,24 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   const std::size_t offsets_at = ws.place(static_cast<std::size_t>(s.rows + 1) * sizeof(std::int32_t));
   const std::size_t indices_at = ws.place(static_cast<std::size_t>(s.rows * s.topk) * sizeof(std::int32_t));
   const std::size_t tile_rows_at = ws.place(static_cast<std::size_t>(s.cubes) * sizeof(std::int32_t));
+  // Where the video has partial cubes, Hopper's walk takes the lists segmented: an edge cube costs
+  // its 16-row segments, not a whole 64-row tile, as queries and as keys.
   const bool segmented = launch.segmented && map.has_partial_cubes();
-  const std::size_t blocks_at = ws.place(segmented ? static_cast<std::size_t>(s.rows * s.topk) * sizeof(SegmentedBlock) : 0);
-  const std::size_t counts_at = ws.place(segmented ? static_cast<std::size_t>(s.rows) * sizeof(std::int32_t) : 0);
+  SegmentedLists seg;
+  if (segmented) {
+    std::vector<std::int32_t> cube_rows(static_cast<std::size_t>(s.cubes));
+    for (std::int64_t c = 0; c < s.cubes; ++c) cube_rows[static_cast<std::size_t>(c)] = map.valid(c);
+    seg = plan_segmented_lists(cube_rows, s.batch * s.heads_q, static_cast<int>(s.topk));
+    if (seg.block_capacity() >= (std::int64_t{1} << 31))
+      return InvalidInput("FASTVIDEO_VSA on CUDA: " + std::to_string(s.batch * s.heads_q) + " heads of " +
+                          std::to_string(s.cubes) + " cubes with topk " + std::to_string(s.topk) +
+                          " pass the fine branch's 32-bit block offsets; run fewer sequences or heads per call");
+  }
+  const auto seg_ints = [&](std::int64_t n) { return segmented ? static_cast<std::size_t>(n) * sizeof(std::int32_t) : 0; };
+  const std::size_t query_blocks_at = ws.place(seg_ints(4 * std::int64_t{seg.query_ctas}));
+  const std::size_t block_first_at = ws.place(seg_ints(seg.groups * seg.query_ctas));
+  const std::size_t block_counts_at = ws.place(seg_ints(seg.groups * seg.query_ctas));
+  const std::size_t blocks_at = ws.place(seg_ints(4 * seg.block_capacity()));
   DIFFATTN_RETURN_IF_ERROR(ws.allocate("FASTVIDEO_VSA", "padded q/k/v, fine output, cube means, key lists"));
   T* q_pad = ws.at<T>(q_pad_at);
   T* k_pad = ws.at<T>(k_pad_at);
@@ -223,8 +238,12 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   auto* offsets = ws.at<std::int32_t>(offsets_at);
   auto* indices = ws.at<std::int32_t>(indices_at);
   auto* tile_rows = ws.at<std::int32_t>(tile_rows_at);
-  auto* blocks = segmented ? ws.at<SegmentedBlock>(blocks_at) : nullptr;
-  auto* block_counts = segmented ? ws.at<std::int32_t>(counts_at) : nullptr;
+  if (segmented) {
+    seg.query_blocks = ws.at<std::int32_t>(query_blocks_at);
+    seg.block_first = ws.at<std::int32_t>(block_first_at);
+    seg.block_counts = ws.at<std::int32_t>(block_counts_at);
+    seg.blocks = ws.at<std::int32_t>(blocks_at);
+  }
 
   // Padded cube order and cube means (values only where the gated coarse branch needs them).
   DIFFATTN_RETURN_IF_ERROR(gather<T>(p.q, q_pad, q_means, map, s, s.heads_q, stream));
@@ -250,16 +269,12 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   params.scale = p.softmax_scale();
   DIFFATTN_RETURN_IF_ERROR(coarse(params, s.batch, static_cast<int>(s.dim), launch, stream));
 
-  // Where the video has partial cubes, Hopper's walk takes the lists as segmented key blocks: an
-  // edge cube costs its 16-row segments, not a whole 64-key block.
   constexpr int kTile = flash::kBlockSparseSmallTile;
   static_assert(kTile == kVsaCubeTokens, "a cube is one 64-row query tile and one 64-key tile of the fine branch");
   flash::DeviceBlockSparseLists lists{kTile, kTile, offsets, indices, tile_rows};
   if (segmented) {
-    lists.blocks = reinterpret_cast<std::int32_t*>(blocks);
-    lists.block_counts = block_counts;
-    DIFFATTN_RETURN_IF_ERROR(flash::build_segmented_key_blocks_cuda(lists, s.rows, reinterpret_cast<std::int32_t*>(blocks),
-                                                                    block_counts, stream));
+    DIFFATTN_RETURN_IF_ERROR(flash::build_segmented_lists_cuda(lists, seg, stream));
+    lists.segmented = &seg;
   }
 
   // The fine branch over the chosen cubes; padding keys are out of every tile by its tile rows.
