@@ -47,8 +47,10 @@ struct FlashParams {
   // (kernels/sparse/segmented_key_blocks.h, four words a block). CTA x of (b, h) takes query block
   // bs_query_blocks[4 x ..] and walks the bs_block_counts[i] key blocks from bs_blocks[4 *
   // bs_block_first[i] ..], i = (b * heads_q + h) * bs_query_ctas + x, instead of bs_indices.
+  // The packed CTAs (those from bs_query_wholes on) walk the union of up to four lists: they run
+  // first in each (b, h), so that no long CTA is left for the grid's last wave.
   const std::int32_t* bs_query_blocks = nullptr;
-  int bs_query_ctas = 0;
+  int bs_query_ctas = 0, bs_query_wholes = 0;
   const std::int32_t* bs_block_first = nullptr;
   const std::int32_t* bs_block_counts = nullptr;
   const std::int32_t* bs_blocks = nullptr;

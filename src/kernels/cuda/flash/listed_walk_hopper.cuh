@@ -137,11 +137,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
   uint64_t* const q_full = bars;
   uint64_t* const k_full = bars + 1;
   uint64_t* const v_full = bars + 1 + T::kKBufs;
-  const int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int h = blockIdx.y, b = blockIdx.z;
+  int t = blockIdx.x;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   int first, len;
   int4 qblk = {-1, -1, -1, -1};  // kSegmented: this CTA's query block
   if constexpr (T::kSegmented) {
+    // The packed CTAs' longer walks first (blockIdx.x 0 .. packed - 1), then the whole tiles'.
+    const int packed = p.bs_query_ctas - p.bs_query_wholes;
+    t = t < packed ? p.bs_query_wholes + t : t - packed;
     const int i = (b * p.heads_q + h) * p.bs_query_ctas + t;
     first = __ldg(p.bs_block_first + i);
     len = __ldg(p.bs_block_counts + i);

@@ -216,6 +216,7 @@ Status launch_lists(const AttentionProblem& problem, const DeviceFacts& facts, F
   if (const SegmentedLists* seg = lists.segmented) {
     args.params.bs_query_blocks = seg->query_blocks;
     args.params.bs_query_ctas = seg->query_ctas;
+    args.params.bs_query_wholes = seg->whole_ctas;
     args.params.bs_block_first = seg->block_first;
     args.params.bs_block_counts = seg->block_counts;
     args.params.bs_blocks = seg->blocks;
@@ -246,7 +247,7 @@ Status run_block_sparse_cuda(const AttentionProblem& problem, const DeviceBlockS
                           std::to_string(lists.q_tile) + " x " + std::to_string(lists.k_tile) +
                           (lists.tile_rows == nullptr ? " without tile rows" : "") + "; pass the lists alone");
     if (seg->query_blocks == nullptr || seg->block_first == nullptr || seg->block_counts == nullptr ||
-        seg->blocks == nullptr || seg->query_ctas <= 0 || seg->tiles != tile_count(problem.q.size(1), kSegmentTile) ||
+        seg->blocks == nullptr || seg->query_ctas <= 0 || seg->whole_ctas < 0 || seg->whole_ctas > seg->query_ctas || seg->tiles != tile_count(problem.q.size(1), kSegmentTile) ||
         seg->groups != problem.q.size(0) * problem.q.size(2) || problem.q.size(1) >= kMaxSegmentedRows)
       return InvalidInput("block-sparse attention on CUDA: the segmented lists were not planned for this problem's "
                           "tiles, batch and heads; plan and build them for it (plan_segmented_lists)");
