@@ -33,18 +33,10 @@ __device__ __forceinline__ RankCut warp_rank_cut(int end, int rank, Member membe
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int b = lane; b < 256; b += 32) hist[b] = 0;
     __syncwarp();
-    // Lanes adding to the same bin add once, by their lowest lane: the first passes see few
-    // distinct bins (scores of one row share their sign and exponent), and 32 atomics on one
-    // shared-memory word would serialize.
-    for (int base = 0; base < end; base += 32) {
-      const int j = base + lane;
-      unsigned bin = 256u + static_cast<unsigned>(lane);  // no bin: distinct from every other lane's
-      if (j < end && member(j)) {
-        const unsigned k = key(j);
-        if ((k & mask) == prefix) bin = (k >> shift) & 255u;
-      }
-      const unsigned peers = __match_any_sync(0xffffffffu, bin);
-      if (bin < 256u && __ffs(peers) - 1 == lane) atomicAdd(&hist[bin], static_cast<unsigned>(__popc(peers)));
+    for (int j = lane; j < end; j += 32) {
+      if (!member(j)) continue;
+      const unsigned k = key(j);
+      if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 255u], 1u);
     }
     __syncwarp();
     // Lane l holds bins 255 - 8l down to 248 - 8l: the scan runs from the highest bin down.
