@@ -1,9 +1,8 @@
 #pragma once
 // The selection both sparse backends' lists rest on, for one warp: where the `rank`-th highest of a
 // set of float32 scores lies (ties to the lower index), found by a radix select over
-// order-preserving 32-bit keys, 8 bits a pass, with a 256-bin histogram in shared memory: at most
-// four passes over the set (after one for its range), whatever its size, where a bit-by-bit
-// search takes 32.
+// order-preserving 32-bit keys, 8 bits a pass, with a 256-bin histogram in shared memory. Four
+// passes over the set, whatever its size, where a bit-by-bit search takes 32.
 
 #include <cstdint>
 
@@ -26,35 +25,18 @@ struct RankCut {
 
 // Run by a whole warp over the members of [0, end) (member(j)), with key(j) their keys and
 // 1 <= rank <= the member count; `hist` is the warp's 256 words of shared memory.
-// The passes start below the highest bit where the members' keys differ: the scores of one set
-// usually share their sign and exponent, and a pass over bits they share would put every member
-// in one bin (32 atomics on one shared-memory word serialize) and decide nothing.
 template <typename Member, typename Key>
 __device__ __forceinline__ RankCut warp_rank_cut(int end, int rank, Member member, Key key, unsigned* hist) {
   const int lane = threadIdx.x % 32;
-  unsigned lo = 0xffffffffu, hi = 0u;
-  for (int j = lane; j < end; j += 32) {
-    if (!member(j)) continue;
-    const unsigned k = key(j);
-    lo = min(lo, k);
-    hi = max(hi, k);
-  }
-  lo = __reduce_min_sync(0xffffffffu, lo);
-  hi = __reduce_max_sync(0xffffffffu, hi);
-  if (lo >= hi) return {hi, rank};  // one key for all (rank members of it are kept)
-  const int top = 31 - __clz(lo ^ hi);  // the highest bit where keys differ
-  unsigned mask = top == 31 ? 0u : ~((2u << top) - 1u);
-  unsigned prefix = hi & mask;
+  unsigned prefix = 0, mask = 0;
   int remaining = rank;
-  for (int high = top; high >= 0; high -= 8) {
-    const int shift = high >= 7 ? high - 7 : 0;  // this pass's digit: bits high .. shift
-    const unsigned digit = (2u << (high - shift)) - 1u;
+  for (int shift = 24; shift >= 0; shift -= 8) {
     for (int b = lane; b < 256; b += 32) hist[b] = 0;
     __syncwarp();
     for (int j = lane; j < end; j += 32) {
       if (!member(j)) continue;
       const unsigned k = key(j);
-      if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & digit], 1u);
+      if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 255u], 1u);
     }
     __syncwarp();
     // Lane l holds bins 255 - 8l down to 248 - 8l: the scan runs from the highest bin down.
@@ -79,7 +61,7 @@ __device__ __forceinline__ RankCut warp_rank_cut(int end, int rank, Member membe
     above = __shfl_sync(0xffffffffu, above, owner);
     remaining -= above;
     prefix |= static_cast<unsigned>(bin) << shift;
-    mask |= digit << shift;
+    mask |= 0xFFu << shift;
     __syncwarp();  // every lane has read `hist` before the next pass clears it
   }
   return {prefix, remaining};
