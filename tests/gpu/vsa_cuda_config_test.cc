@@ -32,7 +32,7 @@ TEST(VsaCudaConfig, CoarseBlocksTakeTheMostQueryCubesWithWhichTwoShareAnSm) {
 
 TEST(VsaCudaConfig, SharedMemoryHoldsMeansAKeyTileScoresAndSums) {
   // 8 warps x 2 query cubes: 16 means of 64, 32 key rows of 68, 16 x 100 scores, 16 sums.
-  EXPECT_EQ(coarse_smem_bytes(2, 100, 64), 4 * (16 * 64 + 32 * 68 + 16 * 100 + 16));
+  EXPECT_EQ(coarse_smem_bytes(2, 100, 64), 4 * (16 * 68 + 32 * 68 + 16 * 100 + 16));
 }
 
 }  // namespace

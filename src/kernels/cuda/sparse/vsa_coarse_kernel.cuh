@@ -83,9 +83,10 @@ __device__ void stage_cube_tile(const float* means, std::int64_t b, int j0, int 
 template <int kDim, int kPerWarp>
 __global__ void coarse_top_k_kernel(CoarseParams p) {
   constexpr int kQueries = kCoarseWarps * kPerWarp;
+  constexpr int kQRow = kDim + 4;  // padded: the 8 query rows a warp reads at once lie in distinct banks
   extern __shared__ float4 smem4[];
-  float* q_s = reinterpret_cast<float*>(smem4);       // [kQueries][kDim]
-  float* tile = q_s + kQueries * kDim;                // [kCoarseKeyTile][kDim + 4]
+  float* q_s = reinterpret_cast<float*>(smem4);       // [kQueries][kDim + 4]
+  float* tile = q_s + kQueries * kQRow;               // [kCoarseKeyTile][kDim + 4]
   float* scores = tile + kCoarseKeyTile * (kDim + 4);  // [kQueries][cubes]
   float* inv_sums = scores + static_cast<std::int64_t>(kQueries) * p.cubes;  // [kQueries]
 
@@ -94,26 +95,32 @@ __global__ void coarse_top_k_kernel(CoarseParams p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int i = threadIdx.x; i < kQueries * kDim; i += blockDim.x) {
     const int c = c0 + i / kDim;
-    q_s[i] = c < p.cubes ? p.q_means[((b * p.cubes + c) * p.heads_q + h) * kDim + i % kDim] : 0.f;
+    q_s[i / kDim * kQRow + i % kDim] = c < p.cubes ? p.q_means[((b * p.cubes + c) * p.heads_q + h) * kDim + i % kDim] : 0.f;
   }
 
-  // Scores: lane jj of every warp takes key cube j0 + jj against the warp's query cubes.
+  // Scores: warp w takes the tile's key cubes 4w .. 4w + 3 against all the block's query cubes,
+  // lane l key 4w + l % 4 against query cubes l / 4 + 8 i. Each 16-byte read of a warp then touches
+  // 8 query rows and 4 key rows, where one key row per lane against one query took 2.5 times the
+  // shared-memory wavefronts (the coarse kernel was bound by them).
+  static_assert(kCoarseKeyTile == 4 * kCoarseWarps, "each warp scores four key cubes of a tile");
+  const int kk = warp * 4 + lane % 4, qq = lane / 4;
   for (int j0 = 0; j0 < p.cubes; j0 += kCoarseKeyTile) {
     stage_cube_tile<kDim>(p.k_means, b, j0, hk, p.heads_kv, p.cubes, tile);
     float acc[kPerWarp] = {};
-    const float4* k_row = reinterpret_cast<const float4*>(tile + lane * (kDim + 4));
+    const float4* k_row = reinterpret_cast<const float4*>(tile + kk * (kDim + 4));
+#pragma unroll 4
     for (int e4 = 0; e4 < kDim / 4; ++e4) {
       const float4 k = k_row[e4];
 #pragma unroll
-      for (int qi = 0; qi < kPerWarp; ++qi) {
-        const float4 q = reinterpret_cast<const float4*>(q_s + (warp * kPerWarp + qi) * kDim)[e4];
-        acc[qi] += q.x * k.x + q.y * k.y + q.z * k.z + q.w * k.w;
+      for (int i = 0; i < kPerWarp; ++i) {
+        const float4 q = reinterpret_cast<const float4*>(q_s + (qq + 8 * i) * kQRow)[e4];
+        acc[i] += q.x * k.x + q.y * k.y + q.z * k.z + q.w * k.w;
       }
     }
-    if (j0 + lane < p.cubes)
+    if (j0 + kk < p.cubes)
 #pragma unroll
-      for (int qi = 0; qi < kPerWarp; ++qi)
-        scores[static_cast<std::int64_t>(warp * kPerWarp + qi) * p.cubes + j0 + lane] = acc[qi] * p.scale;
+      for (int i = 0; i < kPerWarp; ++i)
+        scores[static_cast<std::int64_t>(qq + 8 * i) * p.cubes + j0 + kk] = acc[i] * p.scale;
   }
   __syncthreads();
 

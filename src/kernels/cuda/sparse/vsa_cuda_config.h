@@ -33,12 +33,13 @@ inline constexpr int kCoarseQueriesPerWarp[] = {4, 2, 1};  // the instantiated c
 // Shared memory the device keeps per resident block besides the block's own (sm_80 and later).
 inline constexpr std::int64_t kSmemReservedPerBlock = 1024;
 
-// A coarse block's shared memory with `per_warp` query cubes per warp: their means, the key (or
+// A coarse block's shared memory with `per_warp` query cubes per warp: their means (rows padded
+// by 4 floats too), the key (or
 // value) tile with rows padded by 4 floats (conflict-free 16-byte reads down a column of rows),
 // their scores over every key cube, and their softmax sums.
 constexpr std::int64_t coarse_smem_bytes(int per_warp, std::int64_t cubes, int head_size) {
   const std::int64_t queries = std::int64_t{kCoarseWarps} * per_warp;
-  return 4 * (queries * head_size + std::int64_t{kCoarseKeyTile} * (head_size + 4) + queries * cubes + queries);
+  return 4 * (queries * (head_size + 4) + std::int64_t{kCoarseKeyTile} * (head_size + 4) + queries * cubes + queries);
 }
 
 // Query cubes per warp for `cubes` key cubes: the most with which two blocks share an SM (the
