@@ -33,13 +33,13 @@ for round in $(seq 1 ${AB_ROUNDS:-2}); do
   done
 done
 # NCU=1: per-kernel times of one FASTVIDEO_VSA call of this build on $NCU_WORK, and the coarse
-# kernel's speed-of-light, occupancy and warp-state sections.
+# kernels' (scores and top-k) speed-of-light, occupancy and warp-state sections.
 if [ "${NCU:-0}" = 1 ]; then
   ncu_work=${NCU_WORK:-wan2.1-14b-720p-self}
-  timeout 300 ncu --metrics gpu__time_duration.sum -k regex:'gather_cubes|fill_lists|coarse_top_k|segment_|listed_walk|scatter_cubes' \
+  timeout 300 ncu --metrics gpu__time_duration.sum -k regex:'gather_cubes|fill_lists|coarse_|segment_|listed_walk|scatter_cubes' \
     -c 12 $pre/bin/gpu_sparse_paths_bench --work $ncu_work --rounds 1 > "$OUT/ncu-times.txt" 2>&1
   grep -E "^  [a-z_]+.*\(|gpu__time_duration" "$OUT/ncu-times.txt" | paste - - | awk '{print $1, $(NF)}' | head -24
   timeout 300 ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats \
-    -k coarse_top_k_kernel -c 1 $pre/bin/gpu_sparse_paths_bench --work $ncu_work --rounds 1 > "$OUT/ncu-coarse.txt" 2>&1
+    -k regex:coarse_ -c 2 $pre/bin/gpu_sparse_paths_bench --work $ncu_work --rounds 1 > "$OUT/ncu-coarse.txt" 2>&1
   grep -E "Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Eligible Warps|No Eligible|Block Limit" "$OUT/ncu-coarse.txt" | head -24
 fi

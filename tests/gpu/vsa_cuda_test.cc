@@ -97,12 +97,14 @@ struct GpuRun {
 };
 
 Result<GpuRun> run_on_gpu(std::unique_ptr<testing::CaseData> data, std::int64_t topk,
-                          flash::BlockSparseKernel kernel = flash::BlockSparseKernel::kForDevice) {
+                          flash::BlockSparseKernel kernel = flash::BlockSparseKernel::kForDevice,
+                          std::int64_t coarse_score_bytes = 0) {
   GpuRun run;
   {
     testing::DeviceCase device(*data);
     if (!device.ok()) return Internal("could not copy the case to the GPU");
-    DIFFATTN_RETURN_IF_ERROR(run_fastvideo_vsa_cuda(device.problem(), topk, nullptr, &run.selected, kernel));
+    DIFFATTN_RETURN_IF_ERROR(run_fastvideo_vsa_cuda(device.problem(), topk, nullptr, &run.selected, kernel,
+                                                            coarse_score_bytes));
     if (!device.copy_back()) return Internal("could not copy the outputs back");
   }
   run.data = std::move(data);
@@ -282,6 +284,28 @@ TEST(GpuVsa, PicksTheKeyCubesTheCpuPicks) {
     }
     EXPECT_GE(static_cast<double>(agree), 0.99 * static_cast<double>(cpu_lists.indices.size()))
         << vc.name() << ": " << agree << " of " << cpu_lists.indices.size() << " entries agree (seed " << seed << ")";
+  }
+}
+
+// The coarse branch runs its heads in passes that keep their scores within a bound: a pass per
+// head computes every head as one pass over all of them does, to the bit.
+TEST(GpuVsa, CoarsePassesOfOneHeadGiveTheSameResult) {
+  SKIP_WITHOUT_HOPPER();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (const VsaCase& vc : small_cases()) {
+    if (!vc.gate || vc.batch * vc.heads_q < 3) continue;  // gated, several passes
+    const std::int64_t topk = vsa_topk_for_sparsity(0.6, tile_video_into_cubes(vc.video).count());
+    std::mt19937_64 same = rng;  // the same inputs twice
+    auto one_pass = run_on_gpu(make_data(vc, rng), topk);
+    auto per_head = run_on_gpu(make_data(vc, same), topk, flash::BlockSparseKernel::kForDevice, 1);
+    ASSERT_TRUE(one_pass.ok() && per_head.ok()) << vc.name();
+    EXPECT_EQ(per_head->selected.indices, one_pass->selected.indices) << vc.name() << " (seed " << seed << ")";
+    std::vector<double> want;
+    testing::for_each_offset(one_pass->data->problem.out, [&](std::int64_t off) {
+      want.push_back(testing::read_element(one_pass->data->problem.out, off));
+    });
+    EXPECT_EQ(compare(per_head->data->problem.out, want, 0.0), "") << vc.name() << " (seed " << seed << ")";
   }
 }
 

@@ -1,9 +1,15 @@
 #pragma once
-// FASTVIDEO_VSA's coarse branch on the GPU, one block per (query cubes, query head, batch): scores
-// of each query cube's mean against every key cube's mean (float32), each query cube's top-k key
-// cubes as an ascending list, and, with a gate, the softmax-weighted sum of the value cube means.
-// Warps own whole query cubes; key and value cube means are staged through shared memory a tile
-// at a time for all of them (vsa_cuda_config.h sizes the block).
+// FASTVIDEO_VSA's coarse branch on the GPU, over the heads of a pass (vsa_cuda_config.h bounds how
+// many so that their scores stay within a fixed workspace):
+// 1. coarse_gemm_kernel<true>: scores[z, i, j] = scale * q_mean(i) . k_mean(j) for every query and
+//    key cube of the pass's head z, a float32 GEMM on the CUDA cores (128 x 128 tiles, 8 x 8 a
+//    thread), each key mean read once per 128 query cubes;
+// 2. coarse_top_k_kernel: a warp per query cube stages its row of scores in shared memory, writes
+//    its top-k key cubes as an ascending list and, with a gate, turns the row into softmax weights
+//    in place;
+// 3. with a gate, coarse_gemm_kernel<false>: coarse_out = weights x value cube means.
+// The sums run in float32 in a different order than the CPU's, so a list can differ from the CPU's
+// where two scores are within rounding of each other.
 
 #include <cmath>
 #include <cstdint>
@@ -15,15 +21,99 @@ namespace diffattn::vsa {
 
 using sparse::order_key;
 
+// The coarse branch's inputs and outputs over the whole call.
 struct CoarseParams {
   const float* q_means = nullptr;  // [B, cubes, Hq, D]
   const float* k_means = nullptr;  // [B, cubes, Hkv, D]
   const float* v_means = nullptr;  // [B, cubes, Hkv, D]; read only with coarse_out
   float* coarse_out = nullptr;     // [B, cubes, Hq, D], or nullptr: no coarse output (no gate)
   std::int32_t* indices = nullptr;  // [B * Hq * cubes, topk]: row (b * Hq + h) * cubes + c
-  int cubes = 0, heads_q = 0, heads_kv = 0, topk = 0;
+  int topk = 0;
   float scale = 0.f;
 };
+
+// One operand of the coarse GEMMs for the pass's head z (sequence b, query head h): rows of `ld`
+// floats from data + b * per_batch + (h / group) * per_head + z * per_pass.
+template <typename T>
+struct CoarseMatrix {
+  T* data = nullptr;
+  std::int64_t ld = 0, per_batch = 0, per_head = 0, per_pass = 0;
+  int group = 1;
+
+  __device__ T* at(std::int64_t b, std::int64_t h, std::int64_t z) const {
+    return data + b * per_batch + h / group * per_head + z * per_pass;
+  }
+};
+
+// c = alpha * a x op(b) for each head of a pass: a is [m, k]; op(b) is b^T for b stored [n, k]
+// (kBRowsAreColumns, the scores) or b stored [k, n] (the values); c is [m, n].
+struct CoarseGemm {
+  CoarseMatrix<const float> a, b;
+  CoarseMatrix<float> c;
+  int m = 0, n = 0, k = 0;
+  float alpha = 1.f;
+  std::int64_t first_head = 0;  // the pass's first (sequence, query head) pair, b * heads_q + h
+  int heads_q = 0;
+};
+
+template <bool kBRowsAreColumns>
+__global__ void __launch_bounds__(kCoarseGemmThreads) coarse_gemm_kernel(CoarseGemm g) {
+  constexpr int kTile = kCoarseGemmTile, kDepth = kCoarseGemmDepth, kRow = kTile + 4;
+  static_assert(kCoarseGemmThreads == 256 && kTile == 128, "16 x 16 threads, 8 x 8 outputs each");
+  __shared__ __align__(16) float a_s[kDepth * kRow];  // [depth][rows of the tile]
+  __shared__ __align__(16) float b_s[kDepth * kRow];  // [depth][columns of the tile]
+  const std::int64_t z = blockIdx.z, pair = g.first_head + z, b = pair / g.heads_q, h = pair % g.heads_q;
+  const float* a = g.a.at(b, h, z);
+  const float* bm = g.b.at(b, h, z);
+  float* c = g.c.at(b, h, z);
+  const int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  float acc[8][8] = {};
+  for (int k0 = 0; k0 < g.k; k0 += kDepth) {
+    // Consecutive threads read consecutive floats of a row (64-byte runs along the depth).
+    for (int i = threadIdx.x; i < kTile * kDepth; i += kCoarseGemmThreads) {
+      const int row = i / kDepth, kk = i % kDepth, m = m0 + row, k = k0 + kk;
+      a_s[kk * kRow + row] = m < g.m && k < g.k ? a[m * g.a.ld + k] : 0.f;
+    }
+    if constexpr (kBRowsAreColumns) {
+      for (int i = threadIdx.x; i < kTile * kDepth; i += kCoarseGemmThreads) {
+        const int col = i / kDepth, kk = i % kDepth, n = n0 + col, k = k0 + kk;
+        b_s[kk * kRow + col] = n < g.n && k < g.k ? bm[n * g.b.ld + k] : 0.f;
+      }
+    } else {
+      for (int i = threadIdx.x; i < kTile * kDepth; i += kCoarseGemmThreads) {
+        const int kk = i / kTile, col = i % kTile, n = n0 + col, k = k0 + kk;
+        b_s[kk * kRow + col] = n < g.n && k < g.k ? bm[k * g.b.ld + n] : 0.f;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kDepth; ++kk) {
+      // Rows 4 ty .. 4 ty + 3 and 64 + 4 ty .., columns 4 tx .. and 64 + 4 tx ..: 16-byte reads.
+      const float4 a0 = *reinterpret_cast<const float4*>(a_s + kk * kRow + 4 * ty);
+      const float4 a1 = *reinterpret_cast<const float4*>(a_s + kk * kRow + 64 + 4 * ty);
+      const float4 b0 = *reinterpret_cast<const float4*>(b_s + kk * kRow + 4 * tx);
+      const float4 b1 = *reinterpret_cast<const float4*>(b_s + kk * kRow + 64 + 4 * tx);
+      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int m = m0 + (i < 4 ? 4 * ty + i : 64 + 4 * ty + i - 4);
+    if (m >= g.m) continue;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int n = n0 + (j < 4 ? 4 * tx + j : 64 + 4 * tx + j - 4);
+      if (n < g.n) c[m * g.c.ld + n] = g.alpha * acc[i][j];
+    }
+  }
+}
 
 // One warp: the `topk` highest of `scores[0, cubes)`, ties to the lower index, written ascending.
 // The cut is warp_rank_cut's radix select over the scores' order-preserving keys, in `hist` (the
@@ -64,113 +154,38 @@ __device__ inline float warp_sum(float x) {
   return x;
 }
 
-// Stages means[b, j0 .. j0 + kCoarseKeyTile, head, :] into `tile` (rows of kDim + 4 floats, zero
-// past the last cube), after every warp is done with the previous tile.
-template <int kDim>
-__device__ void stage_cube_tile(const float* means, std::int64_t b, int j0, int head, int heads, int cubes,
-                                float* tile) {
-  constexpr int kQuads = kDim / 4;
-  __syncthreads();
-  for (int i = threadIdx.x; i < kCoarseKeyTile * kQuads; i += blockDim.x) {
-    const int jj = i / kQuads, e = i % kQuads * 4, j = j0 + jj;
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (j < cubes) x = *reinterpret_cast<const float4*>(means + ((b * cubes + j) * heads + head) * kDim + e);
-    *reinterpret_cast<float4*>(tile + jj * (kDim + 4) + e) = x;
-  }
-  __syncthreads();
-}
+struct CoarseTopK {
+  float* scores = nullptr;          // the pass's [heads, cubes, ld] scores; softmax weights after, with a gate
+  std::int32_t* indices = nullptr;  // [B * Hq * cubes, topk]: row (b * Hq + h) * cubes + c
+  std::int64_t first_head = 0, rows = 0;  // the pass's first (sequence, head) pair and its heads x cubes rows
+  int cubes = 0, ld = 0, topk = 0;
+  bool weights = false;  // write the softmax weights over the scores (the gated coarse output needs them)
+};
 
-template <int kDim, int kPerWarp>
-__global__ void coarse_top_k_kernel(CoarseParams p) {
-  constexpr int kQueries = kCoarseWarps * kPerWarp;
-  constexpr int kQRow = kDim + 4;  // padded: the 8 query rows a warp reads at once lie in distinct banks
+// A warp per query cube of the pass; shared memory: each warp's row of `ld` scores, then each
+// warp's 256-word histogram (coarse_top_k_smem_bytes).
+__global__ void coarse_top_k_kernel(CoarseTopK p) {
   extern __shared__ float4 smem4[];
-  float* q_s = reinterpret_cast<float*>(smem4);       // [kQueries][kDim + 4]
-  float* tile = q_s + kQueries * kQRow;               // [kCoarseKeyTile][kDim + 4]
-  float* scores = tile + kCoarseKeyTile * (kDim + 4);  // [kQueries][cubes]
-  float* inv_sums = scores + static_cast<std::int64_t>(kQueries) * p.cubes;  // [kQueries]
-
-  const int c0 = blockIdx.x * kQueries, h = blockIdx.y, hk = h / (p.heads_q / p.heads_kv);
-  const std::int64_t b = blockIdx.z;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int i = threadIdx.x; i < kQueries * kDim; i += blockDim.x) {
-    const int c = c0 + i / kDim;
-    q_s[i / kDim * kQRow + i % kDim] = c < p.cubes ? p.q_means[((b * p.cubes + c) * p.heads_q + h) * kDim + i % kDim] : 0.f;
-  }
-
-  // Scores: warp w takes the tile's key cubes 4w .. 4w + 3 against all the block's query cubes,
-  // lane l key 4w + l % 4 against query cubes l / 4 + 8 i. Each 16-byte read of a warp then touches
-  // 8 query rows and 4 key rows, where one key row per lane against one query took 2.5 times the
-  // shared-memory wavefronts (the coarse kernel was bound by them).
-  static_assert(kCoarseKeyTile == 4 * kCoarseWarps, "each warp scores four key cubes of a tile");
-  const int kk = warp * 4 + lane % 4, qq = lane / 4;
-  for (int j0 = 0; j0 < p.cubes; j0 += kCoarseKeyTile) {
-    stage_cube_tile<kDim>(p.k_means, b, j0, hk, p.heads_kv, p.cubes, tile);
-    float acc[kPerWarp] = {};
-    const float4* k_row = reinterpret_cast<const float4*>(tile + kk * (kDim + 4));
-#pragma unroll 4
-    for (int e4 = 0; e4 < kDim / 4; ++e4) {
-      const float4 k = k_row[e4];
-#pragma unroll
-      for (int i = 0; i < kPerWarp; ++i) {
-        const float4 q = reinterpret_cast<const float4*>(q_s + (qq + 8 * i) * kQRow)[e4];
-        acc[i] += q.x * k.x + q.y * k.y + q.z * k.z + q.w * k.w;
-      }
-    }
-    if (j0 + kk < p.cubes)
-#pragma unroll
-      for (int i = 0; i < kPerWarp; ++i)
-        scores[static_cast<std::int64_t>(qq + 8 * i) * p.cubes + j0 + kk] = acc[i] * p.scale;
-  }
-  __syncthreads();
-
-  // Each warp's query cubes: top-k from the scores, then the scores become softmax numerators.
-  // The key tile is free until the value tiles are staged: it holds the warps' histograms.
-  static_assert(kCoarseKeyTile * (kDim + 4) >= kCoarseWarps * 256, "the key tile holds every warp's histogram");
-  unsigned* hist = reinterpret_cast<unsigned*>(tile) + warp * 256;
-  for (int qi = 0; qi < kPerWarp; ++qi) {
-    const int q = warp * kPerWarp + qi, c = c0 + q;
-    if (c >= p.cubes) break;
-    float* row = scores + static_cast<std::int64_t>(q) * p.cubes;
-    const std::int64_t r = (b * p.heads_q + h) * p.cubes + c;
-    warp_top_k(row, p.cubes, p.topk, p.indices + r * p.topk, hist);
-    if (p.coarse_out == nullptr) continue;
-    __syncwarp();
-    float m = -INFINITY;
-    for (int j = lane; j < p.cubes; j += 32) m = fmaxf(m, row[j]);
-    m = warp_max(m);
-    float sum = 0.f;
-    for (int j = lane; j < p.cubes; j += 32) {
-      row[j] = expf(row[j] - m);
-      sum += row[j];
-    }
-    sum = warp_sum(sum);
-    if (lane == 0) inv_sums[q] = 1.f / sum;
-  }
-  if (p.coarse_out == nullptr) return;
-
-  // coarse_out = softmax-weighted value cube means: lanes over the head dimension.
-  constexpr int kPerLane = kDim / 32;
-  float acc[kPerWarp][kPerLane] = {};
-  for (int j0 = 0; j0 < p.cubes; j0 += kCoarseKeyTile) {
-    stage_cube_tile<kDim>(p.v_means, b, j0, hk, p.heads_kv, p.cubes, tile);
-    const int tile_cubes = min(kCoarseKeyTile, p.cubes - j0);
-    for (int jj = 0; jj < tile_cubes; ++jj)
-#pragma unroll
-      for (int qi = 0; qi < kPerWarp; ++qi) {
-        const float w = scores[static_cast<std::int64_t>(warp * kPerWarp + qi) * p.cubes + j0 + jj];
-#pragma unroll
-        for (int t = 0; t < kPerLane; ++t) acc[qi][t] += w * tile[jj * (kDim + 4) + lane + 32 * t];
-      }
-  }
-#pragma unroll
-  for (int qi = 0; qi < kPerWarp; ++qi) {
-    const int q = warp * kPerWarp + qi, c = c0 + q;
-    if (c >= p.cubes) continue;
-    float* o = p.coarse_out + ((b * p.cubes + c) * p.heads_q + h) * kDim;
-#pragma unroll
-    for (int t = 0; t < kPerLane; ++t) o[lane + 32 * t] = acc[qi][t] * inv_sums[q];
-  }
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * warps + warp;
+  if (r >= p.rows) return;  // warp-level work only from here: no block barrier follows
+  float* row = reinterpret_cast<float*>(smem4) + static_cast<std::int64_t>(warp) * p.ld;
+  unsigned* hist = reinterpret_cast<unsigned*>(reinterpret_cast<float*>(smem4) + static_cast<std::int64_t>(warps) * p.ld) +
+                   warp * 256;
+  float* global_row = p.scores + r * p.ld;
+  for (int j = 4 * lane; j < p.cubes; j += 128)
+    *reinterpret_cast<float4*>(row + j) = *reinterpret_cast<const float4*>(global_row + j);
+  __syncwarp();
+  warp_top_k(row, p.cubes, p.topk, p.indices + (p.first_head * p.cubes + r) * p.topk, hist);
+  if (!p.weights) return;
+  __syncwarp();
+  float m = -INFINITY;
+  for (int j = lane; j < p.cubes; j += 32) m = fmaxf(m, row[j]);
+  m = warp_max(m);
+  float sum = 0.f;
+  for (int j = lane; j < p.cubes; j += 32) sum += row[j] = expf(row[j] - m);
+  const float inv = 1.f / warp_sum(sum);
+  for (int j = lane; j < p.cubes; j += 32) global_row[j] = row[j] * inv;
 }
 
 }  // namespace diffattn::vsa

@@ -56,35 +56,35 @@ Status check_cuda_problem(const AttentionProblem& p) {
   return Status::Ok();
 }
 
-// How the coarse kernel runs on the device: query cubes per warp, and the device's opt-in shared
-// memory per block, which every launch sets as the kernel's limit (one value for all calls, so that
-// threads launching other geometries never lower it under each other).
+// How the coarse branch runs on the device: warps per top-k block, and the device's opt-in shared
+// memory per block, which every launch sets as the top-k kernel's limit (one value for all calls,
+// so that threads launching other geometries never lower it under each other).
 struct CoarseLaunch {
-  int per_warp = 0;
+  int top_k_warps = 0;
   int smem_limit = 0;
   bool segmented = false;  // the fine branch runs Hopper's walk, which takes segmented key blocks
+  std::int64_t score_bytes = vsa::kCoarseScoreBytes;  // a pass's scores at most
 };
 
-// The kernels' limits on the device: a block-sparse kernel for the fine branch, and the coarse
-// branch's scores of one block's query cubes in shared memory.
-Result<CoarseLaunch> check_device(int device, std::int64_t cubes, int head_size, flash::BlockSparseKernel kernel) {
+// The kernels' limits on the device: a block-sparse kernel for the fine branch, and the top-k's
+// row of scores in shared memory.
+Result<CoarseLaunch> check_device(int device, std::int64_t cubes, flash::BlockSparseKernel kernel) {
   if (const Status fine = flash::check_block_sparse_device(device, kernel); !fine.ok())
     return Status(fine.code(), "FASTVIDEO_VSA's fine branch: " + fine.message());
-  int smem_block = 0, smem_sm = 0;
+  int smem_block = 0;
   DIFFATTN_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&smem_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  DIFFATTN_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  const int per_warp = vsa::coarse_queries_per_warp(cubes, head_size, smem_block, smem_sm);
-  if (per_warp == 0)
-    return Unsupported("FASTVIDEO_VSA on CUDA keeps each query cube's coarse scores over all key cubes in shared "
-                       "memory: " + std::to_string(cubes) + " cubes need " +
-                       std::to_string(vsa::coarse_smem_bytes(1, cubes, head_size)) + " bytes per block, more than "
+  const int warps = vsa::coarse_top_k_warps(cubes, smem_block);
+  if (warps == 0)
+    return Unsupported("FASTVIDEO_VSA on CUDA selects each query cube's key cubes from its row of coarse scores in "
+                       "shared memory: " + std::to_string(cubes) + " cubes need " +
+                       std::to_string(vsa::coarse_top_k_smem_bytes(1, cubes)) + " bytes per block, more than "
                        "this GPU's " + std::to_string(smem_block) + "; run shorter or smaller videos per call, or on "
                        "CPU tensors");
   int major = 0;
   DIFFATTN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return CoarseLaunch{per_warp, smem_block, kernel == flash::BlockSparseKernel::kForDevice && major == 9};
+  return CoarseLaunch{warps, smem_block, kernel == flash::BlockSparseKernel::kForDevice && major == 9,
+                      vsa::kCoarseScoreBytes};
 }
 
 StridedView strided(const TensorView& t) {
@@ -120,35 +120,61 @@ Status gather(const TensorView& src, T* padded, float* means, const VsaCubeMap& 
   return cuda::check_launch("gather_cubes_kernel");
 }
 
-template <int kDim, int kPerWarp>
-Status launch_coarse(const vsa::CoarseParams& params, std::int64_t batch, int smem_limit, cudaStream_t stream) {
-  constexpr int kQueries = vsa::kCoarseWarps * kPerWarp;
-  const auto smem = static_cast<int>(vsa::coarse_smem_bytes(kPerWarp, params.cubes, kDim));
-  auto kernel = vsa::coarse_top_k_kernel<kDim, kPerWarp>;
-  DIFFATTN_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit));
-  const dim3 grid(static_cast<unsigned>((params.cubes + kQueries - 1) / kQueries),
-                  static_cast<unsigned>(params.heads_q), static_cast<unsigned>(batch));
-  kernel<<<grid, vsa::kCoarseWarps * 32, smem, stream>>>(params);
-  return cuda::check_launch("coarse_top_k_kernel");
-}
-
-// The dispatch ladder over the compiled head sizes and query cubes per warp.
-Status coarse(const vsa::CoarseParams& params, std::int64_t batch, int head_size, const CoarseLaunch& launch,
+// The coarse branch, a pass per coarse_heads_per_pass heads: scores, top-k (and softmax weights
+// with a gate), then with a gate the weighted value means into coarse_out.
+Status coarse(const vsa::CoarseParams& p, const Shapes& s, const CoarseLaunch& launch, float* scores,
               cudaStream_t stream) {
-  const int smem = launch.smem_limit;
-  switch (head_size * 10 + launch.per_warp) {
-    case 641: return launch_coarse<64, 1>(params, batch, smem, stream);
-    case 642: return launch_coarse<64, 2>(params, batch, smem, stream);
-    case 644: return launch_coarse<64, 4>(params, batch, smem, stream);
-    case 1281: return launch_coarse<128, 1>(params, batch, smem, stream);
-    case 1282: return launch_coarse<128, 2>(params, batch, smem, stream);
-    case 1284: return launch_coarse<128, 4>(params, batch, smem, stream);
-    default:
-      return Internal("FASTVIDEO_VSA's coarse kernel is not compiled for head size " + std::to_string(head_size) +
-                      " with " + std::to_string(launch.per_warp) + " query cubes per warp; compiled: head sizes " +
-                      vsa::cuda_head_sizes_text() + " with 1, 2 or 4");
+  const std::int64_t cubes = s.cubes, ld = vsa::coarse_score_ld(cubes), dim = s.dim;
+  const std::int64_t heads = s.batch * s.heads_q, per_pass = vsa::coarse_heads_per_pass(cubes, heads, launch.score_bytes);
+  const int group = static_cast<int>(s.heads_q / s.heads_kv);
+  const auto tiles = [](std::int64_t n) { return static_cast<unsigned>((n + vsa::kCoarseGemmTile - 1) / vsa::kCoarseGemmTile); };
+  const auto top_k_smem = static_cast<int>(vsa::coarse_top_k_smem_bytes(launch.top_k_warps, cubes));
+  DIFFATTN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(vsa::coarse_top_k_kernel,
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, launch.smem_limit));
+  for (std::int64_t first = 0; first < heads; first += per_pass) {
+    const std::int64_t count = std::min(per_pass, heads - first);
+    vsa::CoarseGemm g;
+    g.a = {p.q_means, s.heads_q * dim, cubes * s.heads_q * dim, dim, 0, 1};
+    g.b = {p.k_means, s.heads_kv * dim, cubes * s.heads_kv * dim, dim, 0, group};
+    g.c = {scores, ld, 0, 0, cubes * ld, 1};
+    g.m = g.n = static_cast<int>(cubes);
+    g.k = static_cast<int>(dim);
+    g.alpha = p.scale;
+    g.first_head = first;
+    g.heads_q = static_cast<int>(s.heads_q);
+    vsa::coarse_gemm_kernel<true><<<dim3(tiles(cubes), tiles(cubes), static_cast<unsigned>(count)),
+                                    vsa::kCoarseGemmThreads, 0, stream>>>(g);
+    DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("coarse_gemm_kernel (scores)"));
+
+    vsa::CoarseTopK t;
+    t.scores = scores;
+    t.indices = p.indices;
+    t.first_head = first;
+    t.rows = count * cubes;
+    t.cubes = static_cast<int>(cubes);
+    t.ld = static_cast<int>(ld);
+    t.topk = p.topk;
+    t.weights = p.coarse_out != nullptr;
+    const std::int64_t warps = launch.top_k_warps;
+    vsa::coarse_top_k_kernel<<<static_cast<unsigned>((t.rows + warps - 1) / warps), static_cast<unsigned>(32 * warps),
+                               top_k_smem, stream>>>(t);
+    DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("coarse_top_k_kernel"));
+    if (p.coarse_out == nullptr) continue;
+
+    vsa::CoarseGemm w;
+    w.a = {scores, ld, 0, 0, cubes * ld, 1};
+    w.b = {p.v_means, s.heads_kv * dim, cubes * s.heads_kv * dim, dim, 0, group};
+    w.c = {p.coarse_out, s.heads_q * dim, cubes * s.heads_q * dim, dim, 0, 1};
+    w.m = static_cast<int>(cubes);
+    w.n = static_cast<int>(dim);
+    w.k = static_cast<int>(cubes);
+    w.first_head = first;
+    w.heads_q = static_cast<int>(s.heads_q);
+    vsa::coarse_gemm_kernel<false><<<dim3(tiles(dim), tiles(cubes), static_cast<unsigned>(count)),
+                                     vsa::kCoarseGemmThreads, 0, stream>>>(w);
+    DIFFATTN_RETURN_IF_ERROR(cuda::check_launch("coarse_gemm_kernel (values)"));
   }
+  return Status::Ok();
 }
 
 template <typename T>
@@ -205,6 +231,8 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   const std::size_t k_means_at = ws.place(elements(s.cubes, s.heads_kv) * sizeof(float));
   const std::size_t v_means_at = ws.place(gated ? elements(s.cubes, s.heads_kv) * sizeof(float) : 0);
   const std::size_t coarse_at = ws.place(gated ? elements(s.cubes, s.heads_q) * sizeof(float) : 0);
+  const std::size_t scores_at = ws.place(static_cast<std::size_t>(
+      vsa::coarse_heads_per_pass(s.cubes, s.batch * s.heads_q, launch.score_bytes) * s.cubes * vsa::coarse_score_ld(s.cubes) * 4));
   const std::size_t offsets_at = ws.place(static_cast<std::size_t>(s.rows + 1) * sizeof(std::int32_t));
   const std::size_t indices_at = ws.place(static_cast<std::size_t>(s.rows * s.topk) * sizeof(std::int32_t));
   const std::size_t tile_rows_at = ws.place(static_cast<std::size_t>(s.cubes) * sizeof(std::int32_t));
@@ -235,6 +263,7 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   float* k_means = ws.at<float>(k_means_at);
   float* v_means = gated ? ws.at<float>(v_means_at) : nullptr;
   float* coarse_out = gated ? ws.at<float>(coarse_at) : nullptr;
+  float* scores = ws.at<float>(scores_at);
   auto* offsets = ws.at<std::int32_t>(offsets_at);
   auto* indices = ws.at<std::int32_t>(indices_at);
   auto* tile_rows = ws.at<std::int32_t>(tile_rows_at);
@@ -262,12 +291,9 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
   params.v_means = v_means;
   params.coarse_out = coarse_out;
   params.indices = indices;
-  params.cubes = static_cast<int>(s.cubes);
-  params.heads_q = static_cast<int>(s.heads_q);
-  params.heads_kv = static_cast<int>(s.heads_kv);
   params.topk = static_cast<int>(s.topk);
   params.scale = p.softmax_scale();
-  DIFFATTN_RETURN_IF_ERROR(coarse(params, s.batch, static_cast<int>(s.dim), launch, stream));
+  DIFFATTN_RETURN_IF_ERROR(coarse(params, s, launch, scores, stream));
 
   constexpr int kTile = flash::kBlockSparseSmallTile;
   static_assert(kTile == kVsaCubeTokens, "a cube is one 64-row query tile and one 64-key tile of the fine branch");
@@ -296,7 +322,8 @@ Status run_typed(const AttentionProblem& p, const Shapes& s, const CoarseLaunch&
 }  // namespace
 
 Status run_fastvideo_vsa_cuda(const AttentionProblem& problem, std::int64_t topk, void* stream,
-                              BlockSparseLayout* selected, flash::BlockSparseKernel kernel) {
+                              BlockSparseLayout* selected, flash::BlockSparseKernel kernel,
+                              std::int64_t coarse_score_bytes) {
   DIFFATTN_RETURN_IF_ERROR(check_vsa_problem(problem, topk));
   DIFFATTN_RETURN_IF_ERROR(check_cuda_problem(problem));
   const VideoGeometry& g = *problem.video;
@@ -317,8 +344,8 @@ Status run_fastvideo_vsa_cuda(const AttentionProblem& problem, std::int64_t topk
                         " pass the kernels' 32-bit lists and row indices; run fewer sequences or heads per call");
   cuda::ScopedDevice device;
   DIFFATTN_RETURN_IF_ERROR(device.enter(problem.q.device.index));
-  DIFFATTN_ASSIGN_OR_RETURN(const CoarseLaunch launch,
-                            check_device(problem.q.device.index, s.cubes, static_cast<int>(s.dim), kernel));
+  DIFFATTN_ASSIGN_OR_RETURN(CoarseLaunch launch, check_device(problem.q.device.index, s.cubes, kernel));
+  if (coarse_score_bytes > 0) launch.score_bytes = coarse_score_bytes;
   if (s.batch == 0) return Status::Ok();
   auto cuda_stream = static_cast<cudaStream_t>(stream);
   if (problem.q.dtype == DType::kBFloat16)

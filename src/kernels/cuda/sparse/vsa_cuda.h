@@ -23,9 +23,12 @@ namespace diffattn {
 // captured into a CUDA graph. Everything that can be checked is checked before anything runs, and
 // out is written only after every earlier step was launched. `selected`, when given, receives the
 // chosen key cubes (query and key tiles are cubes, tile_rows their valid tokens); filling it waits
-// for the stream. In a build without CUDA this returns kUnavailable.
+// for the stream. `coarse_score_bytes` bounds the coarse branch's scores per pass over the heads
+// (0: vsa::kCoarseScoreBytes; tests pass less to run a pass per head). In a build without CUDA
+// this returns kUnavailable.
 Status run_fastvideo_vsa_cuda(const AttentionProblem& problem, std::int64_t topk, void* stream,
                               BlockSparseLayout* selected = nullptr,
-                              flash::BlockSparseKernel kernel = flash::BlockSparseKernel::kForDevice);
+                              flash::BlockSparseKernel kernel = flash::BlockSparseKernel::kForDevice,
+                              std::int64_t coarse_score_bytes = 0);
 
 }  // namespace diffattn

@@ -24,35 +24,38 @@ inline std::string cuda_head_sizes_text() {
   return join(kCudaHeadSizes, ", ", "", [](int d) { return std::to_string(d); });
 }
 
-// Every coarse-branch block has kCoarseWarps warps; each owns whole query cubes (its rows of
-// scores, its top-k and its softmax), and the block stages key cubes kCoarseKeyTile at a time,
-// one per lane, for all of them.
-inline constexpr int kCoarseWarps = 8;
-inline constexpr int kCoarseKeyTile = 32;
-inline constexpr int kCoarseQueriesPerWarp[] = {4, 2, 1};  // the instantiated choices, most first
-// Shared memory the device keeps per resident block besides the block's own (sm_80 and later).
-inline constexpr std::int64_t kSmemReservedPerBlock = 1024;
+// The coarse branch's GEMMs (vsa_coarse_kernel.cuh): 128 x 128 outputs a block of 256 threads,
+// 16 of the depth staged at a time.
+inline constexpr int kCoarseGemmTile = 128, kCoarseGemmDepth = 16, kCoarseGemmThreads = 256;
+// A pass of the coarse branch keeps its heads' scores within this much workspace.
+inline constexpr std::int64_t kCoarseScoreBytes = std::int64_t{512} << 20;
+// The top-k's warps per block, most first.
+inline constexpr int kCoarseTopKWarps[] = {8, 4, 2, 1};
 
-// A coarse block's shared memory with `per_warp` query cubes per warp: their means (rows padded
-// by 4 floats too), the key (or
-// value) tile with rows padded by 4 floats (conflict-free 16-byte reads down a column of rows),
-// their scores over every key cube, and their softmax sums.
-constexpr std::int64_t coarse_smem_bytes(int per_warp, std::int64_t cubes, int head_size) {
-  const std::int64_t queries = std::int64_t{kCoarseWarps} * per_warp;
-  return 4 * (queries * (head_size + 4) + std::int64_t{kCoarseKeyTile} * (head_size + 4) + queries * cubes + queries);
+// Row stride of the scores in floats: the cubes rounded up to 4 (16-byte rows).
+constexpr std::int64_t coarse_score_ld(std::int64_t cubes) { return (cubes + 3) / 4 * 4; }
+
+// Heads (sequence, query head pairs) per pass of the coarse branch: as many of `heads` as keep
+// their scores within `budget` bytes, at least one, at most 65535 (the GEMM grid's third
+// dimension).
+constexpr std::int64_t coarse_heads_per_pass(std::int64_t cubes, std::int64_t heads,
+                                             std::int64_t budget = kCoarseScoreBytes) {
+  const std::int64_t per_head = cubes * coarse_score_ld(cubes) * 4;
+  std::int64_t n = per_head > 0 ? budget / per_head : heads;
+  if (n > heads) n = heads;
+  if (n > 65535) n = 65535;
+  return n < 1 ? 1 : n;
 }
 
-// Query cubes per warp for `cubes` key cubes: the most with which two blocks share an SM (the
-// top-k passes over shared memory wait on its latency, which a second block hides), else the
-// most with which one block fits; 0 when not even one query cube per warp fits.
-constexpr int coarse_queries_per_warp(std::int64_t cubes, int head_size, std::int64_t smem_per_block,
-                                      std::int64_t smem_per_sm) {
-  for (int per_warp : kCoarseQueriesPerWarp) {
-    const std::int64_t bytes = coarse_smem_bytes(per_warp, cubes, head_size);
-    if (bytes <= smem_per_block && 2 * (bytes + kSmemReservedPerBlock) <= smem_per_sm) return per_warp;
-  }
-  for (int per_warp : kCoarseQueriesPerWarp)
-    if (coarse_smem_bytes(per_warp, cubes, head_size) <= smem_per_block) return per_warp;
+// A top-k block's shared memory: each warp's row of scores and its 256-word histogram.
+constexpr std::int64_t coarse_top_k_smem_bytes(int warps, std::int64_t cubes) {
+  return std::int64_t{warps} * (coarse_score_ld(cubes) * 4 + 256 * 4);
+}
+
+// The most warps per top-k block whose rows fit the block's shared memory; 0 when one row does not.
+constexpr int coarse_top_k_warps(std::int64_t cubes, std::int64_t smem_per_block) {
+  for (int warps : kCoarseTopKWarps)
+    if (coarse_top_k_smem_bytes(warps, cubes) <= smem_per_block) return warps;
   return 0;
 }
 
