@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -85,6 +86,26 @@ void write_array(const std::string& path, const std::vector<T>& v) {
 // Listed tile pairs over all of them.
 double layout_density(const BlockSparseLayout& l) {
   return static_cast<double>(l.indices.size()) / static_cast<double>(l.batch * l.heads * l.q_tiles * l.k_tiles);
+}
+
+// How much neighbouring query tiles' lists overlap: for query tiles 2i and 2i + 1 of each head,
+// the key tiles both list over the key tiles either lists, averaged over the pairs (what one CTA
+// walking both tiles' lists would load, against two CTAs walking one each).
+double pair_sharing(const BlockSparseLayout& l) {
+  double shared = 0.0;
+  std::int64_t pairs = 0;
+  for (std::int64_t head = 0; head < l.batch * l.heads; ++head)
+    for (std::int64_t t = 0; t + 1 < l.q_tiles; t += 2) {
+      const std::int64_t r = head * l.q_tiles + t;
+      const auto a = l.indices.begin() + l.offsets[r], a_end = l.indices.begin() + l.offsets[r + 1];
+      const auto b = a_end, b_end = l.indices.begin() + l.offsets[r + 2];
+      std::vector<std::int32_t> both;
+      std::set_intersection(a, a_end, b, b_end, std::back_inserter(both));
+      const auto either = (a_end - a) + (b_end - b) - static_cast<std::int64_t>(both.size());
+      if (either > 0) shared += static_cast<double>(both.size()) / static_cast<double>(either);
+      ++pairs;
+    }
+  return pairs > 0 ? shared / static_cast<double>(pairs) : 0.0;
 }
 
 struct PathRun {
@@ -221,6 +242,8 @@ int main(int argc, char** argv) {
       const double ms = median(path_ms[i]), density = layout_density(lists);
       std::printf("%-24s %-26s %9.3f %9.3f %8.2f %8.4f %9.3e %9.6f\n", name.c_str(), paths[i].path.c_str(), ms, dms,
                   dms / ms, density, m.rel_l2, m.cosine);
+      std::printf("%-24s %-26s query tiles 2i and 2i + 1 share %.3f of the key tiles either lists\n", name.c_str(),
+                  paths[i].path.c_str(), pair_sharing(lists));
       if (csv)
         std::fprintf(csv, "%s,%s,%.4f,%.4f,%.3f,%.5f,%.4e,%.6f\n", name.c_str(), paths[i].path.c_str(), ms, dms,
                      dms / ms, density, m.rel_l2, m.cosine);
