@@ -182,13 +182,22 @@ inline constexpr int kBlockSparseSmallTile = 64;
 struct ListWalk {
   int k_bufs = 0, v_bufs = 0, ctas_per_sm = 0;
   int block_n = 0;  // the lists' tiles: block_n query rows by block_n keys
+  // Q K^T takes this many 64-column chunks of Q from registers (loaded once from the CTA's Q
+  // tile), the rest from shared memory for every key block.
+  int q_register_chunks = 0;
 };
 
 // The walk for lists of `tile` x `tile` at `head_size`, or ctas_per_sm == 0 where the flash
 // kernel's tiles run them.
+#ifndef DIFFATTN_WALK_Q_REGISTER_CHUNKS
+#define DIFFATTN_WALK_Q_REGISTER_CHUNKS 1
+#endif
+inline constexpr int kWalkQRegisterChunks = DIFFATTN_WALK_Q_REGISTER_CHUNKS;
 constexpr ListWalk list_walk(int head_size, int tile) {
   if (!is_block_sparse_head_size(head_size)) return {};
-  if (tile == kBlockSparseSmallTile) return head_size == 128 ? ListWalk{1, 2, 3, tile} : ListWalk{2, 1, 4, tile};
+  if (tile == kBlockSparseSmallTile)
+    return head_size == 128 ? ListWalk{1, 2, 3, tile, std::min(kWalkQRegisterChunks, 2)}
+                            : ListWalk{2, 1, 4, tile, std::min(kWalkQRegisterChunks, 1)};
   if (tile == kBlockSparseTile && head_size == 64) return ListWalk{1, 2, 3, tile};
   return {};
 }

@@ -87,9 +87,10 @@ LaunchStatus launch_list_walk(const HopperArgs& args, cudaStream_t stream) {
   static_assert(walk.ctas_per_sm > 0, "no walk for this tiling");
   if constexpr (kTile == kSegmentTile)
     if (args.params.bs_blocks != nullptr)
-      return launch_walk<WalkTraits<kD, kBf16, walk.k_bufs, walk.v_bufs, walk.ctas_per_sm, walk.block_n, true>>(
-          args, stream);
-  return launch_walk<WalkTraits<kD, kBf16, walk.k_bufs, walk.v_bufs, walk.ctas_per_sm, walk.block_n>>(args, stream);
+      return launch_walk<WalkTraits<kD, kBf16, walk.k_bufs, walk.v_bufs, walk.ctas_per_sm, walk.block_n, true,
+                                    walk.q_register_chunks>>(args, stream);
+  return launch_walk<WalkTraits<kD, kBf16, walk.k_bufs, walk.v_bufs, walk.ctas_per_sm, walk.block_n, false,
+                                walk.q_register_chunks>>(args, stream);
 }
 
 template <int kD, bool kBf16>

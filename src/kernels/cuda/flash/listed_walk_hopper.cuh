@@ -41,7 +41,8 @@ struct WalkTmaMaps {
 // depth loads once block n's product has read its buffer); kCtasPerSm: the residency the launch
 // bounds ask for (registers per thread follow from it: 65536 / (128 x kCtasPerSm)).
 // flash_config.h's list_walk chooses them.
-template <int kD_, bool kBf16_, int kKBufs_, int kVBufs_, int kCtasPerSm_, int kBlockN_, bool kSegmented_ = false>
+template <int kD_, bool kBf16_, int kKBufs_, int kVBufs_, int kCtasPerSm_, int kBlockN_, bool kSegmented_ = false,
+          int kQRegisterChunks_ = 0>
 struct WalkTraits {
   static constexpr int kD = kD_;
   static constexpr bool kBf16 = kBf16_;
@@ -49,6 +50,7 @@ struct WalkTraits {
   static constexpr int kVBufs = kVBufs_;
   static constexpr int kCtasPerSm = kCtasPerSm_;
   static constexpr bool kSegmented = kSegmented_;  // walks p.bs_blocks (segmented key blocks)
+  static constexpr int kQRegisterChunks = kQRegisterChunks_;  // of Q K^T's A operand, from registers
   static constexpr int kBlockM = 64;                   // query rows per CTA
   static constexpr int kBlockN = kBlockN_;             // keys per block, and query rows per list
   static constexpr int kCtasPerList = kBlockN / kBlockM;
@@ -70,6 +72,9 @@ struct WalkTraits {
   static_assert(kBlockN == 64 || kBlockN == 128, "64- or 128-key lists");
   static_assert(!kSegmented || kBlockN == kSegmentTile, "segmented key blocks are 64 keys");
   static constexpr int kSegmentBytes = kSegmentRows * 128;  // one 16-row box of a chunk
+  static_assert(kQRegisterChunks == 0 || kBlockN == 64, "Q K^T from registers is generated for 64-key blocks");
+  static_assert(kQRegisterChunks >= 0 && kQRegisterChunks <= kD / 64, "Q has kD / 64 chunks");
+  static constexpr int kQRegs = kQRegisterChunks > 0 ? kQRegisterChunks * 16 : 1;  // 4 words per 16 columns
   static_assert(kSmemBytes == list_walk_smem_bytes(kD, ListWalk{kKBufs, kVBufs, kCtasPerSm, kBlockN}),
                 "flash_config.h and the kernel disagree on the shared memory");
   static_assert((kSmemBytes + kSmemReservedPerCta) * kCtasPerSm <= kHopperSmemPerSm,
@@ -225,6 +230,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
 #pragma unroll
   for (int i = 0; i < T::kOAcc; ++i) o[i] = 0.f;
   RowState st{{-INFINITY, -INFINITY}, {0.f, 0.f}};
+  // This thread's part of the Q tile's first kQRegisterChunks chunks as wgmma A fragments, read
+  // once from the swizzled tile (below, once Q has landed): words 4kk .. 4kk + 3 hold columns
+  // 16kk .. 16kk + 15 of rows lane/4 and lane/4 + 8 of this warp's 16.
+  uint32_t qa[T::kQRegs];
   // Q K^T of block n into s (issued and committed, not waited for).
   auto issue_qk = [&](float (&s)[T::kSAcc], int n) {
     const int kbuf = n % T::kKBufs;
@@ -232,12 +241,22 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
     ptx::fence_operands(o);
     ptx::wgmma_fence();
     const uint64_t k0 = ptx::smem_desc_advance(k_desc0, kbuf * T::kKVBytes);
+    if constexpr (T::kQRegisterChunks > 0) ptx::fence_operands(qa);
 #pragma unroll
     for (int kk = 0; kk < T::kD / 16; ++kk) {
       const uint32_t col = (kk % 4) * 32;  // 16 columns of 2 bytes within a 64-column chunk
-      Wgmma<T::kBlockN>::template ss<T::kBf16>(s, ptx::smem_desc_advance(q_desc0, (kk / 4) * T::kQChunkBytes + col),
-                                               ptx::smem_desc_advance(k0, (kk / 4) * T::kKVChunkBytes + col),
-                                               kk > 0 ? 1 : 0);
+      const uint64_t kd = ptx::smem_desc_advance(k0, (kk / 4) * T::kKVChunkBytes + col);
+      bool from_registers = false;
+      if constexpr (T::kQRegisterChunks > 0) {
+        if (kk < T::kQRegisterChunks * 4) {
+          const uint32_t a[4] = {qa[4 * kk + 0], qa[4 * kk + 1], qa[4 * kk + 2], qa[4 * kk + 3]};
+          Wgmma<T::kBlockN>::template rs_k<T::kBf16>(s, a, kd, kk > 0 ? 1 : 0);
+          from_registers = true;
+        }
+      }
+      if (!from_registers)
+        Wgmma<T::kBlockN>::template ss<T::kBf16>(s, ptx::smem_desc_advance(q_desc0, (kk / 4) * T::kQChunkBytes + col),
+                                                 kd, kk > 0 ? 1 : 0);
     }
     ptx::wgmma_commit();
   };
@@ -311,6 +330,19 @@ __global__ void __launch_bounds__(T::kThreads, T::kCtasPerSm)
     ptx::wgmma_commit();
   };
   if (len > 0) ptx::mbar_wait(q_full, 0);
+  if constexpr (T::kQRegisterChunks > 0) {
+    // Row r of a 128-byte-swizzled chunk keeps its 16-byte unit u at (u ^ (r % 8)) * 16; this
+    // thread's rows are warp * 16 + lane / 4 (+ 8), so r % 8 = lane / 4 % 8 for both.
+    const int r = warp * 16 + lane / 4, x = (lane / 4) % 8;
+#pragma unroll
+    for (int kk = 0; kk < T::kQRegisterChunks * 4; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = r + (i % 2) * 8, unit = (kk % 4) * 2 + i / 2;
+        qa[4 * kk + i] = *reinterpret_cast<const uint32_t*>(base + (kk / 4) * T::kQChunkBytes + row * 128 +
+                                                            ((unit ^ x) << 4) + (lane % 4) * 4);
+      }
+  }
   // Block n - 1's P V runs on the tensor cores while block n's softmax runs: block n's Q K^T and
   // block n - 1's P V are issued together, the softmax starts once Q K^T is done, and the output
   // is rescaled and P converted once P V is done too (no register a product in flight reads or
