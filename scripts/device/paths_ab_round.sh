@@ -44,15 +44,16 @@ if [ "${NCU:-0}" = 1 ]; then
   grep -E "Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Eligible Warps|No Eligible|Block Limit" "$OUT/ncu-coarse.txt" | head -24
 fi
 # NCU_WALK=1: the fine branch's walk of one FASTVIDEO_VSA call on $NCU_WORK for every variant of
-# $VARIANTS, and one dense FLASH_ATTN call beside it: speed of light, memory workload (shared
-# memory and L2), tensor-pipe activity and warp states.
+# $VARIANTS, and the first launch of the flash kernel beside it (RAINFUSION_ATTN's fine pass on
+# 128 x 128 lists): speed of light, memory workload (shared memory and L2), tensor-pipe activity
+# and warp states.
 if [ "${NCU_WALK:-0}" = 1 ]; then
   ncu_work=${NCU_WORK:-wan2.1-14b-720p-self}
   metrics=sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,lts__t_sector_hit_rate.pct
-  for which in ${VARIANTS:-base new} dense; do
+  for which in ${VARIANTS:-base new} flash-listed; do
     bin=$pre/bin/gpu_sparse_paths_bench; kernel=listed_walk
-    [ $which = new ] || [ $which = dense ] || bin=${bin}_$which
-    [ $which = dense ] && kernel=flash_fwd_hopper
+    [ $which = new ] || [ $which = flash-listed ] || bin=${bin}_$which
+    [ $which = flash-listed ] && kernel=flash_fwd_hopper
     timeout 300 ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
       --metrics $metrics -k regex:$kernel -c 1 $bin --work $ncu_work --rounds 1 > "$OUT/ncu-walk-$which.txt" 2>&1
     echo "-- ncu $kernel: $which"

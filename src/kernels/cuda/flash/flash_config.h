@@ -179,6 +179,13 @@ inline constexpr int kBlockSparseSmallTile = 64;
 //  - 128 x 128 at hd64: three CTAs, one K and two V buffers, 13-19 % faster than the flash
 //    kernel's two-group 128 x 128 tile (0.79-0.96 of dense on the 16k square and SD3's shape
 //    against 0.69-0.82; two K and one V, or one of each, 3-6 % slower on the 16k square).
+//  - 64 x 64, Q K^T's A operand from registers for Q's first 64 columns (hd128; all of Q at
+//    hd64), against all of Q from shared memory in one job (bench/results/vsa-qregs-2026-12-06-h200/):
+//    the walk on random lists at 720p 2.6 % faster at density 0.125 and level at 1, the 16k hd64
+//    square 2 % faster at density 1 and level at 0.125; FASTVIDEO_VSA end to end 1.7 % (720p) and
+//    4.5 % (480p) faster. All of Q in registers at hd128 leaves ptxas too few registers at three
+//    CTAs (it spills and serialises the wgmma). DIFFATTN_WALK_Q_REGISTER_CHUNKS=0 builds the
+//    walk without it, for such A/B runs.
 struct ListWalk {
   int k_bufs = 0, v_bufs = 0, ctas_per_sm = 0;
   int block_n = 0;  // the lists' tiles: block_n query rows by block_n keys
@@ -187,12 +194,13 @@ struct ListWalk {
   int q_register_chunks = 0;
 };
 
-// The walk for lists of `tile` x `tile` at `head_size`, or ctas_per_sm == 0 where the flash
-// kernel's tiles run them.
 #ifndef DIFFATTN_WALK_Q_REGISTER_CHUNKS
 #define DIFFATTN_WALK_Q_REGISTER_CHUNKS 1
 #endif
 inline constexpr int kWalkQRegisterChunks = DIFFATTN_WALK_Q_REGISTER_CHUNKS;
+
+// The walk for lists of `tile` x `tile` at `head_size`, or ctas_per_sm == 0 where the flash
+// kernel's tiles run them.
 constexpr ListWalk list_walk(int head_size, int tile) {
   if (!is_block_sparse_head_size(head_size)) return {};
   if (tile == kBlockSparseSmallTile)
