@@ -98,6 +98,14 @@ TEST(FlashConfig, InOrderTilesAreThreeGroupsOfSequentialBlocksAtHd128) {
   for (int d : {64, 96, 192, 256}) EXPECT_TRUE(hopper_tile(d, KeyTiles::kInOrder).overlap) << d;
 }
 
+TEST(FlashConfig, KeyMaskedCallsLeaveTheWideTileForTheLongOne) {
+  EXPECT_EQ(key_masked_tiles(KeyTiles::kWide, true, false), KeyTiles::kLong);
+  EXPECT_EQ(key_masked_tiles(KeyTiles::kWide, false, false), KeyTiles::kWide);
+  EXPECT_EQ(key_masked_tiles(KeyTiles::kWide, true, true), KeyTiles::kWide);  // causal: the live-bits walk
+  for (KeyTiles keys : {KeyTiles::kShort, KeyTiles::kLong, KeyTiles::kInOrder})
+    EXPECT_EQ(key_masked_tiles(keys, true, false), keys);
+}
+
 TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {
   constexpr int kSms = 132;  // H200
   // From 8192 query rows, with or without a key mask, whatever the keys and the tile count.

@@ -202,6 +202,29 @@ TEST(GpuFlashAttn, KeyWalksOfRunsAndScatteredKeysMatchTheOracle) {
       }
 }
 
+// The compact walk of non-causal key masks (kernels/sparse/compact_keys.h): whole blocks of the
+// kept runs read in place, the rest of every run gathered into a zero-padded copy after them. Every
+// head size, GQA, both dtypes, a padded prompt whose image run also ends inside a block (two
+// gathered pieces), scattered keys (many runs, most keys gathered), one batch that keeps no key.
+TEST(GpuFlashAttn, CompactKeyWalksMatchTheOracle) {
+  SKIP_WITHOUT_FLASH_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int idx = 0;
+  for (std::int64_t d : flash::kHeadSizes)
+    for (int kind = 0; kind < 2; ++kind) {
+      ParityCase c = sized_case(d, 130, 1500 + 37 * idx, 4, idx % 2 ? DType::kFloat16 : DType::kBFloat16);
+      c.heads_kv = 2;
+      c.batch = 3;
+      c.mask = testing::MaskShape::kKeyPadding;
+      c.lse = true;
+      c.fully_masked_rows = true;  // one batch keeps no key
+      if (kind == 0) c.text_keys = 512, c.prompt_keep = 77 + 3 * idx;
+      EXPECT_EQ(run_case(c, rng), "") << c.name() << " (seed " << seed << ")";
+      ++idx;
+    }
+}
+
 // Packed batches of more tiles than SMs, so the Hopper kernel takes them in its packed order
 // (kernels/cuda/flash/packed_order.h: sequences ranked by key count, every other round of the grid
 // taken backwards) over several rounds: sequences of different query and key lengths, one without

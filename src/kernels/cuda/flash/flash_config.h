@@ -264,6 +264,14 @@ constexpr KeyTiles choose_key_tiles(int head_size, std::int64_t seqlen_q, std::i
   return key_tiles(head_size, seqlen_k);
 }
 
+// A non-causal key mask runs the compact walk (flash_fwd_hopper.cuh, KeyWalk::kCompact), which
+// holds each batch's count of kept keys across the products: on the 192-key hd128 tile that made
+// ptxas spill 36 bytes (at its 168 registers, where the unmasked kernel uses all 168), so a
+// key-masked call takes the 176-key tile instead. Causal key masks keep the live-bits walk.
+constexpr KeyTiles key_masked_tiles(KeyTiles keys, bool key_masked, bool causal) {
+  return keys == KeyTiles::kWide && key_masked && !causal ? KeyTiles::kLong : keys;
+}
+
 // One persistent CTA per SM, never more CTAs than tiles.
 constexpr int persistent_grid(std::int64_t tiles, int sm_count) {
   return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(tiles, sm_count)));

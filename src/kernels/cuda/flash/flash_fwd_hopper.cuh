@@ -9,6 +9,7 @@
 // or, where shared memory has room, through an O buffer with 16-byte stores. The tiles of a last
 // partial wave may run as pieces along the keys whose partial outputs the last piece merges.
 
+#include <cstddef>
 #include <cstdint>
 
 #include <cuda.h>
@@ -25,7 +26,12 @@ namespace diffattn::flash {
 struct FlashTmaMaps {
   CUtensorMap q, k, v;  // 4-D maps over (D, S, H, B) with 64-column boxes and 128-byte swizzle
   CUtensorMap o;        // the output, 64 x 64 boxes, for the TMA-store epilogue (when p.out_tma)
+  CUtensorMap kg, vg;   // the compact walk's gathered keys and values (FlashParams::kv_block_rows)
+  static constexpr int kCopyMaps = 3;  // kg is k's map kCopyMaps maps on, vg v's
 };
+static_assert(offsetof(FlashTmaMaps, kg) == offsetof(FlashTmaMaps, k) + FlashTmaMaps::kCopyMaps * sizeof(CUtensorMap) &&
+                  offsetof(FlashTmaMaps, vg) == offsetof(FlashTmaMaps, v) + FlashTmaMaps::kCopyMaps * sizeof(CUtensorMap),
+              "the producer finds the gathered copies' maps by offset");
 
 template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false,
           bool kIssueInTurn_ = false, bool kTmaStore_ = false, bool kOverlap_ = true, bool kRowSumByMma_ = false,
@@ -102,8 +108,10 @@ struct HopperTraits {
 // keep a key), skipping padding; or the blocks its block-sparse list names (p.bs_offsets /
 // p.bs_indices). In the listed walk a tile's position n runs over its list and the key block at n
 // is list[n]; in the live-bits walk position n is entry n of the batch's walk; otherwise the
-// position is the block.
-enum class KeyWalk { kEvery, kLiveBits, kListed };
+// position is the block. The compact walk (non-causal key masks) is the plain walk over the
+// batch's kept keys in compact order (p.kv_count, p.kv_block_rows): only its producer differs, in
+// where a block's rows come from.
+enum class KeyWalk { kEvery, kLiveBits, kListed, kCompact };
 
 struct TileCoord {
   int b, h, m_block;
@@ -180,6 +188,7 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
     c.kv_row0 = 0;
     c.tma_batch = c.b;
   }
+  if constexpr (kWalk == KeyWalk::kCompact) c.seqlen_k = __ldg(p.kv_count + c.b);  // the kept keys
   c.skip = m * T::kBlockM >= c.seqlen_q;
   int kv_end = c.seqlen_k;
   if (p.causal) kv_end = min(kv_end, (m + 1) * T::kBlockM);
@@ -220,6 +229,10 @@ __device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item)
   c.split_tile = tp.tile;
   c.n_begin = tp.n_begin;
   c.n_end = tp.n_end;
+  if constexpr (kWalk == KeyWalk::kCompact) {  // pieces are planned on Skv's blocks; a batch keeps fewer
+    c.n_end = min(c.n_end, c.n_blocks);
+    c.n_begin = min(c.n_begin, c.n_end);
+  }
   return c;
 }
 
@@ -282,18 +295,26 @@ __device__ __forceinline__ void producer_loop(const FlashTmaMaps& maps, const Fl
     bool full;
     for (int n = kSkip ? next_live_block<T>(p, c, c.n_begin, full) : c.n_begin; n < c.n_end;
          n = kSkip ? next_live_block<T>(p, c, n + 1, full) : n + 1) {
-      const int row = c.kv_row0 + walk_key0<T, kWalk>(p, c, n);
+      int row = c.kv_row0 + walk_key0<T, kWalk>(p, c, n);
+      int copy = 0;  // 1: the block comes from the gathered copy (maps kg / vg, kCopyMaps maps on)
+      if constexpr (kWalk == KeyWalk::kCompact) {
+        row = __ldg(p.kv_block_rows + static_cast<int64_t>(c.b) * p.kv_block_rows_stride + n);
+        copy = row < 0;
+        if (copy) row = -1 - row;
+      }
+      const CUtensorMap* map_k = &maps.k + copy * FlashTmaMaps::kCopyMaps;
+      const CUtensorMap* map_v = &maps.v + copy * FlashTmaMaps::kCopyMaps;
       ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKVBytes);
 #pragma unroll
       for (int ch = 0; ch < T::kChunks; ++ch)
-        ptx::tma_load_4d(sm.k(stage) + ch * T::kKVChunkBytes, &maps.k, sm.k_full(stage), ch * 64, row, hkv,
+        ptx::tma_load_4d(sm.k(stage) + ch * T::kKVChunkBytes, map_k, sm.k_full(stage), ch * 64, row, hkv,
                          c.tma_batch);
       ptx::mbar_wait(sm.v_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.v_full(stage), T::kKVBytes);
 #pragma unroll
       for (int ch = 0; ch < T::kChunks; ++ch)
-        ptx::tma_load_4d(sm.v(stage) + ch * T::kKVChunkBytes, &maps.v, sm.v_full(stage), ch * 64, row, hkv,
+        ptx::tma_load_4d(sm.v(stage) + ch * T::kKVChunkBytes, map_v, sm.v_full(stage), ch * 64, row, hkv,
                          c.tma_batch);
       if (++stage == T::kStages) {
         stage = 0;
@@ -402,6 +423,7 @@ struct Consumer {
 
   // One past the last key of block n that may be attended: the tile's valid rows with block-sparse
   // tile rows (padded tiles), else the sequence's end.
+  template <KeyWalk kWalk>
   __device__ int key_end(const TileCoord& c, int n) const {
     if (p.bs_tile_rows != nullptr) return n * T::kBlockN + __ldg(p.bs_tile_rows + n);
     return c.seqlen_k;
@@ -483,7 +505,7 @@ struct Consumer {
       int limit[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        limit[r] = kWalk == KeyWalk::kLiveBits ? end : key_end(c, n);
+        limit[r] = kWalk == KeyWalk::kLiveBits ? end : key_end<kWalk>(c, n);
         if (p.causal) limit[r] = min(limit[r], row_base + 8 * r + 1);
         limit[r] -= key0 + (lane % 4) * 2;
       }
@@ -523,7 +545,7 @@ struct Consumer {
   __device__ bool needs_mask(const TileCoord& c, int n, bool full) const {
     if (!full) return true;
     if (p.kv_walk != nullptr) return p.causal;  // set in live-bits launches only
-    if ((n + 1) * T::kBlockN > key_end(c, n)) return true;
+    if ((n + 1) * T::kBlockN > key_end<kWalk>(c, n)) return true;
     return p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM;
   }
 

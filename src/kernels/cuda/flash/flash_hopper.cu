@@ -30,8 +30,9 @@ template <int kD>
 LaunchStatus launch_dtype(const HopperArgs& args, cudaStream_t stream) {
   if constexpr (kD == 96 || kD == 128) {
     const FlashParams& p = args.params;
-    const KeyTiles keys = choose_key_tiles(kD, p.seqlen_q, p.seqlen_k, std::int64_t{p.batch} * p.heads_q, args.sm_count,
-                                           p.causal);
+    const KeyTiles keys = key_masked_tiles(
+        choose_key_tiles(kD, p.seqlen_q, p.seqlen_k, std::int64_t{p.batch} * p.heads_q, args.sm_count, p.causal),
+        p.kv_mask != nullptr, p.causal);
     if constexpr (kD == 128) {
       if (keys == KeyTiles::kInOrder) return launch_keys<kD, KeyTiles::kInOrder>(args, stream);
       if (keys == KeyTiles::kWide) return launch_keys<kD, KeyTiles::kWide>(args, stream);

@@ -12,6 +12,7 @@
 #include "kernels/cuda/flash/flash_hopper.h"
 #include "kernels/cuda/flash/packed_order.h"
 #include "kernels/cuda/workspace_pool.h"
+#include "kernels/sparse/compact_keys.h"
 #include "kernels/sparse/key_walk.h"
 
 namespace diffattn::flash {
@@ -262,6 +263,152 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   return {};
 }
 
+// One row of the compact walk's gathered copy (FlashParams::kv_block_rows): heads_kv x chunks
+// 16-byte pieces of key `key` (or zeros when key < 0), a warp's lanes a piece each in turn.
+__device__ __forceinline__ void copy_key_row(const uint4* src, std::int64_t s_s, std::int64_t s_h, uint4* dst,
+                                             int heads_kv, int chunks, int key, int lane) {
+  for (int i = lane; i < heads_kv * chunks; i += 32) {
+    const int h = i / chunks, c = i % chunks;
+    dst[i] = key >= 0 ? __ldg(src + key * s_s + h * s_h + c) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+// The compact walk of each batch's key mask (FlashParams::kv_count / kv_block_rows;
+// kernels/sparse/compact_keys.h is its CPU oracle) and the gathered copy of the keys and values
+// that are not in whole blocks of their runs. Grid (G, B), kWarps warps a CTA: every CTA packs its
+// batch's mask into shared memory (words * 4 bytes; bits zero from Skv on) and every warp walks the
+// kept runs itself (two for a padded prompt), so no CTA waits for another. Warp w of the batch's
+// G * kWarps copies the gathered rows r with r = w modulo their number, and zeros the copy's rows
+// after the last up to its block's end, so that the keys the last block masks meet zero values.
+// The batch's first warp writes the block rows and the count. Strides in 16-byte units.
+template <int kBlockN, int kWarps>
+__global__ void compact_keys_kernel(const std::uint8_t* mask, std::int64_t mask_stride_b, std::int64_t mask_stride_s,
+                                    int seqlen_k, int words, const uint4* k, const uint4* v,
+                                    std::int64_t k_sb, std::int64_t k_ss, std::int64_t k_sh, std::int64_t v_sb,
+                                    std::int64_t v_ss, std::int64_t v_sh, int heads_kv, int chunks, int rows_stride,
+                                    std::int32_t* block_rows, std::int32_t* count, uint4* kg, uint4* vg,
+                                    std::int64_t copy_rows) {
+  extern __shared__ std::uint32_t bits[];
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int b = blockIdx.y;
+  const std::uint8_t* m = mask + b * mask_stride_b;
+  for (int w = warp; w < words; w += kWarps) {
+    const int key = w * 32 + lane;
+    const bool keep = key < seqlen_k && m[key * mask_stride_s] != 0;
+    const std::uint32_t word = __ballot_sync(0xffffffffu, keep);
+    if (lane == 0) bits[w] = word;
+  }
+  __syncthreads();
+  const int nw = static_cast<int>(gridDim.x) * kWarps, gw = static_cast<int>(blockIdx.x) * kWarps + warp;
+  const uint4* kb = k + b * k_sb;
+  const uint4* vb = v + b * v_sb;
+  const std::int64_t row_pieces = static_cast<std::int64_t>(heads_kv) * chunks;
+  uint4* kgb = kg + b * copy_rows * row_pieces;
+  uint4* vgb = vg + b * copy_rows * row_pieces;
+  std::int32_t* rows = block_rows + static_cast<std::int64_t>(b) * rows_stride;
+  const auto first_row = [&](int from) { return from + ((gw - from) % nw + nw) % nw; };
+  int whole_blocks = 0, gathered = 0;
+  for (int pos = 0;;) {
+    const int start = find_key(bits, words, pos, true, lane);
+    if (start >= seqlen_k) break;
+    const int end = min(find_key(bits, words, start, false, lane), seqlen_k);
+    const int whole = (end - start) / kBlockN;
+    if (gw == 0)
+      for (int i = lane; i < whole; i += 32) rows[whole_blocks + i] = start + i * kBlockN;
+    const int rest = start + whole * kBlockN;  // keys [rest, end) go to rows from `gathered` on
+    for (int r = first_row(gathered); r < gathered + end - rest; r += nw) {
+      const int key = rest + r - gathered;
+      copy_key_row(kb, k_ss, k_sh, kgb + r * row_pieces, heads_kv, chunks, key, lane);
+      copy_key_row(vb, v_ss, v_sh, vgb + r * row_pieces, heads_kv, chunks, key, lane);
+    }
+    whole_blocks += whole;
+    gathered += end - rest;
+    pos = end;
+  }
+  const int gathered_blocks = (gathered + kBlockN - 1) / kBlockN;
+  if (gw == 0) {
+    for (int i = lane; i < gathered_blocks; i += 32) rows[whole_blocks + i] = gathered_block_row(i * kBlockN);
+    if (lane == 0) count[b] = whole_blocks * kBlockN + gathered;
+  }
+  for (int r = first_row(gathered); r < gathered_blocks * kBlockN; r += nw) {
+    copy_key_row(kb, k_ss, k_sh, kgb + r * row_pieces, heads_kv, chunks, -1, lane);
+    copy_key_row(vb, v_ss, v_sh, vgb + r * row_pieces, heads_kv, chunks, -1, lane);
+  }
+}
+
+// The compact walk of a non-causal key mask (FlashParams::kv_count): its workspace from the pool
+// (the block rows, the counts and the gathered copies of K and V, as large as K and V at most), the
+// builder launch and the copies' TMA maps. Returns with p unchanged (the live-bits walk then takes
+// the mask) when the mask is causal, packed or longer than the builder's shared memory, or its
+// copies would pass kCompactCopyLimit bytes, or the pool has no room.
+constexpr std::size_t kCompactCopyLimit = std::size_t{1} << 30;
+
+// 0 builds the launcher without the compact walk (key masks take the live-bits walk), for A/B runs.
+#ifndef DIFFATTN_COMPACT_KEY_WALK
+#define DIFFATTN_COMPACT_KEY_WALK 1
+#endif
+
+// The 192-key hd128 tile has no compact walk (flash_config.h, key_masked_tiles).
+template <class T>
+constexpr bool kHasCompactWalk = !(T::kD == 128 && T::kBlockN == 192);
+
+template <class T>
+LaunchStatus compact_mask(FlashParams& p, const HopperArgs& args, FlashTmaMaps& maps, cudaStream_t stream,
+                          void** workspace) {
+  if (!kHasCompactWalk<T> || !DIFFATTN_COMPACT_KEY_WALK || p.kv_mask == nullptr || p.causal || p.cu_seqlens_q != nullptr ||
+      p.batch > 65535)
+    return {};
+  const int words = p.seqlen_k / 32 + 1;  // a zero bit after the last key ends every run
+  if (words > 12 * 1024) return {};
+  cudaMemPool_t pool = workspace_pool();
+  if (pool == nullptr) return {};
+  const std::int64_t blocks = ceil_div(p.seqlen_k, T::kBlockN), copy_rows = blocks * T::kBlockN;
+  const std::size_t copy_bytes = static_cast<std::size_t>(p.batch) * copy_rows * p.heads_kv * T::kD * 2;
+  if (2 * copy_bytes > kCompactCopyLimit) return {};
+  const auto round = [](std::size_t n) { return (n + 255) / 256 * 256; };
+  const std::size_t rows_bytes = round(static_cast<std::size_t>(p.batch) * blocks * 4);
+  const std::size_t count_bytes = round(static_cast<std::size_t>(p.batch) * 4);
+  void* ws = nullptr;
+  if (cudaMallocFromPoolAsync(&ws, rows_bytes + count_bytes + 2 * round(copy_bytes), pool, stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  auto* base = static_cast<char*>(ws);
+  auto* rows = reinterpret_cast<std::int32_t*>(base);
+  auto* count = reinterpret_cast<std::int32_t*>(base + rows_bytes);
+  auto* kg = reinterpret_cast<uint4*>(base + rows_bytes + count_bytes);
+  auto* vg = reinterpret_cast<uint4*>(base + rows_bytes + count_bytes + round(copy_bytes));
+  const std::int64_t copy_stride[3] = {copy_rows * p.heads_kv * T::kD, std::int64_t{p.heads_kv} * T::kD, T::kD};
+  LaunchStatus s = make_map(&maps.kg, "gathered k", kg, T::kBf16, T::kD, copy_rows, p.heads_kv, p.batch, copy_stride,
+                            T::kBlockN);
+  if (s.ok())
+    s = make_map(&maps.vg, "gathered v", vg, T::kBf16, T::kD, copy_rows, p.heads_kv, p.batch, copy_stride,
+                 T::kBlockN);
+  if (!s.ok()) {
+    (void)cudaFreeAsync(ws, stream);
+    return s;
+  }
+  constexpr int kWarps = 8;
+  const int per_batch = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(16, 2 * args.sm_count / p.batch)));
+  const auto in16 = [](std::int64_t elements) { return elements / 8; };  // strides are multiples of 8 (make_map)
+  compact_keys_kernel<T::kBlockN, kWarps><<<dim3(per_batch, p.batch), 32 * kWarps, words * 4, stream>>>(
+      p.kv_mask, p.mask_stride_b, p.mask_stride_s, p.seqlen_k, words, static_cast<const uint4*>(args.k),
+      static_cast<const uint4*>(args.v), in16(args.k_stride[0]), in16(args.k_stride[1]), in16(args.k_stride[2]),
+      in16(args.v_stride[0]), in16(args.v_stride[1]), in16(args.v_stride[2]), p.heads_kv, T::kD / 8,
+      static_cast<int>(blocks), rows, count, kg, vg, copy_rows);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    (void)cudaFreeAsync(ws, stream);
+    return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: cannot compact the key mask: ") + cudaGetErrorString(e));
+  }
+  *workspace = ws;
+  p.kv_count = count;
+  p.kv_block_rows = rows;
+  p.kv_block_rows_stride = static_cast<int>(blocks);
+  p.kv_mask = nullptr;  // the kernel runs the kept keys unmasked
+  return {};
+}
+
 // Writes a packed batch's order (packed_order.h): `order` gets the `batch` sequences by rank, then
 // the prefix counts of their tiles; `tiles` the tile each of the launch's num_tiles slots takes, or
 // -1. One block: each thread ranks its sequences, warp 0 sums the counts in rank order, 32 at a
@@ -398,7 +545,7 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
   p.split_segments = 0;
   p.num_items = p.num_tiles;
 
-  FlashTmaMaps maps;
+  FlashTmaMaps maps{};
   LaunchStatus s = make_map(&maps.q, "q", args.q, kBf16, kD, args.q_rows, p.heads_q, args.tma_batch, args.q_stride,
                             T::kBlockM);
   if (!s.ok()) return s;
@@ -438,12 +585,18 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
       s = plan_split<T>(p, args.sm_count, stream, &workspaces.split);
       if (!s.ok()) return s;
     }
-    s = pack_mask<T>(p, stream, &workspaces.mask_bits);
+    s = compact_mask<T>(p, args, maps, stream, &workspaces.mask_bits);
     if (!s.ok()) return s;
+    if (p.kv_count == nullptr) {
+      s = pack_mask<T>(p, stream, &workspaces.mask_bits);
+      if (!s.ok()) return s;
+    }
     s = order_packed<T>(p, persistent_grid(p.num_items, args.sm_count), stream, &workspaces.order);
     if (!s.ok()) return s;
     kernel = p.kv_bits != nullptr ? flash_fwd_hopper_kernel<T, KeyWalk::kLiveBits>
                                   : flash_fwd_hopper_kernel<T, KeyWalk::kEvery>;
+    if constexpr (kHasCompactWalk<T>)
+      if (p.kv_count != nullptr) kernel = flash_fwd_hopper_kernel<T, KeyWalk::kCompact>;
   }
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (e != cudaSuccess)

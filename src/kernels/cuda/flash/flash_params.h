@@ -30,6 +30,14 @@ struct FlashParams {
   // one), whichever has fewer entries; causal launches take the blocks.
   const std::int32_t* kv_walk = nullptr;
   int kv_walk_stride = 0;
+  // Instead of kv_mask, kv_bits and kv_walk, in non-causal key-masked launches (the compact walk):
+  // each batch's kept keys in the order of kernels/sparse/compact_keys.h, kv_count[b] of them, so
+  // the kernel runs them as an unmasked call of that many keys. Position n's key block starts at key
+  // row kv_block_rows[b * kv_block_rows_stride + n] of K and V when >= 0, else at row -1 - that of
+  // the batch's gathered copy (FlashTmaMaps::kg / vg).
+  const std::int32_t* kv_count = nullptr;
+  const std::int32_t* kv_block_rows = nullptr;
+  int kv_block_rows_stride = 0;
 
   // Optional block-sparse key lists on the device (kernels/sparse/block_sparse_layout.h, CSR):
   // query tile m of (b, h) visits the key blocks bs_indices[bs_offsets[r] .. bs_offsets[r + 1]),
