@@ -263,77 +263,104 @@ LaunchStatus pack_mask(FlashParams& p, cudaStream_t stream, void** workspace) {
   return {};
 }
 
-// One row of the compact walk's gathered copy (FlashParams::kv_block_rows): heads_kv x chunks
-// 16-byte pieces of key `key` (or zeros when key < 0), a warp's lanes a piece each in turn.
-__device__ __forceinline__ void copy_key_row(const uint4* src, std::int64_t s_s, std::int64_t s_h, uint4* dst,
-                                             int heads_kv, int chunks, int key, int lane) {
-  for (int i = lane; i < heads_kv * chunks; i += 32) {
-    const int h = i / chunks, c = i % chunks;
-    dst[i] = key >= 0 ? __ldg(src + key * s_s + h * s_h + c) : make_uint4(0u, 0u, 0u, 0u);
+// The 16-byte pieces [p0, p1) of a batch's gathered copies (piece q: row q / row_pieces of the
+// copy, head and 16 bytes within it), taken from key row (q / row_pieces + key_shift) of K and V,
+// or zeros when key_shift < 0. Thread t of the batch's `threads` takes the pieces q = t modulo
+// `threads`, four at a time, so that their loads are in flight together (one at a time, a warp
+// a row, the copy took 16-23 us for FLUX.1's 77 rows on an H100). Piece indices fit 32 bits: a
+// batch's copy holds at most kCompactCopyLimit / 32 pieces.
+__device__ __forceinline__ void copy_key_pieces(int p0, int p1, int key_shift, const uint4* k, const uint4* v,
+                                                std::int64_t k_ss, std::int64_t k_sh, std::int64_t v_ss,
+                                                std::int64_t v_sh, int chunks, int row_pieces, uint4* kg, uint4* vg,
+                                                int t, int threads) {
+  constexpr int kBatch = 4;
+  for (int q = p0 + ((t - p0) % threads + threads) % threads; q < p1; q += kBatch * threads) {
+    uint4 kx[kBatch], vx[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int qq = q + u * threads;
+      kx[u] = vx[u] = make_uint4(0u, 0u, 0u, 0u);
+      if (qq < p1 && key_shift >= 0) {
+        const std::int64_t key = qq / row_pieces + key_shift;
+        const int w = qq % row_pieces, h = w / chunks, c = w % chunks;
+        kx[u] = __ldg(k + key * k_ss + h * k_sh + c);
+        vx[u] = __ldg(v + key * v_ss + h * v_sh + c);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int qq = q + u * threads;
+      if (qq < p1) kg[qq] = kx[u], vg[qq] = vx[u];
+    }
   }
 }
 
 // The compact walk of each batch's key mask (FlashParams::kv_count / kv_block_rows;
 // kernels/sparse/compact_keys.h is its CPU oracle) and the gathered copy of the keys and values
 // that are not in whole blocks of their runs. Grid (G, B), kWarps warps a CTA: every CTA packs its
-// batch's mask into shared memory (words * 4 bytes; bits zero from Skv on) and every warp walks the
-// kept runs itself (two for a padded prompt), so no CTA waits for another. Warp w of the batch's
-// G * kWarps copies the gathered rows r with r = w modulo their number, and zeros the copy's rows
-// after the last up to its block's end, so that the keys the last block masks meet zero values.
-// The batch's first warp writes the block rows and the count. Strides in 16-byte units.
+// batch's mask into shared memory (words * 4 bytes; bits zero from Skv on), kWords words a warp at
+// a time, and every warp walks the kept runs itself (two for a padded prompt), so no CTA waits for
+// another. The batch's G CTAs copy each run's rest into the copy (copy_key_pieces) and zero the
+// copy's rows after the last up to its block's end, so that the keys the last block masks meet
+// zero values. The batch's first warp writes the block rows and the count. Strides in 16-byte units.
 template <int kBlockN, int kWarps>
 __global__ void compact_keys_kernel(const std::uint8_t* mask, std::int64_t mask_stride_b, std::int64_t mask_stride_s,
-                                    int seqlen_k, int words, const uint4* k, const uint4* v,
-                                    std::int64_t k_sb, std::int64_t k_ss, std::int64_t k_sh, std::int64_t v_sb,
-                                    std::int64_t v_ss, std::int64_t v_sh, int heads_kv, int chunks, int rows_stride,
+                                    int seqlen_k, int words, const uint4* k, const uint4* v, std::int64_t k_sb,
+                                    std::int64_t k_ss, std::int64_t k_sh, std::int64_t v_sb, std::int64_t v_ss,
+                                    std::int64_t v_sh, int heads_kv, int chunks, int rows_stride,
                                     std::int32_t* block_rows, std::int32_t* count, uint4* kg, uint4* vg,
                                     std::int64_t copy_rows) {
   extern __shared__ std::uint32_t bits[];
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int b = blockIdx.y;
   const std::uint8_t* m = mask + b * mask_stride_b;
-  for (int w = warp; w < words; w += kWarps) {
-    const int key = w * 32 + lane;
-    const bool keep = key < seqlen_k && m[key * mask_stride_s] != 0;
-    const std::uint32_t word = __ballot_sync(0xffffffffu, keep);
-    if (lane == 0) bits[w] = word;
+  constexpr int kWords = 16;  // their loads in flight together (a word at a time: 8 dependent rounds for FLUX.1)
+  for (int w0 = warp; w0 < words; w0 += kWarps * kWords) {
+    bool keep[kWords];
+#pragma unroll
+    for (int u = 0; u < kWords; ++u) {
+      const int key = (w0 + u * kWarps) * 32 + lane;
+      keep[u] = key < seqlen_k && m[key * mask_stride_s] != 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kWords; ++u) {
+      const int w = w0 + u * kWarps;
+      const std::uint32_t word = __ballot_sync(0xffffffffu, keep[u]);
+      if (lane == 0 && w < words) bits[w] = word;
+    }
   }
   __syncthreads();
-  const int nw = static_cast<int>(gridDim.x) * kWarps, gw = static_cast<int>(blockIdx.x) * kWarps + warp;
+  const bool first_warp = blockIdx.x == 0 && warp == 0;
+  const int threads = static_cast<int>(gridDim.x * blockDim.x);
+  const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  const int row_pieces = heads_kv * chunks;
   const uint4* kb = k + b * k_sb;
   const uint4* vb = v + b * v_sb;
-  const std::int64_t row_pieces = static_cast<std::int64_t>(heads_kv) * chunks;
   uint4* kgb = kg + b * copy_rows * row_pieces;
   uint4* vgb = vg + b * copy_rows * row_pieces;
   std::int32_t* rows = block_rows + static_cast<std::int64_t>(b) * rows_stride;
-  const auto first_row = [&](int from) { return from + ((gw - from) % nw + nw) % nw; };
   int whole_blocks = 0, gathered = 0;
   for (int pos = 0;;) {
     const int start = find_key(bits, words, pos, true, lane);
     if (start >= seqlen_k) break;
     const int end = min(find_key(bits, words, start, false, lane), seqlen_k);
     const int whole = (end - start) / kBlockN;
-    if (gw == 0)
+    if (first_warp)
       for (int i = lane; i < whole; i += 32) rows[whole_blocks + i] = start + i * kBlockN;
     const int rest = start + whole * kBlockN;  // keys [rest, end) go to rows from `gathered` on
-    for (int r = first_row(gathered); r < gathered + end - rest; r += nw) {
-      const int key = rest + r - gathered;
-      copy_key_row(kb, k_ss, k_sh, kgb + r * row_pieces, heads_kv, chunks, key, lane);
-      copy_key_row(vb, v_ss, v_sh, vgb + r * row_pieces, heads_kv, chunks, key, lane);
-    }
+    copy_key_pieces(gathered * row_pieces, (gathered + end - rest) * row_pieces, rest - gathered, kb, vb, k_ss, k_sh,
+                    v_ss, v_sh, chunks, row_pieces, kgb, vgb, t, threads);
     whole_blocks += whole;
     gathered += end - rest;
     pos = end;
   }
   const int gathered_blocks = (gathered + kBlockN - 1) / kBlockN;
-  if (gw == 0) {
+  if (first_warp) {
     for (int i = lane; i < gathered_blocks; i += 32) rows[whole_blocks + i] = gathered_block_row(i * kBlockN);
     if (lane == 0) count[b] = whole_blocks * kBlockN + gathered;
   }
-  for (int r = first_row(gathered); r < gathered_blocks * kBlockN; r += nw) {
-    copy_key_row(kb, k_ss, k_sh, kgb + r * row_pieces, heads_kv, chunks, -1, lane);
-    copy_key_row(vb, v_ss, v_sh, vgb + r * row_pieces, heads_kv, chunks, -1, lane);
-  }
+  copy_key_pieces(gathered * row_pieces, gathered_blocks * kBlockN * row_pieces, -1, kb, vb, k_ss, k_sh, v_ss, v_sh,
+                  chunks, row_pieces, kgb, vgb, t, threads);
 }
 
 // The compact walk of a non-causal key mask (FlashParams::kv_count): its workspace from the pool
@@ -355,8 +382,8 @@ constexpr bool kHasCompactWalk = !(T::kD == 128 && T::kBlockN == 192);
 template <class T>
 LaunchStatus compact_mask(FlashParams& p, const HopperArgs& args, FlashTmaMaps& maps, cudaStream_t stream,
                           void** workspace) {
-  if (!kHasCompactWalk<T> || !DIFFATTN_COMPACT_KEY_WALK || p.kv_mask == nullptr || p.causal || p.cu_seqlens_q != nullptr ||
-      p.batch > 65535)
+  if (!kHasCompactWalk<T> || !DIFFATTN_COMPACT_KEY_WALK || p.kv_mask == nullptr || p.causal ||
+      p.cu_seqlens_q != nullptr || p.batch > 65535)
     return {};
   const int words = p.seqlen_k / 32 + 1;  // a zero bit after the last key ends every run
   if (words > 12 * 1024) return {};
@@ -388,8 +415,9 @@ LaunchStatus compact_mask(FlashParams& p, const HopperArgs& args, FlashTmaMaps& 
     (void)cudaFreeAsync(ws, stream);
     return s;
   }
-  constexpr int kWarps = 8;
-  const int per_batch = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(16, 2 * args.sm_count / p.batch)));
+  constexpr int kWarps = 16;
+  const int per_batch =
+      static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(32, 2 * args.sm_count / p.batch)));
   const auto in16 = [](std::int64_t elements) { return elements / 8; };  // strides are multiples of 8 (make_map)
   compact_keys_kernel<T::kBlockN, kWarps><<<dim3(per_batch, p.batch), 32 * kWarps, words * 4, stream>>>(
       p.kv_mask, p.mask_stride_b, p.mask_stride_s, p.seqlen_k, words, static_cast<const uint4*>(args.k),
@@ -399,7 +427,8 @@ LaunchStatus compact_mask(FlashParams& p, const HopperArgs& args, FlashTmaMaps& 
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
     (void)cudaFreeAsync(ws, stream);
-    return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: cannot compact the key mask: ") + cudaGetErrorString(e));
+    return fail(LaunchStatus::kCudaError,
+                std::string("FLASH_ATTN: cannot compact the key mask: ") + cudaGetErrorString(e));
   }
   *workspace = ws;
   p.kv_count = count;
