@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <random>
@@ -14,7 +15,9 @@
 #include "backends/factories.h"
 #include "kernels/cuda/flash/flash_checks.h"
 #include "kernels/cuda/flash/flash_config.h"
+#include "kernels/cuda/flash/flash_hopper.h"
 #include "kernels/cuda/flash/run_flash_attn.h"
+#include "kernels/sparse/compact_keys.h"
 #include "parity/parity_check.h"
 
 #if DIFFATTN_HAVE_CUDA
@@ -372,6 +375,98 @@ TEST(GpuFlashAttn, UnalignedStridesAreRefusedWithoutWriting) {
   EXPECT_NE(s.message().find("16"), std::string::npos) << s.message();  // the 16-byte row rule
   ASSERT_TRUE(device.copy_back());
   EXPECT_TRUE(std::isnan(testing::read_element(data->problem.out, 0)));
+}
+
+// The compact walk's builder on the GPU against its CPU oracle (kernels/sparse/compact_keys.h):
+// the same block rows and kept count per batch, and gathered copies that hold the oracle's keys'
+// K and V rows bit for bit, then zero rows up to the end of the last block. Padded prompts,
+// scattered keys, kept prefixes and a batch that keeps no key, on every key tile of the Hopper
+// kernel; the copies start as all-ones bits, so rows left unwritten show.
+TEST(GpuFlashAttn, CompactKeysBuilderMatchesItsCpuOracle) {
+  SKIP_WITHOUT_FLASH_GPU();
+  int sm_count = 0;
+  cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0);
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  auto device = [](std::size_t bytes) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
+    return p;
+  };
+  for (int block_n : {80, 96, 128, 176})
+    for (int kind = 0; kind < 3; ++kind) {
+      const int batch = 3, heads_kv = 2, d = 64;
+      const int skv = 700 + static_cast<int>(rng() % 1500);
+      const std::int64_t row = std::int64_t{heads_kv} * d, blocks = (skv + block_n - 1) / block_n;
+      std::vector<std::uint8_t> mask(static_cast<std::size_t>(batch) * skv, 1);
+      for (int b = 0; b < batch; ++b) {
+        std::uint8_t* m = mask.data() + static_cast<std::size_t>(b) * skv;
+        if (b == 1) {  // keeps no key
+          std::fill(m, m + skv, 0);
+        } else if (kind == 0) {  // a padded prompt first, the image after it
+          const int keep = 1 + static_cast<int>(rng() % 300);
+          std::fill(m + keep, m + 512, 0);
+        } else if (kind == 1) {  // scattered keys in runs of random length
+          bool on = true;
+          for (int j = 0; j < skv; ++j) {
+            if (rng() % 7 == 0) on = !on;
+            m[j] = on;
+          }
+        } else {  // a kept prefix
+          std::fill(m + skv / 2 + static_cast<int>(rng() % (skv / 2)), m + skv, 0);
+        }
+      }
+      std::vector<std::uint16_t> k(static_cast<std::size_t>(batch) * skv * row), v(k.size());
+      for (auto& x : k) x = static_cast<std::uint16_t>(rng());
+      for (auto& x : v) x = static_cast<std::uint16_t>(rng());
+      const std::size_t copy_elems = static_cast<std::size_t>(batch) * blocks * block_n * row;
+      void* dm = device(mask.size());
+      void* dk = device(k.size() * 2);
+      void* dv = device(v.size() * 2);
+      void* drows = device(static_cast<std::size_t>(batch) * blocks * 4);
+      void* dcount = device(batch * 4);
+      void* dkg = device(copy_elems * 2);
+      void* dvg = device(copy_elems * 2);
+      ASSERT_EQ(cudaMemcpy(dm, mask.data(), mask.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dk, k.data(), k.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dv, v.data(), v.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dkg, 0xFF, copy_elems * 2), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dvg, 0xFF, copy_elems * 2), cudaSuccess);
+      const flash::LaunchStatus s = flash::build_compact_keys_cuda(
+          static_cast<const std::uint8_t*>(dm), batch, skv, heads_kv, d, block_n, dk, dv,
+          static_cast<std::int32_t*>(drows), static_cast<std::int32_t*>(dcount), dkg, dvg, sm_count, nullptr);
+      ASSERT_TRUE(s.ok()) << s.message;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<std::int32_t> rows(static_cast<std::size_t>(batch * blocks)), count(batch);
+      std::vector<std::uint16_t> kg(copy_elems), vg(copy_elems);
+      ASSERT_EQ(cudaMemcpy(rows.data(), drows, rows.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(count.data(), dcount, count.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(kg.data(), dkg, copy_elems * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(vg.data(), dvg, copy_elems * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (void* p : {dm, dk, dv, drows, dcount, dkg, dvg}) cudaFree(p);
+      for (int b = 0; b < batch; ++b) {
+        const std::vector<bool> keep(mask.begin() + static_cast<std::ptrdiff_t>(b) * skv,
+                                     mask.begin() + static_cast<std::ptrdiff_t>(b + 1) * skv);
+        const CompactKeys oracle = compact_keys(keep, block_n);
+        const std::string where = "block_n " + std::to_string(block_n) + ", kind " + std::to_string(kind) +
+                                  ", batch " + std::to_string(b) + " (seed " + std::to_string(seed) + ")";
+        ASSERT_EQ(count[b], oracle.count) << where;
+        const auto* brow = rows.data() + b * blocks;
+        ASSERT_EQ(std::vector<std::int32_t>(brow, brow + oracle.block_rows.size()), oracle.block_rows) << where;
+        const std::int64_t gathered = static_cast<std::int64_t>(oracle.gathered.size());
+        const std::int64_t padded = (gathered + block_n - 1) / block_n * block_n;
+        for (std::int64_t r = 0; r < padded; ++r) {
+          const std::size_t at = static_cast<std::size_t>((b * blocks * block_n + r) * row);
+          const std::size_t from =
+              r < gathered ? static_cast<std::size_t>((std::int64_t{b} * skv + oracle.gathered[r]) * row) : 0;
+          for (std::int64_t e = 0; e < row; ++e) {
+            const std::uint16_t want_k = r < gathered ? k[from + e] : 0, want_v = r < gathered ? v[from + e] : 0;
+            ASSERT_EQ(kg[at + e], want_k) << where << ", copy row " << r << ", element " << e;
+            ASSERT_EQ(vg[at + e], want_v) << where << ", copy row " << r << ", element " << e;
+          }
+        }
+      }
+    }
 }
 
 #else

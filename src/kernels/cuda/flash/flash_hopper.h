@@ -37,6 +37,15 @@ struct LaunchStatus {
 // launches nothing when they fail.
 LaunchStatus launch_flash_hopper(const HopperArgs& args, void* stream);
 
+// The compact walk's builder alone (flash_hopper_launch.cuh's compact_keys_kernel), for tests
+// against its CPU oracle (kernels/sparse/compact_keys.h): a bool key mask [B, Skv] and K, V
+// [B, Skv, Hkv, D] (contiguous, 16-bit, D a multiple of 8) on the device; writes block_rows
+// [B, ceil(Skv / block_n)], count [B] and the gathered copies [B, ceil(Skv / block_n) * block_n,
+// Hkv, D] of K and V. block_n: a key tile of the Hopper kernel (80, 96, 128 or 176).
+LaunchStatus build_compact_keys_cuda(const std::uint8_t* mask, int batch, int seqlen_k, int heads_kv, int head_size,
+                                     int block_n, const void* k, const void* v, std::int32_t* block_rows,
+                                     std::int32_t* count, void* kg, void* vg, int sm_count, void* stream);
+
 // The tilings of the block-sparse launch (flash_config.h): 128 x 128 lists (the flash kernel's
 // tiles at hd128 and for dense masks, the one-warpgroup walk at hd64) and 64 x 64 lists (the
 // one-warpgroup walk, listed_walk_hopper.cuh).
