@@ -29,8 +29,9 @@ struct FlashTmaMaps {
   CUtensorMap kg, vg;   // the compact walk's gathered keys and values (FlashParams::kv_block_rows)
   static constexpr int kCopyMaps = 3;  // kg is k's map kCopyMaps maps on, vg v's
 };
-static_assert(offsetof(FlashTmaMaps, kg) == offsetof(FlashTmaMaps, k) + FlashTmaMaps::kCopyMaps * sizeof(CUtensorMap) &&
-                  offsetof(FlashTmaMaps, vg) == offsetof(FlashTmaMaps, v) + FlashTmaMaps::kCopyMaps * sizeof(CUtensorMap),
+inline constexpr std::size_t kCopyMapsBytes = FlashTmaMaps::kCopyMaps * sizeof(CUtensorMap);
+static_assert(offsetof(FlashTmaMaps, kg) - offsetof(FlashTmaMaps, k) == kCopyMapsBytes &&
+                  offsetof(FlashTmaMaps, vg) - offsetof(FlashTmaMaps, v) == kCopyMapsBytes,
               "the producer finds the gathered copies' maps by offset");
 
 template <int kD_, int kBlockN_, int kStages_, bool kBf16_, int kConsumers_ = 2, bool kStagedEpilogue_ = false,
@@ -229,7 +230,7 @@ __device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item)
   c.split_tile = tp.tile;
   c.n_begin = tp.n_begin;
   c.n_end = tp.n_end;
-  if constexpr (kWalk == KeyWalk::kCompact) {  // pieces are planned on Skv's blocks; a batch keeps fewer
+  if constexpr (kWalk == KeyWalk::kCompact) {  // pieces are planned on Skv's blocks; batches keep fewer
     c.n_end = min(c.n_end, c.n_blocks);
     c.n_begin = min(c.n_begin, c.n_end);
   }
@@ -422,8 +423,7 @@ struct Consumer {
   }
 
   // One past the last key of block n that may be attended: the tile's valid rows with block-sparse
-  // tile rows (padded tiles), else the sequence's end.
-  template <KeyWalk kWalk>
+  // tile rows (padded tiles), else the sequence's end (the compact walk: the batch's kept keys).
   __device__ int key_end(const TileCoord& c, int n) const {
     if (p.bs_tile_rows != nullptr) return n * T::kBlockN + __ldg(p.bs_tile_rows + n);
     return c.seqlen_k;
@@ -505,7 +505,7 @@ struct Consumer {
       int limit[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        limit[r] = kWalk == KeyWalk::kLiveBits ? end : key_end<kWalk>(c, n);
+        limit[r] = kWalk == KeyWalk::kLiveBits ? end : key_end(c, n);
         if (p.causal) limit[r] = min(limit[r], row_base + 8 * r + 1);
         limit[r] -= key0 + (lane % 4) * 2;
       }
@@ -545,7 +545,7 @@ struct Consumer {
   __device__ bool needs_mask(const TileCoord& c, int n, bool full) const {
     if (!full) return true;
     if (p.kv_walk != nullptr) return p.causal;  // set in live-bits launches only
-    if ((n + 1) * T::kBlockN > key_end<kWalk>(c, n)) return true;
+    if ((n + 1) * T::kBlockN > key_end(c, n)) return true;
     return p.causal && (n + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM;
   }
 
