@@ -99,11 +99,15 @@ TEST(FlashConfig, InOrderTilesAreThreeGroupsOfSequentialBlocksAtHd128) {
 }
 
 TEST(FlashConfig, KeyMaskedCallsLeaveTheWideTileForTheLongOne) {
-  EXPECT_EQ(key_masked_tiles(KeyTiles::kWide, true, false), KeyTiles::kLong);
-  EXPECT_EQ(key_masked_tiles(KeyTiles::kWide, false, false), KeyTiles::kWide);
-  EXPECT_EQ(key_masked_tiles(KeyTiles::kWide, true, true), KeyTiles::kWide);  // causal: the live-bits walk
+  EXPECT_EQ(key_masked_tiles(128, KeyTiles::kWide, true, false), KeyTiles::kLong);
+  EXPECT_EQ(key_masked_tiles(128, KeyTiles::kWide, false, false), KeyTiles::kWide);
+  EXPECT_EQ(key_masked_tiles(128, KeyTiles::kWide, true, true), KeyTiles::kWide);  // causal: the live-bits walk
   for (KeyTiles keys : {KeyTiles::kShort, KeyTiles::kLong, KeyTiles::kInOrder})
-    EXPECT_EQ(key_masked_tiles(keys, true, false), keys);
+    EXPECT_EQ(key_masked_tiles(128, keys, true, false), keys);
+  // Every tile a key-masked call can take has the compact walk.
+  for (int d : kHeadSizes)
+    for (KeyTiles keys : {KeyTiles::kShort, KeyTiles::kLong, KeyTiles::kWide, KeyTiles::kInOrder})
+      EXPECT_TRUE(compact_walk_fits(d, hopper_tile(d, key_masked_tiles(d, keys, true, false)).block_n)) << d;
 }
 
 TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {

@@ -14,13 +14,7 @@ std::vector<KeyWalkEntry> key_walk(const std::vector<bool>& keep, int block_n, b
     if (kept > 0) aligned.push_back({key0, len, kept < len});
   }
   if (aligned_only) return aligned;
-  for (int j = 0; j < skv;) {
-    if (!keep[static_cast<std::size_t>(j)]) {
-      ++j;
-      continue;
-    }
-    int end = j;
-    while (end < skv && keep[static_cast<std::size_t>(end)]) ++end;
+  for_each_kept_run(keep, [&](int j, int end) {
     int next = end;
     while (next < skv && !keep[static_cast<std::size_t>(next)]) ++next;
     if (next == skv) next = skv + block_n;  // no next run: past every block
@@ -28,8 +22,7 @@ std::vector<KeyWalkEntry> key_walk(const std::vector<bool>& keep, int block_n, b
       const int len = std::min(block_n, end - key0);
       runs.push_back({key0, len, partial_run_reads_bits(key0, len, next, block_n)});
     }
-    j = end;
-  }
+  });
   return runs.size() <= aligned.size() ? runs : aligned;
 }
 

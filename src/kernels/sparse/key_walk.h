@@ -26,6 +26,23 @@ struct KeyWalkEntry {
   bool operator==(const KeyWalkEntry&) const = default;
 };
 
+// Calls f(start, end) for each maximal run [start, end) of kept keys in `keep`, in key order (the
+// runs both key-mask oracles walk: this one and compact_keys.h).
+template <class F>
+void for_each_kept_run(const std::vector<bool>& keep, F&& f) {
+  const int skv = static_cast<int>(keep.size());
+  for (int j = 0; j < skv;) {
+    if (!keep[static_cast<std::size_t>(j)]) {
+      ++j;
+      continue;
+    }
+    int end = j;
+    while (end < skv && keep[static_cast<std::size_t>(end)]) ++end;
+    f(j, end);
+    j = end;
+  }
+}
+
 // `keep`: one batch's key mask (Skv entries). `aligned_only`: the causal case.
 std::vector<KeyWalkEntry> key_walk(const std::vector<bool>& keep, int block_n, bool aligned_only);
 

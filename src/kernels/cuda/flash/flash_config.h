@@ -268,8 +268,11 @@ constexpr KeyTiles choose_key_tiles(int head_size, std::int64_t seqlen_q, std::i
 // holds each batch's count of kept keys across the products: on the 192-key hd128 tile that made
 // ptxas spill 36 bytes (at its 168 registers, where the unmasked kernel uses all 168), so a
 // key-masked call takes the 176-key tile instead. Causal key masks keep the live-bits walk.
-constexpr KeyTiles key_masked_tiles(KeyTiles keys, bool key_masked, bool causal) {
-  return keys == KeyTiles::kWide && key_masked && !causal ? KeyTiles::kLong : keys;
+constexpr bool compact_walk_fits(int head_size, int block_n) { return !(head_size == 128 && block_n == 192); }
+
+constexpr KeyTiles key_masked_tiles(int head_size, KeyTiles keys, bool key_masked, bool causal) {
+  return key_masked && !causal && !compact_walk_fits(head_size, hopper_tile(head_size, keys).block_n) ? KeyTiles::kLong
+                                                                                                       : keys;
 }
 
 // One persistent CTA per SM, never more CTAs than tiles.

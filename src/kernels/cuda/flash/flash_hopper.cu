@@ -2,7 +2,6 @@
 
 #include "kernels/cuda/flash/flash_hopper.h"
 
-#include <algorithm>
 #include <type_traits>
 
 #include "kernels/cuda/flash/flash_config.h"
@@ -34,7 +33,7 @@ LaunchStatus launch_dtype(const HopperArgs& args, cudaStream_t stream) {
   if constexpr (kD == 96 || kD == 128) {
     const FlashParams& p = args.params;
     const KeyTiles keys = key_masked_tiles(
-        choose_key_tiles(kD, p.seqlen_q, p.seqlen_k, std::int64_t{p.batch} * p.heads_q, args.sm_count, p.causal),
+        kD, choose_key_tiles(kD, p.seqlen_q, p.seqlen_k, std::int64_t{p.batch} * p.heads_q, args.sm_count, p.causal),
         p.kv_mask != nullptr, p.causal);
     if constexpr (kD == 128) {
       if (keys == KeyTiles::kInOrder) return launch_keys<kD, KeyTiles::kInOrder>(args, stream);
@@ -59,36 +58,25 @@ LaunchStatus launch_head_size(const HopperArgs& args, cudaStream_t stream) {
   }
 }
 
-template <int kBlockN>
-LaunchStatus build_compact_keys(const std::uint8_t* mask, int batch, int seqlen_k, int heads_kv, int head_size,
-                                const void* k, const void* v, std::int32_t* block_rows, std::int32_t* count, void* kg,
-                                void* vg, int sm_count, cudaStream_t stream) {
-  constexpr int kWarps = 16;
-  const int words = seqlen_k / 32 + 1;
-  const std::int64_t blocks = ceil_div(seqlen_k, kBlockN);
-  const std::int64_t row = std::int64_t{heads_kv} * head_size / 8;  // 16-byte pieces of a key row
-  const int per_batch = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(32, 2 * sm_count / batch)));
-  hopper_detail::compact_keys_kernel<kBlockN, kWarps><<<dim3(per_batch, batch), 32 * kWarps, words * 4, stream>>>(
-      mask, seqlen_k, 1, seqlen_k, words, static_cast<const uint4*>(k), static_cast<const uint4*>(v), seqlen_k * row,
-      row, head_size / 8, seqlen_k * row, row, head_size / 8, heads_kv, head_size / 8, static_cast<int>(blocks),
-      block_rows, count, static_cast<uint4*>(kg), static_cast<uint4*>(vg), blocks * kBlockN);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return fail(LaunchStatus::kCudaError, std::string("compact keys: ") + cudaGetErrorString(e));
-  return {};
-}
-
 }  // namespace
 
 LaunchStatus build_compact_keys_cuda(const std::uint8_t* mask, int batch, int seqlen_k, int heads_kv, int head_size,
                                      int block_n, const void* k, const void* v, std::int32_t* block_rows,
                                      std::int32_t* count, void* kg, void* vg, int sm_count, void* stream_ptr) {
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
-  if (batch <= 0 || batch > 65535 || seqlen_k <= 0 || seqlen_k / 32 + 1 > 12 * 1024 || head_size % 8 != 0 ||
+  if (batch <= 0 || batch > 65535 || seqlen_k <= 0 ||
+      hopper_detail::compact_mask_words(seqlen_k) > hopper_detail::kCompactMaxWords || head_size % 8 != 0 ||
       sm_count <= 0)
     return fail(LaunchStatus::kInvalidInput, "compact keys: batch 1..65535, 1..393215 keys, head size a multiple of 8");
+  const std::int64_t row = std::int64_t{heads_kv} * head_size;
+  const std::int64_t stride[3] = {seqlen_k * row, row, head_size};  // contiguous [B, Skv, Hkv, D]
   const auto build = [&](auto tile) {
-    return build_compact_keys<decltype(tile)::value>(mask, batch, seqlen_k, heads_kv, head_size, k, v, block_rows,
-                                                     count, kg, vg, sm_count, stream);
+    hopper_detail::launch_compact_keys<decltype(tile)::value>(mask, seqlen_k, 1, batch, seqlen_k, k, stride, v, stride,
+                                                              heads_kv, head_size, block_rows, count, kg, vg, sm_count,
+                                                              stream);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return fail(LaunchStatus::kCudaError, std::string("compact keys: ") + cudaGetErrorString(e));
+    return LaunchStatus{};
   };
   switch (block_n) {
     case 80: return build(std::integral_constant<int, 80>{});

@@ -363,6 +363,30 @@ __global__ void compact_keys_kernel(const std::uint8_t* mask, std::int64_t mask_
                   chunks, row_pieces, kgb, vgb, t, threads);
 }
 
+// The builder's launch (compact_mask's, and the test entry build_compact_keys_cuda's): up to 32
+// CTAs of kCompactWarps warps a batch (two an SM for one batch), the packed mask in dynamic shared
+// memory, at most kCompactMaxWords words (48 KB: about 393k keys). Element strides of (batch,
+// sequence, head), multiples of 8 (make_map checks K's and V's).
+inline constexpr int kCompactWarps = 16;
+inline constexpr int kCompactMaxWords = 12 * 1024;
+constexpr int compact_mask_words(int seqlen_k) { return seqlen_k / 32 + 1; }  // a zero bit after the last key
+
+template <int kBlockN>
+void launch_compact_keys(const std::uint8_t* mask, std::int64_t mask_stride_b, std::int64_t mask_stride_s, int batch,
+                         int seqlen_k, const void* k, const std::int64_t (&k_stride)[3], const void* v,
+                         const std::int64_t (&v_stride)[3], int heads_kv, int head_size, std::int32_t* block_rows,
+                         std::int32_t* count, void* kg, void* vg, int sm_count, cudaStream_t stream) {
+  const int words = compact_mask_words(seqlen_k);
+  const std::int64_t blocks = ceil_div(seqlen_k, kBlockN);
+  const int per_batch = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(32, 2 * sm_count / batch)));
+  const auto in16 = [](std::int64_t elements) { return elements / 8; };
+  compact_keys_kernel<kBlockN, kCompactWarps><<<dim3(per_batch, batch), 32 * kCompactWarps, words * 4, stream>>>(
+      mask, mask_stride_b, mask_stride_s, seqlen_k, words, static_cast<const uint4*>(k), static_cast<const uint4*>(v),
+      in16(k_stride[0]), in16(k_stride[1]), in16(k_stride[2]), in16(v_stride[0]), in16(v_stride[1]),
+      in16(v_stride[2]), heads_kv, head_size / 8, static_cast<int>(blocks), block_rows, count,
+      static_cast<uint4*>(kg), static_cast<uint4*>(vg), blocks * kBlockN);
+}
+
 // The compact walk of a non-causal key mask (FlashParams::kv_count): its workspace from the pool
 // (the block rows, the counts and the gathered copies of K and V, as large as K and V at most), the
 // builder launch and the copies' TMA maps. Returns with p unchanged (the live-bits walk then takes
@@ -375,9 +399,9 @@ constexpr std::size_t kCompactCopyLimit = std::size_t{1} << 30;
 #define DIFFATTN_COMPACT_KEY_WALK 1
 #endif
 
-// The 192-key hd128 tile has no compact walk (flash_config.h, key_masked_tiles).
+// Tiles without a compact walk (flash_config.h, compact_walk_fits) take the live-bits walk.
 template <class T>
-constexpr bool kHasCompactWalk = !(T::kD == 128 && T::kBlockN == 192);
+constexpr bool kHasCompactWalk = compact_walk_fits(T::kD, T::kBlockN);
 
 template <class T>
 LaunchStatus compact_mask(FlashParams& p, const HopperArgs& args, FlashTmaMaps& maps, cudaStream_t stream,
@@ -385,8 +409,7 @@ LaunchStatus compact_mask(FlashParams& p, const HopperArgs& args, FlashTmaMaps& 
   if (!kHasCompactWalk<T> || !DIFFATTN_COMPACT_KEY_WALK || p.kv_mask == nullptr || p.causal ||
       p.cu_seqlens_q != nullptr || p.batch > 65535)
     return {};
-  const int words = p.seqlen_k / 32 + 1;  // a zero bit after the last key ends every run
-  if (words > 12 * 1024) return {};
+  if (compact_mask_words(p.seqlen_k) > kCompactMaxWords) return {};
   cudaMemPool_t pool = workspace_pool();
   if (pool == nullptr) return {};
   const std::int64_t blocks = ceil_div(p.seqlen_k, T::kBlockN), copy_rows = blocks * T::kBlockN;
@@ -415,15 +438,9 @@ LaunchStatus compact_mask(FlashParams& p, const HopperArgs& args, FlashTmaMaps& 
     (void)cudaFreeAsync(ws, stream);
     return s;
   }
-  constexpr int kWarps = 16;
-  const int per_batch =
-      static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(32, 2 * args.sm_count / p.batch)));
-  const auto in16 = [](std::int64_t elements) { return elements / 8; };  // strides are multiples of 8 (make_map)
-  compact_keys_kernel<T::kBlockN, kWarps><<<dim3(per_batch, p.batch), 32 * kWarps, words * 4, stream>>>(
-      p.kv_mask, p.mask_stride_b, p.mask_stride_s, p.seqlen_k, words, static_cast<const uint4*>(args.k),
-      static_cast<const uint4*>(args.v), in16(args.k_stride[0]), in16(args.k_stride[1]), in16(args.k_stride[2]),
-      in16(args.v_stride[0]), in16(args.v_stride[1]), in16(args.v_stride[2]), p.heads_kv, T::kD / 8,
-      static_cast<int>(blocks), rows, count, kg, vg, copy_rows);
+  launch_compact_keys<T::kBlockN>(p.kv_mask, p.mask_stride_b, p.mask_stride_s, p.batch, p.seqlen_k, args.k,
+                                  args.k_stride, args.v, args.v_stride, p.heads_kv, T::kD, rows, count, kg, vg,
+                                  args.sm_count, stream);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
     (void)cudaFreeAsync(ws, stream);
