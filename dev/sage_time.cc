@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
     bool qk16;
     int poly = 0;  // > 0: sage_poly_d with every poly-th exponential on the FMA pipe
     int fuse_q = -1;  // SageKernelChoice::fuse_q
+    bool quant_only = false;  // the quantization passes alone (no attention kernel; its output is not written)
   };
   const Mode all_modes[] = {{"fp8/2", sage::PvMode::kFp8, 2, false},   {"fp8/3", sage::PvMode::kFp8, 3, false},
                             {"fp16/2", sage::PvMode::kFp16, 2, false}, {"fp16/3", sage::PvMode::kFp16, 3, false},
@@ -97,7 +98,12 @@ int main(int argc, char** argv) {
                             {"fp8/4", sage::PvMode::kFp8, 4, false}, {"qk16/4", sage::PvMode::kFp8, 4, true},
                             // The Q pass (q) or the kernel's own quantization of Q (f), not sage_fuse_q's rule.
                             {"fp8/3q", sage::PvMode::kFp8, 3, false, 0, 0},
-                            {"fp8/3f", sage::PvMode::kFp8, 3, false, 0, 1}};
+                            {"fp8/3f", sage::PvMode::kFp8, 3, false, 0, 1},
+                            // The quantization passes alone: with the Q pass, without it (where the rule
+                            // lets the kernel quantize Q), and QK16/V8's (V only).
+                            {"quant/q", sage::PvMode::kFp8, 3, false, 0, 0, true},
+                            {"quant/f", sage::PvMode::kFp8, 3, false, 0, 1, true},
+                            {"quant/16", sage::PvMode::kFp8, 3, true, 0, -1, true}};
   std::vector<Mode> modes;
   for (const Mode& m : all_modes)
     if (mode_filter.empty() ? !m.qk16 && m.poly == 0 && m.groups < 4 : ("," + mode_filter + ",").find("," + std::string(m.name) + ",") != std::string::npos)
@@ -158,6 +164,10 @@ int main(int argc, char** argv) {
       cudaMemset(o, 0xff, nq * 2);  // NaN: an unwritten element shows
       const float t = time([&] {
         const bool fp8 = m.pv == sage::PvMode::kFp8;
+        if (m.quant_only)
+          return sage::run_sage_attn_cuda_with(
+              ps, m.pv, nullptr, m.groups, [](const sage::SageParams&, int, void*) { return Status::Ok(); },
+              m.qk16 ? sage::QkMode::k16 : sage::QkMode::kInt8, m.fuse_q);
         if (m.qk16 && m.poly == 4) return sage_poly_d<true, true, 4>(ps);
         if (m.qk16 && m.poly == 8) return sage_poly_d<true, true, 8>(ps);
         if (fp8 && m.poly == 2) return sage_poly_d<true, false, 2>(ps);

@@ -116,6 +116,7 @@ __global__ void classify_kernel(const std::uint32_t* bits, int words, int seqlen
 __global__ void __launch_bounds__(kListThreads) lists_kernel(const std::uint8_t* flags, std::int64_t rows, int k_blocks,
                                                              std::int32_t* offsets, std::int32_t* indices,
                                                              std::uint8_t* partial) {
+  cuda::allow_dependents_to_start();  // the attention kernel waits for the lists
   using Scan = cub::BlockScan<int, kListThreads>;  // the launcher keeps every count below 2^31
   __shared__ typename Scan::TempStorage scan;
   const std::int64_t chunk = (rows + kListThreads - 1) / kListThreads;

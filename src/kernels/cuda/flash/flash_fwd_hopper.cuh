@@ -16,6 +16,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_params.h"
 #include "kernels/cuda/flash/hopper_ptx.cuh"
@@ -1115,6 +1116,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     for (int i = threadIdx.x; i < T::kOnesBytes / 16; i += T::kThreads) ones[i] = make_uint4(one2, one2, one2, one2);
     ptx::fence_proxy_async_smem();  // the products read the tile through the async proxy
   }
+  cuda::wait_for_prior_kernel();  // a dependent launch (cuda/dependent_launch.cuh): nothing global before
   __syncthreads();
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<T::kProducerRegs>();

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_fwd_hopper.cuh"
 #include "kernels/cuda/flash/flash_hopper.h"
@@ -145,6 +146,7 @@ template <int kBlockN>
 __global__ void key_walk_kernel(std::uint32_t* all_bits, int words, int seqlen_k, int stride, bool aligned_only,
                                 bool in_smem, std::int32_t* all_walk,
                                 const std::uint8_t* mask, std::int64_t mask_stride_b, std::int64_t mask_stride_s) {
+  cuda::allow_dependents_to_start();  // the attention kernel waits for the walk
   extern __shared__ std::uint32_t smem_bits[];
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const std::uint32_t* bits = all_bits + static_cast<std::int64_t>(blockIdx.x) * words;
@@ -310,6 +312,7 @@ __global__ void compact_keys_kernel(const std::uint8_t* mask, std::int64_t mask_
                                     std::int64_t v_sh, int heads_kv, int chunks, int rows_stride,
                                     std::int32_t* block_rows, std::int32_t* count, uint4* kg, uint4* vg,
                                     std::int64_t copy_rows) {
+  cuda::allow_dependents_to_start();  // the attention kernel waits for the plan and the copies
   extern __shared__ std::uint32_t bits[];
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int b = blockIdx.y;
@@ -462,6 +465,7 @@ LaunchStatus compact_mask(FlashParams& p, const HopperArgs& args, FlashTmaMaps& 
 template <int kBlockM>
 __global__ void packed_order_kernel(const int* cu_seqlens_q, const int* cu_seqlens_k, int batch, int heads,
                                     int num_m_blocks, bool causal, int grid, int* order, int* tiles) {
+  cuda::allow_dependents_to_start();  // the attention kernel waits for the order
   int* start = order + batch;
   for (int b = threadIdx.x; b < batch; b += blockDim.x) {
     const int j = packed_rank(cu_seqlens_k, batch, b);
@@ -648,8 +652,11 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
   if (e != cudaSuccess)
     return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: cannot reserve shared memory: ") + cudaGetErrorString(e));
   const int grid = persistent_grid(p.num_items, args.sm_count);
-  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
-  e = cudaGetLastError();
+  // A dependent launch: where the kernel before it is one of this call's (the mask's plan, the
+  // packed order, a dense mask's lists), its prologue overlaps that kernel's end; it waits for that
+  // kernel before it reads or writes global memory.
+  e = cuda::launch_maybe_dependent(true, kernel, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream, maps, p);
+  if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess)
     return fail(LaunchStatus::kCudaError, std::string("FLASH_ATTN: kernel launch failed: ") + cudaGetErrorString(e));
   return {};

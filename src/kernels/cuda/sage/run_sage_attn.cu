@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_hopper_launch.cuh"
 #include "kernels/cuda/sage/sage_ampere.h"
@@ -114,19 +115,26 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream, 
   return Status::Ok();
 }
 
-// qk8 false (QkMode::k16): V's statistics and the V pass only. p.fused_q: no Q pass.
+// qk8 false (QkMode::k16): V's statistics and the V pass only. p.fused_q: no Q pass. `dependent`
+// (sm_90): the means and the K/V pass are launched as dependent launches (cuda/dependent_launch.cuh),
+// so that the K/V pass loads K and V while the statistics pass finishes and the means run.
 template <bool kBf16, int kD>
-Status quantize(const SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream) {
+Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, cudaStream_t stream) {
   const int bhq = p.batch * p.heads_q, bhkv = p.batch * p.heads_kv;
   const int q_blocks = qk8 && !p.fused_q ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
   sage_prepass_kernel<kBf16, kD><<<q_blocks + p.stat_chunks * bhkv, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks);
-  sage_means_kernel<kD><<<dim3(bhkv, kD / 32), 32 * kMeanLanes, 0, stream>>>(p, v_fp8);
+  cudaError_t e = cuda::launch_maybe_dependent(dependent, sage_means_kernel<kD>, dim3(bhkv, kD / 32),
+                                               dim3(32 * kMeanLanes), 0, stream, p, v_fp8);
   const int k_blocks = qk8 ? p.k_groups * bhkv : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
-  sage_quant_kv_kernel<kBf16, kD><<<k_blocks + v_blocks, 256, 0, stream>>>(p, k_blocks);
+  if (e == cudaSuccess)
+    e = cuda::launch_maybe_dependent(dependent, sage_quant_kv_kernel<kBf16, kD>, dim3(k_blocks + v_blocks), dim3(256),
+                                     0, stream, p, k_blocks);
+  if (e != cudaSuccess)
+    return CudaError(std::string(qk8 ? kSageName : kQk16V8Name) + ": quantization launch failed: " + cudaGetErrorString(e));
   if (qk8 && p.lse != nullptr)
     sage_q_shift_kernel<kBf16, kD>
         <<<dim3(static_cast<unsigned>(flash::ceil_div(p.seqlen_q, 8)), bhq), 256, 0, stream>>>(p);
-  const cudaError_t e = cudaGetLastError();
+  e = cudaGetLastError();
   if (e != cudaSuccess)
     return CudaError(std::string(qk8 ? kSageName : kQk16V8Name) + ": quantization launch failed: " + cudaGetErrorString(e));
   return Status::Ok();
@@ -270,9 +278,11 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   Workspace ws{stream};
   DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, stream, ws));
   const int d = p.head_size;
-  const Status quantized =
-      p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, stream) : quantize<true, 128>(p, fp8, qk8, stream))
-             : (d == 64 ? quantize<false, 64>(p, fp8, qk8, stream) : quantize<false, 128>(p, fp8, qk8, stream));
+  const bool dependent = major >= 9;
+  const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, dependent, stream)
+                                             : quantize<true, 128>(p, fp8, qk8, dependent, stream))
+                                  : (d == 64 ? quantize<false, 64>(p, fp8, qk8, dependent, stream)
+                                             : quantize<false, 128>(p, fp8, qk8, dependent, stream));
   DIFFATTN_RETURN_IF_ERROR(quantized);
   return launch(p, sms, stream);
 }

@@ -40,6 +40,7 @@
 #include <cuda_fp8.h>
 
 #include "kernels/cuda/dense/mma_utils.cuh"
+#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/flash/hopper_ptx.cuh"
 #include "kernels/cuda/flash/wgmma_ops.cuh"
 #include "kernels/cuda/sage/sage_config.h"
@@ -1109,6 +1110,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     ptx::prefetch_tensor_map(&maps.k);
     ptx::prefetch_tensor_map(&maps.v);
   }
+  cuda::wait_for_prior_kernel();  // the quantization passes' copies and scales (a dependent launch)
   __syncthreads();
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<T::kProducerRegs>();
@@ -1134,6 +1136,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 // A row that no piece saw a key of (every maximum -inf) is zero with LSE -inf.
 template <class T>
 __global__ void sage_merge_kernel(const __grid_constant__ SageParams p) {
+  cuda::wait_for_prior_kernel();  // the pieces (a dependent launch)
   const std::int64_t warp_id = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int tail = p.num_tiles - p.split_begin, pieces = p.split_pieces;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "diffattn/status.h"
+#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/flash_hopper_launch.cuh"
 #include "kernels/cuda/sage/sage_config.h"
@@ -49,8 +50,11 @@ Status launch_sage_kernel(const SageTmaMaps& maps, const SageParams& p, int sm_c
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (e != cudaSuccess) return CudaError(std::string(who) + ": cannot reserve shared memory: " + cudaGetErrorString(e));
   const int items = T::kSplit ? p.num_items : p.num_tiles;
-  kernel<<<flash::persistent_grid(items, sm_count), T::kThreads, T::kSmemBytes, stream>>>(maps, p);
-  e = cudaGetLastError();
+  // A dependent launch: its prologue overlaps the K/V pass's last blocks (it waits for them before it
+  // reads anything the quantization wrote).
+  e = cuda::launch_maybe_dependent(true, kernel, dim3(flash::persistent_grid(items, sm_count)), dim3(T::kThreads),
+                                   T::kSmemBytes, stream, maps, p);
+  if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return CudaError(std::string(who) + ": kernel launch failed: " + cudaGetErrorString(e));
   return Status::Ok();
 }
@@ -124,8 +128,9 @@ Status launch_sage_hopper(SageParams p, int sm_count, cudaStream_t stream) {
   cudaError_t merged = cudaSuccess;
   if (launched.ok() && plan.pieces > 1) {
     const std::int64_t warps = static_cast<std::int64_t>(p.num_tiles - p.split_begin) * T::kBlockM;
-    sage_merge_kernel<T><<<static_cast<unsigned>(flash::ceil_div(warps, 8)), 256, 0, stream>>>(p);
-    merged = cudaGetLastError();
+    merged = cuda::launch_maybe_dependent(true, sage_merge_kernel<T>, dim3(static_cast<unsigned>(flash::ceil_div(warps, 8))),
+                                          dim3(256), 0, stream, p);
+    if (merged == cudaSuccess) merged = cudaGetLastError();
   }
   if (split_ws != nullptr) (void)cudaFreeAsync(split_ws, stream);
   if (merged != cudaSuccess) return CudaError(std::string(who) + ": merge launch failed: " + cudaGetErrorString(merged));

@@ -19,8 +19,13 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/sage/sage_params.h"
 #include "kernels/sage/sage_quant.h"
+
+#ifndef DIFFATTN_SAGE_PREPASS_MIN_BLOCKS
+#define DIFFATTN_SAGE_PREPASS_MIN_BLOCKS 1  // blocks per SM the prepass's registers must allow (A/B runs)
+#endif
 
 namespace diffattn::sage {
 
@@ -148,6 +153,8 @@ __global__ void __launch_bounds__(32 * kMeanLanes) sage_means_kernel(const SageP
   static_assert(kD % 32 == 0, "32 channels per block");
   __shared__ float s_sum[kMeanLanes][32], s_max[kMeanLanes][32];
   __shared__ int s_n[kMeanLanes];
+  cuda::allow_dependents_to_start();  // the K/V pass may start loading K and V
+  cuda::wait_for_prior_kernel();      // the statistics pass's partials
   const int bh = blockIdx.x, b = bh / p.heads_kv, lane = threadIdx.x / 32, c = blockIdx.y * 32 + threadIdx.x % 32;
   const float* sums = p.k_sum_parts + static_cast<std::int64_t>(bh) * p.stat_chunks * kD + c;
   const float* maxima = p.v_amax_parts + static_cast<std::int64_t>(bh) * p.stat_chunks * kD + c;
@@ -335,7 +342,9 @@ __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblo
 // blocks, then the statistics pass's. One launch reads Q, K and V once. QkMode::k16 launches no Q
 // blocks (q_blocks 0) and only V's statistics (k_stats false).
 template <bool kBf16, int kD>
-__global__ void __launch_bounds__(256) sage_prepass_kernel(const SageParams p, bool k_stats, bool v_stats, int q_blocks) {
+__global__ void __launch_bounds__(256, DIFFATTN_SAGE_PREPASS_MIN_BLOCKS)
+    sage_prepass_kernel(const SageParams p, bool k_stats, bool v_stats, int q_blocks) {
+  cuda::allow_dependents_to_start();  // the means kernel waits for this one to finish
   const int qb = (p.seqlen_q + kQRowsPerBlock - 1) / kQRowsPerBlock;
   const int block = blockIdx.x;
   if (block < q_blocks) {
@@ -388,6 +397,7 @@ __device__ __forceinline__ void sage_quant_k_block(const SageParams& p, int grou
     const std::int64_t at = b * p.k_stride_b + static_cast<std::int64_t>(key) * p.k_stride_s + hkv * p.k_stride_h + c0;
     raw[i] = valid[i] ? load4_raw(p.k, at, p.vec_k) : make_uint2(0u, 0u);
   }
+  cuda::wait_for_prior_kernel();  // the means (and, before them, the previous call's last kernel)
   k_means<kD>(p, bh, b, mean);
   __syncthreads();
   float x[kPasses][4];
@@ -446,6 +456,7 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
       raw[w][k] = key_valid(p, b, key) ? load4_raw(p.v, at, p.vec_v) : make_uint2(0u, 0u);
     }
   }
+  cuda::wait_for_prior_kernel();  // V's channel maxima
 #pragma unroll
   for (int w = 0; w < kWarpUnits; ++w) {
     const int u = warp + 8 * w;
@@ -477,6 +488,7 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
 // blocks, then the V pass's. One launch reads K and V once more, after the means.
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(256) sage_quant_kv_kernel(const SageParams p, int k_blocks) {
+  cuda::allow_dependents_to_start();  // the attention kernel waits for this one to finish
   const int block = blockIdx.x;
   if (block < k_blocks) {
     sage_quant_k_block<kBf16, kD>(p, block % p.k_groups, block / p.k_groups);
