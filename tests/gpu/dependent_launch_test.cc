@@ -103,7 +103,9 @@ TEST(GpuDependentLaunch, BackToBackCallsGiveEachCallsOwnBits) {
       {"FLASHINFER_ATTN QK16/V8, key padding", qk16, path_case(1500, 128, MaskShape::kKeyPadding)},
       {"FLASH_ATTN, key padding (compact walk)", flash, path_case(1500, 128, MaskShape::kKeyPadding)},
       {"FLASH_ATTN hd64, key padding, split last wave", flash, path_case(130, 64, MaskShape::kKeyPadding)},
-      {"FLASH_ATTN, dense mask (listed walk)", flash, path_case(700, 128, MaskShape::kDensePerHead)},
+      {"FLASHINFER_ATTN, dense mask (listed walk)",
+       [](const AttentionProblem& p, cudaStream_t s) { return flash::run_masked_cuda(p, s); },
+       path_case(700, 128, MaskShape::kDensePerHead)},
   };
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);

@@ -865,8 +865,10 @@ struct Consumer {
   }
 
   // Publishes this piece's unnormalised output and row state for its warp's 16 rows, and counts
-  // the piece in. The last piece to arrive reads the others back (from L2), rescales every part to
-  // the common row maximum and returns true with the merged state; the others return false.
+  // the piece in. The last piece to arrive reads every piece back (from L2, its own included) and
+  // adds them in piece order, each rescaled to the common row maximum, so the sum does not depend on
+  // which piece came last (every run gives the same bits); it returns true with the merged state,
+  // the others false.
   // Partials are stored per lane in accumulator order, so each float4 holds o[4 i .. 4 i + 3]:
   // two columns of row r and two of row r + 8.
   __device__ bool merge_split(float (&o)[kPVAcc], RowState& st, const TileCoord& c) const {
@@ -894,12 +896,10 @@ struct Consumer {
     const float scale = p.scale_log2;
     // A piece whose keys were all masked has max -inf and contributes nothing.
     auto factor = [&](float m, int r) { return m == -INFINITY ? 0.f : exp2f((m - mx[r]) * scale); };
-    const float own[2] = {factor(st.m[0], 0), factor(st.m[1], 1)};
-    rescale_o(o, own);
-    st.l[0] *= own[0];
-    st.l[1] *= own[1];
+#pragma unroll
+    for (int i = 0; i < kPVAcc; ++i) o[i] = 0.f;
+    st.l[0] = st.l[1] = 0.f;
     for (int j = 0; j < c.splits; ++j) {
-      if (j == c.piece) continue;
       const float4 ml = __ldcg(part + (j * kF4 + kF4 - 1) * 32);
       const float f0 = factor(ml.x, 0), f1 = factor(ml.y, 1);
       st.l[0] = fmaf(ml.z, f0, st.l[0]);

@@ -23,8 +23,22 @@
 #include "kernels/cuda/sage/sage_params.h"
 #include "kernels/sage/sage_quant.h"
 
+// Blocks of 256 threads per SM that the statistics/Q pass's and the K/V pass's registers must
+// allow (__launch_bounds__). Both passes are bound by the loads they keep in flight, and at four
+// blocks an SM (64 registers a thread) they keep more in flight than unbounded, where the prepass
+// took 130 registers at hd128 (one block an SM) and 84 at hd64, the K/V pass 69 at hd128:
+// on an H100, Flux's passes took 129 -> 92 us, Wan2.2-5B's 292 -> 204, 512-key cross-attention's
+// (32760 query rows) 419 -> 222, QK16/V8's V pass on Wan2.2-5B 144 -> 95. Five or six blocks spill
+// and were slower (scripts/device/sage_quant_variants.sh; docs/backends/sage_attn.md). The -D
+// switches rebuild other settings for such runs.
 #ifndef DIFFATTN_SAGE_PREPASS_MIN_BLOCKS
-#define DIFFATTN_SAGE_PREPASS_MIN_BLOCKS 1  // blocks per SM the prepass's registers must allow (A/B runs)
+#define DIFFATTN_SAGE_PREPASS_MIN_BLOCKS 4
+#endif
+#ifndef DIFFATTN_SAGE_STATS_UNROLL
+#define DIFFATTN_SAGE_STATS_UNROLL 8  // keys per step of a statistics lane
+#endif
+#ifndef DIFFATTN_SAGE_KV_MIN_BLOCKS
+#define DIFFATTN_SAGE_KV_MIN_BLOCKS 4
 #endif
 
 namespace diffattn::sage {
@@ -98,7 +112,7 @@ __device__ __forceinline__ void sage_stats_block(const SageParams& p, bool k_sta
   int count = 0;
   // kUnroll keys per step, all their loads issued (kept packed) before any is added: the pass is
   // bound by how many loads are in flight (four keys per step read at 1.8 TB/s on an H200).
-  constexpr int kUnroll = 8;
+  constexpr int kUnroll = DIFFATTN_SAGE_STATS_UNROLL;
   for (int base = key0 + lane; base < key1; base += kUnroll * kKeyLanes) {
     uint2 k[kUnroll], v[kUnroll];
     bool live[kUnroll];
@@ -487,7 +501,7 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
 // grid (k_groups * B * Hkv + (FP8: kv_padded / kKvBlock * B * Hkv)), 256 threads: the K pass's
 // blocks, then the V pass's. One launch reads K and V once more, after the means.
 template <bool kBf16, int kD>
-__global__ void __launch_bounds__(256) sage_quant_kv_kernel(const SageParams p, int k_blocks) {
+__global__ void __launch_bounds__(256, DIFFATTN_SAGE_KV_MIN_BLOCKS) sage_quant_kv_kernel(const SageParams p, int k_blocks) {
   cuda::allow_dependents_to_start();  // the attention kernel waits for this one to finish
   const int block = blockIdx.x;
   if (block < k_blocks) {
