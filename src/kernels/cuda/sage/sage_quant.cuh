@@ -37,6 +37,9 @@
 #ifndef DIFFATTN_SAGE_STATS_UNROLL
 #define DIFFATTN_SAGE_STATS_UNROLL 8  // keys per step of a statistics lane
 #endif
+#ifndef DIFFATTN_SAGE_KV_LAST_HEAD_FIRST
+#define DIFFATTN_SAGE_KV_LAST_HEAD_FIRST 1  // the K/V pass's order (sage_quant_kv_kernel); 0 for A/B runs
+#endif
 #ifndef DIFFATTN_SAGE_KV_MIN_BLOCKS
 #define DIFFATTN_SAGE_KV_MIN_BLOCKS 4
 #endif
@@ -499,10 +502,22 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
 }
 
 // grid (k_groups * B * Hkv + (FP8: kv_padded / kKvBlock * B * Hkv)), 256 threads: the K pass's
-// blocks, then the V pass's. One launch reads K and V once more, after the means.
+// and the V pass's blocks. One launch reads K and V once more, after the means. The blocks run
+// head by head from the last (batch, kv head) to the first, each head's K groups then its V blocks
+// (k_blocks 0: V only): the statistics pass read the heads first to last, so the last heads' K and V are
+// still in L2 when this pass starts (FLUX.1's K and V, 57 MB, do not all fit). The arithmetic of
+// each block does not depend on the order.
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(256, DIFFATTN_SAGE_KV_MIN_BLOCKS) sage_quant_kv_kernel(const SageParams p, int k_blocks) {
   cuda::allow_dependents_to_start();  // the attention kernel waits for this one to finish
+  const int heads = p.batch * p.heads_kv;
+#if DIFFATTN_SAGE_KV_LAST_HEAD_FIRST
+  const int per_head = static_cast<int>(gridDim.x) / heads, k_per_head = k_blocks / heads;
+  const int bh = heads - 1 - static_cast<int>(blockIdx.x) / per_head, r = static_cast<int>(blockIdx.x) % per_head;
+  if (r < k_per_head) sage_quant_k_block<kBf16, kD>(p, r, bh);
+  else sage_quant_v_block<kBf16, kD>(p, r - k_per_head, bh);
+#else
+  (void)heads;
   const int block = blockIdx.x;
   if (block < k_blocks) {
     sage_quant_k_block<kBf16, kD>(p, block % p.k_groups, block / p.k_groups);
@@ -510,6 +525,7 @@ __global__ void __launch_bounds__(256, DIFFATTN_SAGE_KV_MIN_BLOCKS) sage_quant_k
     const int vb = p.kv_padded / kKvBlock, s = block - k_blocks;
     sage_quant_v_block<kBf16, kD>(p, s % vb, s / vb);
   }
+#endif
 }
 
 }  // namespace diffattn::sage
