@@ -8,12 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/dependent_launch.cuh"
+#include "kernels/cuda/dependent_launch.h"
 #include "parity/parity_check.h"
 
 #if DIFFATTN_HAVE_CUDA
@@ -28,9 +29,14 @@ namespace diffattn {
 namespace {
 
 TEST(DependentLaunch, TheSwitchIsOnUnlessTurnedOff) {
-  // The process's own setting: unset or 1 in CI and in the GPU runs that measure it.
+  EXPECT_TRUE(cuda::dependent_launch_setting(nullptr));
+  EXPECT_TRUE(cuda::dependent_launch_setting("1"));
+  EXPECT_FALSE(cuda::dependent_launch_setting("0"));
+  EXPECT_TRUE(cuda::dependent_launch_setting("off"));  // not a value it knows: warns, stays on
+  EXPECT_TRUE(cuda::dependent_launch_setting(""));
+  // The process's own setting, read once.
   const char* env = std::getenv("DIFFATTN_DEPENDENT_LAUNCH");
-  EXPECT_EQ(cuda::dependent_launch_enabled(), env == nullptr || std::string(env) != "0");
+  EXPECT_EQ(cuda::dependent_launch_enabled(), cuda::dependent_launch_setting(env));
 }
 
 #if DIFFATTN_HAVE_CUDA

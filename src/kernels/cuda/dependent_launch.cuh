@@ -17,10 +17,9 @@
 
 #include <utility>
 
-namespace diffattn::cuda {
+#include "kernels/cuda/dependent_launch.h"
 
-// False when DIFFATTN_DEPENDENT_LAUNCH is 0 (read once; dependent_launch.cc).
-bool dependent_launch_enabled();
+namespace diffattn::cuda {
 
 __device__ __forceinline__ void wait_for_prior_kernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
