@@ -8,8 +8,11 @@
 // wait_for_prior_kernel() returns at once in a kernel launched without the attribute, and both are
 // no-ops below sm_90, where the attribute is never set (launch_maybe_dependent).
 //
-// Only a kernel that calls allow_dependents_to_start() lets the next one start early, and only this
-// call's own kernels do; a kernel after the caller's work starts as it always did. The environment
+// Only a kernel that calls allow_dependents_to_start() (or a caller's kernel that does the same)
+// lets the next one start early; diffattn's kernels call it only where the next kernel is their own
+// call's. A dependent kernel that may be its call's first (FLASH_ATTN's) waits before it touches
+// memory as every dependent kernel does, so no call reads what the caller's earlier work has not
+// finished writing, nor writes what it still reads. The environment
 // variable DIFFATTN_DEPENDENT_LAUNCH=0 turns the attribute off (every launch then waits for the
 // kernel before it, as a plain launch does), for A/B runs or a driver that mishandles it.
 
