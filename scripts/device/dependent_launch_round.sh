@@ -12,14 +12,7 @@ out="${OUT:-build/round}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
 source scripts/device/env.sh
 bd=build/pre; mkdir -p "$bd" && tar -xJf .devcarry/bundle.tar.xz -C "$bd" || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
-if [ -n "${TESTS:-}" ]; then
-  echo "== tests: $TESTS"
-  timeout -s KILL 240 $bd/tests/diffattn_tests --gtest_filter="$TESTS" >"$out/tests.log" 2>&1
-  grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|Expected|Which is|differs" "$out/tests.log" | head -n 40
-  echo "== the back-to-back test with plain launches"
-  DIFFATTN_DEPENDENT_LAUNCH=0 timeout -s KILL 120 $bd/tests/diffattn_tests \
-    --gtest_filter='*DependentLaunch*' 2>&1 | grep -E "^\[  (FAILED|PASSED) |differs" | head
-fi
+run_gpu_tests "$bd" "$out"
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for pdl in 0 1; do
     for b in sage_time sage_time_minb4; do

@@ -7,3 +7,15 @@ fi
 cudnn_dir="$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])')"
 export LD_LIBRARY_PATH="$cudnn_dir/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 cudnn_lib="$(ls "$cudnn_dir"/lib/libcudnn.so* | head -n1)"
+
+# The GPU tests of $TESTS (if set) from the bundle's test binary in $1, logged to $2/tests.log, then
+# the back-to-back test of dependent launches again with them turned off.
+run_gpu_tests() {
+  [ -n "${TESTS:-}" ] || return 0
+  echo "== tests: $TESTS"
+  timeout -s KILL 240 "$1"/tests/diffattn_tests --gtest_filter="$TESTS" >"$2/tests.log" 2>&1
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|Expected|Which is|differs" "$2/tests.log" | head -n 40
+  echo "== the back-to-back test with plain launches"
+  DIFFATTN_DEPENDENT_LAUNCH=0 timeout -s KILL 120 "$1"/tests/diffattn_tests \
+    --gtest_filter='*DependentLaunch*' 2>&1 | grep -E "^\[  (FAILED|PASSED) |differs" | head
+}

@@ -17,12 +17,5 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
       >>"$out/variants.txt" 2>&1
   done
 done
-if [ -n "${TESTS:-}" ]; then
-  echo "== tests: $TESTS"
-  timeout -s KILL 240 $bd/tests/diffattn_tests --gtest_filter="$TESTS" >"$out/tests.log" 2>&1
-  grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|Expected|Which is|differs" "$out/tests.log" | head -n 40
-  echo "== the back-to-back test with plain launches"
-  DIFFATTN_DEPENDENT_LAUNCH=0 timeout -s KILL 120 $bd/tests/diffattn_tests \
-    --gtest_filter='*DependentLaunch*' 2>&1 | grep -E "^\[  (FAILED|PASSED) |differs" | head
-fi
+run_gpu_tests "$bd" "$out"
 exit 0

@@ -129,14 +129,14 @@ Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, cudaS
   if (e == cudaSuccess)
     e = cuda::launch_maybe_dependent(dependent, sage_quant_kv_kernel<kBf16, kD>, dim3(k_blocks + v_blocks), dim3(256),
                                      0, stream, p, k_blocks);
-  if (e != cudaSuccess)
-    return CudaError(std::string(qk8 ? kSageName : kQk16V8Name) + ": quantization launch failed: " + cudaGetErrorString(e));
-  if (qk8 && p.lse != nullptr)
+  if (e == cudaSuccess && qk8 && p.lse != nullptr)
     sage_q_shift_kernel<kBf16, kD>
         <<<dim3(static_cast<unsigned>(flash::ceil_div(p.seqlen_q, 8)), bhq), 256, 0, stream>>>(p);
-  e = cudaGetLastError();
-  if (e != cudaSuccess)
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // leave no launch error for the caller's next check
     return CudaError(std::string(qk8 ? kSageName : kQk16V8Name) + ": quantization launch failed: " + cudaGetErrorString(e));
+  }
   return Status::Ok();
 }
 
