@@ -6,6 +6,12 @@
 //
 //   gpu_mask_bench [--workloads a,b] [--backends A,B] [--rounds N] [--rest-ms N]
 //
+// Besides registry names, --backends takes the 8-bit kernels called directly, for A/B runs of how
+// they take a key mask: SAGE_ATTN/bytes (SAGE_ATTN's default mode reading the mask's bytes in
+// every key block instead of walking the blocks that keep a key), QK16_V8 (FLASHINFER_ATTN's
+// QK16/V8 mode) and QK16_V8/bytes. On the padded prompts every row also gets its own unmasked time
+// on the same real keys ("x own": 1 means the mask costs nothing beyond the keys it drops).
+//
 // --rest-ms: the GPU idles this long (default 1000) before each timed series, so that no series
 // runs at the lower clock a long one before it left (as in gpu_attention_bench).
 //
@@ -29,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -39,6 +46,7 @@
 #include "diffattn/builtin_backends.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
+#include "kernels/cuda/sage/run_sage_attn.h"
 
 namespace {
 
@@ -162,7 +170,8 @@ double rel_l2(const void* a, const void* b, size_t n) {
 }
 
 // One masked workload: the masked problem (its out is overwritten by each backend), its FLOPs on
-// the real tokens, the reference time and the reference output.
+// the real tokens, the reference time and the reference output; `own`, where set, the unmasked
+// problem on the same real keys that each row is also timed on.
 struct Masked {
   AttentionProblem problem;
   long heads = 0, d = 0;
@@ -170,7 +179,24 @@ struct Masked {
   float ref_ms = 0;
   std::string ref_error;  // why the reference's timing failed (then ref_ms < 0)
   const void* ref_out = nullptr;
+  const AttentionProblem* own = nullptr;
 };
+
+// A row's call: a registry backend's forward, or one of the 8-bit kernels named in the header.
+Result<std::function<Status(const AttentionProblem&)>> runner(const std::string& name, long heads, long d) {
+  using Fn = std::function<Status(const AttentionProblem&)>;
+  sage::SageKernelChoice bytes;
+  bytes.key_walk = false;
+  if (name == "SAGE_ATTN/bytes")
+    return Fn([bytes](const AttentionProblem& p) { return sage::run_sage_attn_cuda(p, sage::PvMode::kFp8, nullptr, bytes); });
+  if (name == "QK16_V8") return Fn([](const AttentionProblem& p) { return sage::run_qk16_v8_cuda(p, nullptr); });
+  if (name == "QK16_V8/bytes")
+    return Fn([bytes](const AttentionProblem& p) { return sage::run_qk16_v8_cuda(p, nullptr, bytes); });
+  auto backend = make(name, heads, d);
+  if (!backend.ok()) return backend.status();
+  std::shared_ptr<Backend> shared = std::move(*backend);
+  return Fn([shared](const AttentionProblem& p) { return shared->forward(p, nullptr); });
+}
 
 void run_backends(const char* name, const Masked& m, const Args& args) {
   if (m.ref_ms < 0) {  // no ratio means anything without the reference
@@ -181,20 +207,30 @@ void run_backends(const char* name, const Masked& m, const Args& args) {
               m.flops / m.ref_ms / 1e9, "");
   const size_t n = static_cast<size_t>(m.problem.out.numel());
   for (const std::string& backend_name : args.backends) {
-    auto backend = make(backend_name, m.heads, m.d);
+    auto call = runner(backend_name, m.heads, m.d);
     std::string error;
     float ms = -1.f;
-    if (backend.ok()) {
-      ms = best_ms([&] { return (*backend)->forward(m.problem, nullptr); }, &error);
+    if (call.ok()) {
+      ms = best_ms([&] { return (*call)(m.problem); }, &error);
     } else {
-      error = backend.status().message();
+      error = call.status().message();
     }
     if (ms < 0) {
       std::printf("%-22s %-16s  error: %s\n", name, backend_name.c_str(), error.c_str());
       continue;
     }
-    std::printf("%-22s %-16s %10.3f %10.3f %8.3f %9.1f %9.1f %10.2e\n", name, backend_name.c_str(), ms, m.ref_ms,
-                m.ref_ms / ms, m.flops / ms / 1e9, m.flops / m.ref_ms / 1e9, rel_l2(m.problem.out.data, m.ref_out, n));
+    const double err = rel_l2(m.problem.out.data, m.ref_out, n);
+    std::string own;  // the row's own unmasked time on the real keys, and the masked call against it
+    if (m.own != nullptr) {
+      std::string own_error;
+      const float own_ms = best_ms([&] { return (*call)(*m.own); }, &own_error);
+      char text[64];
+      if (own_ms > 0) std::snprintf(text, sizeof text, "  own %.3f ms, x own %.3f", own_ms, own_ms / ms);
+      else std::snprintf(text, sizeof text, "  own: failed");
+      own = text;
+    }
+    std::printf("%-22s %-16s %10.3f %10.3f %8.3f %9.1f %9.1f %10.2e%s\n", name, backend_name.c_str(), ms, m.ref_ms,
+                m.ref_ms / ms, m.flops / ms / 1e9, m.flops / m.ref_ms / 1e9, err, own.c_str());
   }
 }
 
@@ -247,6 +283,10 @@ void padded_prompt(const char* name, long heads, long d, long text, long keep, l
   m.ref_ms = best_ms([&] { return (*flash)->forward(ref, nullptr); }, &m.ref_error);
   m.ref_out = oc.p;
   m.flops = 4.0 * heads * s * real * d;
+  Dev oo(hq.size() * 2);  // the rows' own unmasked outputs, apart from the reference's
+  AttentionProblem own = ref;
+  own.out = view(oo.p, 1, s, heads, d);
+  m.own = &own;
   run_backends(name, m, args);
 }
 

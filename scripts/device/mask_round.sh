@@ -5,7 +5,7 @@
 # racecheck on the dense-mask tests, bench/gpu_mask_bench.cu, and the PyTorch SDPA peer with the same
 # boolean masks (bench/mask_peer.py). Everything goes to $OUT.
 #   [TESTS=gtest-filter] [SANITIZE=0] [SANITIZE_TESTS=filter] [SANITIZE_TOOLS="memcheck"] [PEER=0] [ROUNDS=N]
-#   [MASK_BACKENDS=A,B] [TEST_TIMEOUT=seconds]
+#   [MASK_BACKENDS=A,B] [MASK_WORKLOADS=a,b] [MASK_REPEAT=N] [TEST_TIMEOUT=seconds]
 #   scripts/device/mask_round.sh
 set -uo pipefail
 out="${OUT:-build/round}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
@@ -23,7 +23,10 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   done
 fi
 echo "== gpu_mask_bench"
-timeout -s KILL 300 $bd/bin/gpu_mask_bench --rounds "${ROUNDS:-10}" ${MASK_BACKENDS:+--backends $MASK_BACKENDS} 2>&1 | tee "$out/mask-bench.txt"
+for rep in $(seq "${MASK_REPEAT:-1}"); do
+  timeout -s KILL 300 $bd/bin/gpu_mask_bench --rounds "${ROUNDS:-10}" ${MASK_BACKENDS:+--backends $MASK_BACKENDS} \
+    ${MASK_WORKLOADS:+--workloads $MASK_WORKLOADS} 2>&1 | tee -a "$out/mask-bench.txt"
+done
 if [ "${PEER:-1}" = 1 ]; then
   echo "== PyTorch SDPA with the same masks"
   timeout 200 python3 bench/mask_peer.py --rounds "${ROUNDS:-10}" 2>&1 | tee "$out/mask-peer.txt"

@@ -58,10 +58,12 @@ struct Quality {
 // measures it against the float64 oracle. `misaligned` moves q, k and v 2 bytes off 8-byte
 // alignment, so the quantization kernels take their 2-byte loads.
 // `ampere` runs the Ampere/Ada kernel instead, in `pv` mode.
+// `tweak` edits the generated inputs before they are copied to the GPU.
 Quality run_sage(const ParityCase& c, sage::PvMode pv, std::mt19937_64& rng, int groups = 0, bool misaligned = false,
-                 bool ampere = false) {
+                 bool ampere = false, const std::function<void(testing::CaseData&)>& tweak = nullptr) {
   Quality q;
   auto data = testing::make_case_data(c, rng);
+  if (tweak) tweak(*data);
   if (misaligned)
     for (TensorView* t : {&data->problem.q, &data->problem.k, &data->problem.v}) *t = testing::misaligned_copy(*data, *t);
   const AttentionProblem& host = data->problem;
@@ -403,6 +405,88 @@ TEST(GpuSageAttn, EveryRunGivesTheSameBits) {
         EXPECT_EQ(lses[run], lses[0]) << what << ", run " << run;
       }
     }
+}
+
+// Key masks on the Hopper kernels walk only the key blocks that keep a key (SageParams::kv_walk):
+// the blocks left out would add nothing, so the output and LSE must be the bits of the walk over
+// every block reading the mask's bytes (SageKernelChoice::key_walk false), and within the budget
+// against the float64 oracle. Three batches: a FLUX.1-style padded prompt (its text keys after the
+// first 77-or-so dropped, whole key blocks among them), then random keys with two whole blocks and
+// the sequence's last keys dropped, then no key at all. Every kernel shape, both P*V modes,
+// QK16/V8. The bits are compared on as many query heads as the GPU has SMs and one query tile a
+// head, so that the tiles fill whole waves: a short last wave splits its tiles into pieces by
+// their key blocks (sage_tail_split), which the walk counts without the dropped ones, so pieces
+// would start at other blocks and round otherwise.
+TEST(GpuSageAttn, TheKeyWalkGivesTheByteMasksBits) {
+  SKIP_WITHOUT_SAGE_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  struct Mode {
+    const char* name;
+    std::int64_t d;
+    int groups;
+    sage::PvMode pv;
+    bool qk16;
+    int fuse_q = -1;  // SageKernelChoice::fuse_q
+  };
+  const Mode modes[] = {{"fp8/2", 128, 2, sage::PvMode::kFp8, false},  {"fp8/3", 128, 3, sage::PvMode::kFp8, false},
+                        {"fp8/3 Q in the kernel", 128, 3, sage::PvMode::kFp8, false, 1},
+                        {"fp16/3", 128, 3, sage::PvMode::kFp16, false}, {"fp16/2", 64, 2, sage::PvMode::kFp16, false},
+                        {"fp8/3", 64, 3, sage::PvMode::kFp8, false},    {"fp8/4", 64, 4, sage::PvMode::kFp8, false},
+                        {"qk16/3", 128, 3, sage::PvMode::kFp8, true},   {"qk16/4", 64, 4, sage::PvMode::kFp8, true}};
+  int idx = 0;
+  for (const Mode& mode : modes) {
+    ParityCase c = sage_case(mode.d, idx % 2 ? DType::kFloat16 : DType::kBFloat16, 0);
+    c.batch = 3;
+    c.heads_q = 4, c.heads_kv = 2;
+    c.seq_q = 300 + 61 * idx;
+    c.seq_kv = 1500 + 37 * idx;
+    c.causal = false;
+    c.mask = testing::MaskShape::kKeyPadding;
+    c.text_keys = 512, c.prompt_keep = 77 + 3 * idx;
+    c.fully_masked_rows = true;  // the last batch keeps no key
+    c.lse = true;
+    const std::string what = std::string(mode.name) + " " + c.name() + " seed " + std::to_string(seed);
+    // Batch 1: random keys, blocks 2 and 5 and the last 50 keys dropped.
+    std::bernoulli_distribution keep(0.7);
+    std::vector<unsigned char> batch1(static_cast<std::size_t>(c.seq_kv));
+    for (std::int64_t j = 0; j < c.seq_kv; ++j)
+      batch1[static_cast<std::size_t>(j)] =
+          keep(rng) && j / sage::kKvBlock != 2 && j / sage::kKvBlock != 5 && j < c.seq_kv - 50;
+    const auto tweak = [&](testing::CaseData& data) {
+      for (std::int64_t j = 0; j < c.seq_kv; ++j)
+        testing::write_element(*data.problem.mask, c.seq_kv + j, batch1[static_cast<std::size_t>(j)]);
+    };
+    const auto run = [&](const AttentionProblem& p, bool walk) {
+      const sage::SageKernelChoice choice{mode.groups, mode.fuse_q, false, walk};
+      return mode.qk16 ? sage::run_qk16_v8_cuda(p, nullptr, choice) : sage::run_sage_attn_cuda(p, mode.pv, nullptr, choice);
+    };
+    if (!mode.qk16) expect_within_budget(run_sage(c, mode.pv, rng, mode.groups, false, false, tweak),
+                                         mode.pv == sage::PvMode::kFp8, what);
+    c.heads_q = sms, c.heads_kv = sms % 2 == 0 ? sms / 2 : sms;
+    c.seq_q = 100;  // one query tile a head
+    const std::string bits_what = std::string(mode.name) + " " + c.name() + " seed " + std::to_string(seed);
+    auto data = testing::make_case_data(c, rng);
+    tweak(*data);
+    testing::DeviceCase device(*data);
+    ASSERT_TRUE(device.ok()) << bits_what;
+    const TensorView& out = device.problem().out;
+    std::vector<double> outputs[2], lses[2];
+    for (int walk = 0; walk < 2; ++walk) {
+      ASSERT_EQ(cudaMemset(out.data, 0xff, output_bytes(out)), cudaSuccess) << bits_what;  // NaN in both dtypes
+      const Status st = run(device.problem(), walk == 1);
+      ASSERT_TRUE(st.ok()) << bits_what << ": " << st.ToString();
+      ASSERT_TRUE(device.copy_back()) << bits_what;
+      outputs[walk] = testing::output_values(data->problem.out);
+      lses[walk] = lse_values(*data->problem.lse);
+    }
+    for (double x : outputs[1]) ASSERT_FALSE(std::isnan(x)) << bits_what << ": an output left unwritten";
+    EXPECT_EQ(outputs[1], outputs[0]) << bits_what;
+    EXPECT_EQ(lses[1], lses[0]) << bits_what;
+    ++idx;
+  }
 }
 
 // The Q quantization's divisions avoid IEEE division's slow-path call (sage_quant.cuh): for every

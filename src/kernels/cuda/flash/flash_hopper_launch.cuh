@@ -141,11 +141,18 @@ __device__ __forceinline__ void block_keeps(const std::uint32_t* bits, int seqle
 // they fit (`in_smem`, dynamic shared memory of words * 4 bytes). With `mask` the block first packs
 // the batch's bytes itself, every warp a word at a time, into shared memory and all_bits (the one
 // launch of a key mask that fits); then its first warp walks. Without, all_bits holds the bits
-// (pack_kv_mask_kernel) and one warp copies and walks them.
+// (pack_kv_mask_kernel) and one warp copies and walks them. `counts`, when set, gets each batch's
+// number of entries (SAGE_ATTN's tiles split their key blocks by it).
+//
+// It may run as a dependent launch beside the kernel before it (SAGE_ATTN launches it after its
+// statistics pass, whose memory it does not touch): it waits for that kernel before it exits, so
+// that a kernel waiting for this one also waits for the one before. Launched plainly, the wait
+// returns at once.
 template <int kBlockN>
 __global__ void key_walk_kernel(std::uint32_t* all_bits, int words, int seqlen_k, int stride, bool aligned_only,
                                 bool in_smem, std::int32_t* all_walk,
-                                const std::uint8_t* mask, std::int64_t mask_stride_b, std::int64_t mask_stride_s) {
+                                const std::uint8_t* mask, std::int64_t mask_stride_b, std::int64_t mask_stride_s,
+                                int* counts = nullptr) {
   cuda::allow_dependents_to_start();  // the attention kernel waits for the walk
   extern __shared__ std::uint32_t smem_bits[];
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -218,6 +225,8 @@ __global__ void key_walk_kernel(std::uint32_t* all_bits, int words, int seqlen_k
   // The positions after the last entry hold {0, 0}: a zero length ends the walk, so the kernel
   // needs no count (one load per block, not two in a row).
   for (int i = written + lane; i < blocks; i += 32) walk[i] = make_int2(0, 0);
+  if (counts != nullptr && lane == 0) counts[blockIdx.x] = written;
+  cuda::wait_for_prior_kernel();
 }
 
 // Packs p.kv_mask into a workspace from the workspace pool (see FlashParams::kv_bits). Without the

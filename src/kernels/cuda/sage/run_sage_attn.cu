@@ -65,9 +65,21 @@ struct Workspace {
   }
 };
 
+// Whether the Hopper kernel walks the key blocks a key mask keeps (SageParams::kv_walk) rather
+// than reading the mask's bytes in every block: non-causal key masks whose bits fit the walk
+// builder's shared memory (about 393k keys), unless the caller asked for the bytes
+// (SageKernelChoice::key_walk).
+constexpr int kWalkWarps = 8;
+int walk_words(const SageParams& p) { return (p.seqlen_k + kKvBlock + 31) / 32 + 1; }
+int walk_blocks(const SageParams& p) { return static_cast<int>(flash::ceil_div(p.seqlen_k, kKvBlock)); }
+bool walks_keys(const SageParams& p, bool hopper, bool asked) {
+  return asked && hopper && p.kv_mask != nullptr && !p.causal && p.batch <= 65535 && walk_words(p) <= 12 * 1024;
+}
+
 // QkMode::k16 reads the caller's Q and K: no INT8 copies, scales or row shifts.
-// With p.fused_q the kernel quantizes Q itself: no INT8 Q or scales.
-Status take_workspace(SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream, Workspace& ws) {
+// With p.fused_q the kernel quantizes Q itself: no INT8 Q or scales. `walk`: the key walk's bits,
+// entries and counts (walks_keys).
+Status take_workspace(SageParams& p, bool v_fp8, bool qk8, bool walk, cudaStream_t stream, Workspace& ws) {
   const char* who = qk8 ? kSageName : kQk16V8Name;
   const std::size_t B = p.batch, Hq = p.heads_q, Hkv = p.heads_kv, D = p.head_size;
   const std::size_t q8 = qk8 ? 1 : 0, q_pass = qk8 && !p.fused_q ? 1 : 0;
@@ -83,7 +95,10 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream, 
       B * p.stat_chunks * 4,                        // valid_parts
       q8 * B * Hq * p.seqlen_q * 4,                 // q_shift
       B * Hkv * D * 4,                              // k_mean
-      B * Hkv * D * 4};                             // v_amax
+      B * Hkv * D * 4,                              // v_amax
+      walk ? B * walk_words(p) * 4 : 0,             // the key walk's bits
+      walk ? B * walk_blocks(p) * 8 : 0,            // its entries
+      walk ? B * 4 : 0};                            // its counts
   std::size_t total = 0;
   for (std::size_t s : sizes) total += align256(s);
   cudaError_t e = cuda::workspace_alloc(&ws.base, total, stream);
@@ -112,6 +127,12 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, cudaStream_t stream, 
   p.q_shift = static_cast<float*>(parts[9]);
   p.k_mean = static_cast<float*>(parts[10]);
   p.v_amax = static_cast<float*>(parts[11]);
+  if (walk) {
+    p.kv_walk_bits = static_cast<std::uint32_t*>(parts[12]);
+    p.kv_walk = static_cast<std::int32_t*>(parts[13]);
+    p.kv_walk_count = static_cast<int*>(parts[14]);
+    p.kv_walk_stride = walk_blocks(p);
+  }
   return Status::Ok();
 }
 
@@ -123,8 +144,20 @@ Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, cudaS
   const int bhq = p.batch * p.heads_q, bhkv = p.batch * p.heads_kv;
   const int q_blocks = qk8 && !p.fused_q ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
   sage_prepass_kernel<kBf16, kD><<<q_blocks + p.stat_chunks * bhkv, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks);
-  cudaError_t e = cuda::launch_maybe_dependent(dependent, sage_means_kernel<kD>, dim3(bhkv, kD / 32),
-                                               dim3(32 * kMeanLanes), 0, stream, p, v_fp8);
+  cudaError_t e = cudaSuccess;
+  if (p.kv_walk != nullptr) {
+    // The key walk, beside the statistics pass (it waits for that pass before it exits, so the
+    // means' wait for it covers both); one block a batch packs the mask and walks it.
+    const int words = walk_words(p);
+    e = cuda::launch_maybe_dependent(
+        dependent, flash::hopper_detail::key_walk_kernel<kKvBlock>, dim3(p.batch), dim3(32 * kWalkWarps),
+        static_cast<std::size_t>(words) * 4, stream, p.kv_walk_bits, words, p.seqlen_k, p.kv_walk_stride,
+        /*aligned_only=*/true, /*in_smem=*/true, const_cast<std::int32_t*>(p.kv_walk), p.kv_mask, p.mask_stride_b,
+        p.mask_stride_s, const_cast<int*>(p.kv_walk_count));
+  }
+  if (e == cudaSuccess)
+    e = cuda::launch_maybe_dependent(dependent, sage_means_kernel<kD>, dim3(bhkv, kD / 32), dim3(32 * kMeanLanes), 0,
+                                     stream, p, v_fp8);
   const int k_blocks = qk8 ? p.k_groups * bhkv : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
   if (e == cudaSuccess)
     e = cuda::launch_maybe_dependent(dependent, sage_quant_kv_kernel<kBf16, kD>, dim3(k_blocks + v_blocks), dim3(256),
@@ -239,8 +272,9 @@ bool copies_in_16_byte_pieces(const TensorView& t) {
 // `launch` with tiles of `tile_rows` query rows. `hopper` adds the sm_90 check.
 // `fuse_q`: whether the kernel quantizes Q itself (SageKernelChoice::fuse_q, sage_fuse_q's request;
 // the launch of three-group Hopper tiles only), where q's alignment allows its 16-byte copies.
+// `key_walk`: SageKernelChoice::key_walk (Hopper launches only).
 Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk, void* stream_ptr, int tile_rows,
-                           bool hopper, const SageKernelLaunch& launch, int fuse_q = 0) {
+                           bool hopper, const SageKernelLaunch& launch, int fuse_q = 0, bool key_walk = true) {
   const bool qk8 = qk == QkMode::kInt8;
   const std::string who = qk8 ? kSageName : kQk16V8Name;
   DIFFATTN_RETURN_IF_ERROR(check_problem(problem, who));
@@ -276,7 +310,7 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   const bool fp8 = pv == PvMode::kFp8;
   Workspace ws{stream};
-  DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, stream, ws));
+  DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, walks_keys(p, hopper, key_walk), stream, ws));
   const int d = p.head_size;
   const bool dependent = major >= 9;
   const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, dependent, stream)
@@ -299,11 +333,11 @@ Status check_consumer_groups(const std::string& who, int groups, const Attention
 }  // namespace
 
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
-                               const SageKernelLaunch& launch, QkMode qk, int fuse_q) {
+                               const SageKernelLaunch& launch, QkMode qk, int fuse_q, bool key_walk) {
   DIFFATTN_RETURN_IF_ERROR(check_consumer_groups(qk == QkMode::k16 ? kQk16V8Name : kSageName, consumer_groups,
                                                  problem, qk == QkMode::k16 || pv == PvMode::kFp8));
   return quantize_and_launch(problem, qk == QkMode::k16 ? PvMode::kFp8 : pv, qk, stream, 64 * consumer_groups,
-                             /*hopper=*/true, launch, fuse_q);
+                             /*hopper=*/true, launch, fuse_q, key_walk);
 }
 
 Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream, PvMode pv) {
@@ -343,7 +377,7 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
         if (groups == 3) return fp8 ? launch_sage_hopper_fp8_g3(p, sms, st) : launch_sage_hopper_fp16_g3(p, sms, st);
         return fp8 ? launch_sage_hopper_fp8_g2(p, sms, st) : launch_sage_hopper_fp16_g2(p, sms, st);
       },
-      QkMode::kInt8, choice.fuse_q);
+      QkMode::kInt8, choice.fuse_q, choice.key_walk);
 }
 
 Status run_sage_block_sparse_cuda(const AttentionProblem& problem, const flash::DeviceBlockSparseLists& lists,
@@ -393,13 +427,14 @@ Status run_qk16_v8_cuda(const AttentionProblem& problem, void* stream, const Sag
                          ? choice.consumer_groups
                          : sage_consumer_groups(static_cast<int>(problem.q.size(3)), problem.q.size(1), /*qk16=*/true);
   DIFFATTN_RETURN_IF_ERROR(check_consumer_groups(kQk16V8Name, groups, problem, /*pv_fp8=*/true));
-  return quantize_and_launch(problem, PvMode::kFp8, QkMode::k16, stream, 64 * groups, /*hopper=*/true,
-                             [&](const SageParams& p, int sms, void* s) {
-                               const auto st = static_cast<cudaStream_t>(s);
-                               if (groups == 4) return launch_qk16_v8_hopper_g4(p, sms, st);
-                               return groups == 3 ? launch_qk16_v8_hopper_g3(p, sms, st)
-                                                  : launch_qk16_v8_hopper_g2(p, sms, st);
-                             });
+  return quantize_and_launch(
+      problem, PvMode::kFp8, QkMode::k16, stream, 64 * groups, /*hopper=*/true,
+      [&](const SageParams& p, int sms, void* s) {
+        const auto st = static_cast<cudaStream_t>(s);
+        if (groups == 4) return launch_qk16_v8_hopper_g4(p, sms, st);
+        return groups == 3 ? launch_qk16_v8_hopper_g3(p, sms, st) : launch_qk16_v8_hopper_g2(p, sms, st);
+      },
+      0, choice.key_walk);
 }
 
 }  // namespace diffattn::sage

@@ -24,6 +24,10 @@ struct SageKernelChoice {
   // QK16/V8 only: the Ampere/Ada-class (mma.sync) kernel even on sm_90, as quant.flashinfer_backend
   // 'fa2' asks; it needs FP8 tensor cores (sm_89 or newer).
   bool mma_sync = false;
+  // Hopper, non-causal key masks: walk only the key blocks that keep a key, reading the mask's
+  // bytes only in blocks that also drop one (SageParams::kv_walk); false reads the bytes in every
+  // block. Both give the same bits (tests, and the masked-call benchmark's A/B row).
+  bool key_walk = true;
 };
 Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stream, const SageKernelChoice& choice = {});
 
@@ -35,7 +39,8 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
 struct SageParams;
 using SageKernelLaunch = std::function<Status(const SageParams& params, int sm_count, void* stream)>;
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int consumer_groups,
-                               const SageKernelLaunch& launch, QkMode qk = QkMode::kInt8, int fuse_q = 0);
+                               const SageKernelLaunch& launch, QkMode qk = QkMode::kInt8, int fuse_q = 0,
+                               bool key_walk = true);
 
 // SAGE_ATTN's Ampere/Ada kernel (mma.sync; INT8 Q K^T). PvMode::kFp16, P V in the input dtype (the
 // accurate mode's arithmetic), is built as compute_80 PTX so that any GPU from sm_80 runs it;

@@ -9,7 +9,7 @@ Status run_sage_attn_cuda(const AttentionProblem&, PvMode, void*, const SageKern
 }
 
 Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void* stream, int, const SageKernelLaunch&,
-                               QkMode, int) {
+                               QkMode, int, bool) {
   return run_sage_attn_cuda(problem, pv, stream);
 }
 

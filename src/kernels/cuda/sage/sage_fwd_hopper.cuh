@@ -207,10 +207,19 @@ __device__ __forceinline__ SageTile decode_tile(const SageParams& p, int tile) {
     c.n_blocks = __ldg(p.bs_offsets + row + 1) - begin;
     return c;
   }
+  if (p.kv_walk != nullptr) {  // a key mask's blocks (never causal)
+    c.n_blocks = __ldg(p.kv_walk_count + c.b);
+    return c;
+  }
   int kv_end = p.seqlen_k;
   if (p.causal) kv_end = min(kv_end, (m + 1) * T::kBlockM);
   c.n_blocks = (kv_end + T::kBlockN - 1) / T::kBlockN;
   return c;
+}
+
+// Entry n of batch b's key walk (SageParams::kv_walk): {first key, length | drops a key << 16}.
+__device__ __forceinline__ int2 walk_entry(const SageParams& p, int b, int n) {
+  return __ldg(reinterpret_cast<const int2*>(p.kv_walk) + static_cast<std::int64_t>(b) * p.kv_walk_stride + n);
 }
 
 // Work item `item` of the in-order groups' persistent loop (sage_config.h, sage_tail_split): a whole
@@ -243,17 +252,17 @@ __device__ __forceinline__ int work_items(const SageParams& p) {
   return T::kSplit ? p.num_items : p.num_tiles;
 }
 
-// The key block a tile visits n-th: n, or its list's n-th entry.
+// The key block a tile visits n-th: n, its list's n-th entry, or its batch's n-th walk entry.
 template <class T>
-__device__ __forceinline__ int key_block(const SageTile& c, int n) {
+__device__ __forceinline__ int key_block(const SageParams& p, const SageTile& c, int n) {
   if constexpr (T::kListed) return __ldg(c.list + n);
-  else return n;
+  else return p.kv_walk != nullptr ? walk_entry(p, c.b, n).x / T::kBlockN : n;
 }
 
-// The n-th key block of a tile as the softmax reads it: its index j, and the key from which on its
-// keys are not attended (the sequence's end, or, kListed, the end of a padded tile's valid rows).
-// The consumers take it before they wait for the block, so that the list's loads are not on the
-// softmax's path.
+// The n-th key block of a tile as the softmax reads it: its index j (with a key walk, n itself:
+// see walked_block), and the key from which on its keys are not attended (the sequence's end, or,
+// kListed, the end of a padded tile's valid rows). The consumers take it before they wait for the
+// block, so that the list's loads are not on the softmax's path.
 struct KeyBlock {
   int j, end;
 };
@@ -269,6 +278,26 @@ __device__ __forceinline__ KeyBlock key_block_at(const SageParams& p, const Sage
   } else {
     return {n, p.seqlen_k};
   }
+}
+
+// A key block's index, and whether the softmax masks its keys by the mask's bytes: with a key walk,
+// the walk's entry kb.j (read where it is used, so that no register holds it across the Q K^T
+// product: held from key_block_at on, ptxas spilled 60 bytes in the kernel that quantizes Q itself)
+// and whether that block also drops a key; without, kb.j and whether the call has a key mask.
+struct WalkedBlock {
+  int j;
+  bool reads_mask;
+};
+
+template <class T>
+__device__ __forceinline__ WalkedBlock walked_block(const SageParams& p, const SageTile& c, const KeyBlock& kb) {
+  if constexpr (!T::kListed) {
+    if (p.kv_walk != nullptr) {
+      const int2 e = walk_entry(p, c.b, kb.j);
+      return {e.x / T::kBlockN, ((e.y >> 16) & 1) != 0};
+    }
+  }
+  return {kb.j, p.kv_mask != nullptr};
 }
 
 template <class T>
@@ -317,7 +346,7 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
     }
     const int hkv = c.h / group;
     for (int n = c.n_begin; n < c.n_blocks; ++n) {
-      const int key0 = key_block<T>(c, n) * T::kBlockN;
+      const int key0 = key_block<T>(p, c, n) * T::kBlockN;
       ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKBytes);
 #pragma unroll
@@ -664,7 +693,7 @@ struct SageConsumer {
   static constexpr bool kEarlyKeyScales = T::kPvFp8 || !T::kSplit;
   __device__ void key_scales(const SageTile& c, const KeyBlock& kb, float (&ks)[kGroups]) const {
     const std::int64_t kbase = (static_cast<std::int64_t>(c.b) * p.heads_kv + c.h / (p.heads_q / p.heads_kv)) * p.k_groups;
-    const int g0 = kb.j * kGroups;
+    const int g0 = walked_block<T>(p, c, kb).j * kGroups;
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
       if constexpr (T::kQk16) ks[g] = 0.f;
@@ -690,7 +719,8 @@ struct SageConsumer {
   // partials each, so that the reduction is not one long dependent chain.
   __device__ void softmax(Acc (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
                           const SageTile& c, const KeyBlock& kb, const float (&qs)[2], const float (&ks)[kGroups]) const {
-    const int j = kb.j, key_end = kb.end;
+    const WalkedBlock wb = walked_block<T>(p, c, kb);
+    const int j = wb.j, key_end = kb.end;
     float a[2][kGroups], b[2][kGroups];
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
@@ -709,7 +739,7 @@ struct SageConsumer {
       }
     }
     const bool edge = (j + 1) * T::kBlockN > key_end || (p.causal && (j + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM);
-    if (edge || p.kv_mask != nullptr) {
+    if (edge || wb.reads_mask) {
       // Which of the thread's keys are live, as bits (a rolled loop: one register, not kCols).
       static_assert(kCols <= 32, "one bit per key of a row");
       const int key0 = j * T::kBlockN + (lane % 4) * 2;
