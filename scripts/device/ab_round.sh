@@ -4,7 +4,7 @@
 # .devcarry/bundle.tar.xz: the GPU tests of TESTS, racecheck and memcheck over SANITIZE_TESTS,
 # then both builds timed in turn, ROUNDS times, on SAGE_WORKLOADS (a workloads file, default
 # dev/sage_sweep.csv) in MODES, so that a change is measured against its base in one job; then
-# (MASK_AB=1) bin/gpu_mask_bench_base and bin/gpu_mask_bench likewise, and (NCU_MASK=1) an ncu
+# (MASK_AB=1) bin/gpu_mask_bench_base and bin/gpu_mask_bench likewise (MASK_BACKENDS, default FLASHINFER_ATTN), and (NCU_MASK=1) an ncu
 # summary of the kernels of the masked calls of bin/gpu_mask_bench, if carried; (NCU_SAGE=a,b) an ncu
 # summary of every kernel of one FP8 call of both dev/sage_time builds on workloads a and b; (SASS=s,t)
 # the SASS of both builds' kernels whose mangled names contain s or t, with opcode histograms
@@ -42,7 +42,7 @@ if [ "${MASK_AB:-0}" = 1 ]; then
     for b in gpu_mask_bench_base gpu_mask_bench; do
       [ -x "$bd/bin/$b" ] || continue
       echo "== $b, round $r" | tee -a "$out/ab-mask.txt"
-      timeout -s KILL 200 $bd/bin/$b --backends FLASHINFER_ATTN --rounds 10 \
+      timeout -s KILL 200 $bd/bin/$b --backends "${MASK_BACKENDS:-FLASHINFER_ATTN}" --rounds 10 \
         ${MASK_WORKLOADS:+--workloads "$MASK_WORKLOADS"} 2>&1 | tee -a "$out/ab-mask.txt" | grep -v "^ *$"
     done
   done

@@ -132,6 +132,7 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, bool walk, cudaStream
     p.kv_walk = static_cast<std::int32_t*>(parts[13]);
     p.kv_walk_count = static_cast<int*>(parts[14]);
     p.kv_walk_stride = walk_blocks(p);
+    p.kv_walk_words = walk_words(p);
   }
   return Status::Ok();
 }

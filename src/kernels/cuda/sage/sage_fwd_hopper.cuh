@@ -66,8 +66,12 @@ struct SageTmaMaps {
 // groups gained 4-9 %: the groups' latency, not the MUFU unit, bounds hd64.
 template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, bool kQk16_ = false,
           int kPolyEvery_ = kConsumers_ == 2 ? 4 : 0, bool kListed_ = false, bool kSplit_ = false,
-          bool kFusedQ_ = false>
+          bool kFusedQ_ = false, bool kWalk_ = false>
 struct SageTraits {
+  // The launch of a key-masked call with a key walk (SageParams::kv_walk; run_sage_attn.cu): a
+  // kernel of its own, so that calls without a key mask run exactly the code they ran before the
+  // walk existed (one kernel checking for the walk in every block made them 1-3 % slower).
+  static constexpr bool kWalk = kWalk_;
   // The in-order groups' launch that splits a short last wave into pieces (sage_config.h,
   // sage_tail_split). A kernel of its own: the pieces' bookkeeping cost the whole-tile kernel
   // 2.5-3.5 % at hd128 (ptxas spilled 16 bytes), so the launcher takes it only where it splits.
@@ -170,7 +174,9 @@ struct SageTraits {
   static_assert(!kFusedQ || (kInOrder && !kQk16 && !kListed && kQBuffers == 2),
                 "the producer quantizes Q for the in-order groups' INT8 Q K^T, into the buffer they do not read");
   static_assert(!kFusedQ || kBlockM == 3 * 64, "warp w of the producer quantizes consumer group w's 64 rows");
-  using Split = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, true, kFusedQ_>;
+  static_assert(!kWalk || !kListed, "block-sparse lists take no key mask");
+  using Split = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, true, kFusedQ_, kWalk_>;
+  using Walk = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, kSplit_, kFusedQ_, true>;
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 
@@ -189,7 +195,8 @@ struct SageTile {
   const std::int32_t* list;  // kListed: the query tile's key blocks
 };
 
-template <class T>
+// kWalk: T::kWalk, the launch walks a key mask's blocks (SageParams::kv_walk).
+template <class T, bool kWalk = T::kWalk>
 __device__ __forceinline__ SageTile decode_tile(const SageParams& p, int tile) {
   SageTile c;
   int m = tile % p.num_m_blocks;
@@ -207,7 +214,7 @@ __device__ __forceinline__ SageTile decode_tile(const SageParams& p, int tile) {
     c.n_blocks = __ldg(p.bs_offsets + row + 1) - begin;
     return c;
   }
-  if (p.kv_walk != nullptr) {  // a key mask's blocks (never causal)
+  if constexpr (kWalk) {  // a key mask's blocks (never causal)
     c.n_blocks = __ldg(p.kv_walk_count + c.b);
     return c;
   }
@@ -225,11 +232,11 @@ __device__ __forceinline__ int2 walk_entry(const SageParams& p, int b, int n) {
 // Work item `item` of the in-order groups' persistent loop (sage_config.h, sage_tail_split): a whole
 // tile, or piece k of a split tail tile, whose key blocks are the k-th of split_pieces even ranges
 // and whose partials are the (item - split_begin)-th (SageParams::split_*); T::kSplit launches only.
-template <class T>
+template <class T, bool kWalk = T::kWalk>
 __device__ __forceinline__ SageTile decode_item(const SageParams& p, int item) {
-  if (!T::kSplit || item < p.split_begin) return decode_tile<T>(p, item);
+  if (!T::kSplit || item < p.split_begin) return decode_tile<T, kWalk>(p, item);
   const int j = item - p.split_begin, k = j % p.split_pieces;
-  SageTile c = decode_tile<T>(p, p.split_begin + j / p.split_pieces);
+  SageTile c = decode_tile<T, kWalk>(p, p.split_begin + j / p.split_pieces);
   const int n = c.n_blocks;
   c.n_begin = static_cast<int>(sage_piece_begin(n, p.split_pieces, k));
   c.n_blocks = static_cast<int>(sage_piece_begin(n, p.split_pieces, k + 1));
@@ -253,10 +260,11 @@ __device__ __forceinline__ int work_items(const SageParams& p) {
 }
 
 // The key block a tile visits n-th: n, its list's n-th entry, or its batch's n-th walk entry.
-template <class T>
+template <class T, bool kWalk>
 __device__ __forceinline__ int key_block(const SageParams& p, const SageTile& c, int n) {
   if constexpr (T::kListed) return __ldg(c.list + n);
-  else return p.kv_walk != nullptr ? walk_entry(p, c.b, n).x / T::kBlockN : n;
+  else if constexpr (kWalk) return walk_entry(p, c.b, n).x / T::kBlockN;
+  else return n;
 }
 
 // The n-th key block of a tile as the softmax reads it: its index j (with a key walk, n itself:
@@ -289,15 +297,14 @@ struct WalkedBlock {
   bool reads_mask;
 };
 
-template <class T>
+template <class T, bool kWalk>
 __device__ __forceinline__ WalkedBlock walked_block(const SageParams& p, const SageTile& c, const KeyBlock& kb) {
-  if constexpr (!T::kListed) {
-    if (p.kv_walk != nullptr) {
-      const int2 e = walk_entry(p, c.b, kb.j);
-      return {e.x / T::kBlockN, ((e.y >> 16) & 1) != 0};
-    }
+  if constexpr (kWalk && !T::kListed) {
+    const int2 e = walk_entry(p, c.b, kb.j);
+    return {e.x / T::kBlockN, ((e.y >> 16) & 1) != 0};
+  } else {
+    return {kb.j, p.kv_mask != nullptr};
   }
-  return {kb.j, p.kv_mask != nullptr};
 }
 
 template <class T>
@@ -328,14 +335,14 @@ struct QSlot {
   __device__ uint32_t phase() const { return (T::kQBuffers == 1 ? count : count >> 1) & 1; }
   __device__ void advance() { ++count; }
 };
-template <class T>
+template <class T, bool kWalk>
 __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const SageParams& p, const SageSmem<T>& sm) {
   const int group = p.heads_q / p.heads_kv;
   int stage = 0;
   uint32_t phase = 0;
   QSlot<T> q;
   for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
-    const SageTile c = decode_item<T>(p, item);
+    const SageTile c = decode_item<T, kWalk>(p, item);
     if constexpr (!T::kFusedQ) {  // else warps 1-3 fill the Q buffer (SageQQuantizer)
       ptx::mbar_wait(sm.q_empty(q.buf()), q.phase() ^ 1);
       ptx::mbar_arrive_expect_tx(sm.q_full(q.buf()), T::kQBytes);
@@ -346,7 +353,7 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
     }
     const int hkv = c.h / group;
     for (int n = c.n_begin; n < c.n_blocks; ++n) {
-      const int key0 = key_block<T>(p, c, n) * T::kBlockN;
+      const int key0 = key_block<T, kWalk>(p, c, n) * T::kBlockN;
       ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKBytes);
 #pragma unroll
@@ -607,6 +614,17 @@ struct SageConsumer {
     if (lane == 0) ptx::mbar_arrive(bar);
   }
 
+  // The Q buffer's release. kFusedQ: every consumer thread arrives (kQEmptyArrivals), as every
+  // quantizing thread arrives on q_full: racecheck does not see a warp's other lanes' reads of the
+  // buffer's scales ordered before one lane's arrival by __syncwarp, and reported them against the
+  // quantizing warps' next writes once tiles without key blocks (a key walk's batch that keeps no
+  // key) handed buffers back right after reading them.
+  static constexpr int kQEmptyArrivals = T::kFusedQ ? 128 * T::kConsumers : 4 * T::kConsumers;
+  __device__ void release_q(uint64_t* bar) const {
+    if constexpr (T::kFusedQ) ptx::mbar_arrive(bar);
+    else release(bar);
+  }
+
   // Every T::kPolyEvery-th exponential of a row (0: none) on the FMA pipe (ptx::exp2_fma, relative
   // error 1.1e-4, far below an E4M3 or bf16 rounding of P), so the MUFU unit, which also converts
   // P, is not the kernel's bottleneck.
@@ -691,9 +709,12 @@ struct SageConsumer {
   // kernel (FLUX.1's short last wave) 5 % slower, so it loads them after the wait, as do the
   // overlapped groups (not measured).
   static constexpr bool kEarlyKeyScales = T::kPvFp8 || !T::kSplit;
+  template <bool kWalk>
   __device__ void key_scales(const SageTile& c, const KeyBlock& kb, float (&ks)[kGroups]) const {
     const std::int64_t kbase = (static_cast<std::int64_t>(c.b) * p.heads_kv + c.h / (p.heads_q / p.heads_kv)) * p.k_groups;
-    const int g0 = walked_block<T>(p, c, kb).j * kGroups;
+    int j = kb.j;
+    if constexpr (kWalk) j = walked_block<T, kWalk>(p, c, kb).j;
+    const int g0 = j * kGroups;
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
       if constexpr (T::kQk16) ks[g] = 0.f;
@@ -717,10 +738,16 @@ struct SageConsumer {
   // With kQk16 the score is the fp32 sum itself, a = the softmax scale in log2 units and b = 0, and
   // a masked key's sum becomes -inf; there the maxima are taken over the scores' floats on kLanes
   // partials each, so that the reduction is not one long dependent chain.
+  template <bool kWalk>
   __device__ void softmax(Acc (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
                           const SageTile& c, const KeyBlock& kb, const float (&qs)[2], const float (&ks)[kGroups]) const {
-    const WalkedBlock wb = walked_block<T>(p, c, kb);
-    const int j = wb.j, key_end = kb.end;
+    int j = kb.j;
+    bool drops_key = false;  // with kWalk: the key mask drops one of the block's keys
+    if constexpr (kWalk) {
+      const WalkedBlock wb = walked_block<T, kWalk>(p, c, kb);
+      j = wb.j, drops_key = wb.reads_mask;
+    }
+    const int key_end = kb.end;
     float a[2][kGroups], b[2][kGroups];
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
@@ -739,18 +766,33 @@ struct SageConsumer {
       }
     }
     const bool edge = (j + 1) * T::kBlockN > key_end || (p.causal && (j + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM);
-    if (edge || wb.reads_mask) {
+    if (edge || (kWalk ? drops_key : p.kv_mask != nullptr)) {
       // Which of the thread's keys are live, as bits (a rolled loop: one register, not kCols).
       static_assert(kCols <= 32, "one bit per key of a row");
       const int key0 = j * T::kBlockN + (lane % 4) * 2;
       const uint8_t* mask = p.kv_mask != nullptr ? p.kv_mask + c.b * p.mask_stride_b : nullptr;
       uint32_t live = 0;
+      if constexpr (kWalk) {
+        // The walk's packed bits (zero past Skv): word i / 8 of the block holds the thread's keys
+        // 8 (i / 2) + 2 (lane % 4) + i % 2, at bits 8 ((i / 2) % 4) + 2 (lane % 4) + i % 2; four
+        // independent loads where the bytes took one dependent load per key (a masked block then
+        // cost about three unmasked ones).
+        static_assert(kCols == 32 && T::kBlockN == 128, "four mask words a block, eight keys of the thread each");
+        const uint32_t* words = p.kv_walk_bits + static_cast<std::int64_t>(c.b) * p.kv_walk_words + j * (T::kBlockN / 32);
+        const int shift = (lane % 4) * 2;
 #pragma unroll 1
-      for (int i = 0; i < kCols; ++i) {
-        const int col = key0 + (i / 2) * 8 + i % 2;
-        bool keep = col < key_end;
-        if (keep && mask != nullptr) keep = mask[col * p.mask_stride_s] != 0;
-        live |= static_cast<uint32_t>(keep) << i;
+        for (int w = 0; w < T::kBlockN / 32; ++w) {
+          const uint32_t x = __ldg(words + w) >> shift;
+          live |= ((x & 0x3u) | ((x >> 6) & 0xcu) | ((x >> 12) & 0x30u) | ((x >> 18) & 0xc0u)) << (8 * w);
+        }
+      } else {
+#pragma unroll 1
+        for (int i = 0; i < kCols; ++i) {
+          const int col = key0 + (i / 2) * 8 + i % 2;
+          bool keep = col < key_end;
+          if (keep && mask != nullptr) keep = mask[col * p.mask_stride_s] != 0;
+          live |= static_cast<uint32_t>(keep) << i;
+        }
       }
       // Causal: the thread's i-th key is visible to row r while its offset (i / 2) 8 + i % 2 is at most last[r].
       const int row0 = c.m_block * T::kBlockM + wg * 64 + warp * 16 + lane / 4;
@@ -943,17 +985,23 @@ struct SageConsumer {
   }
 
   __device__ void run() const {
-    if constexpr (T::kInOrder) run_in_order();
-    else run_overlapped();
+    run_walk<T::kWalk>();
   }
 
   // Three groups: each block's Q K^T, softmax and P V in order.
+  template <bool kWalk>
+  __device__ void run_walk() const {
+    if constexpr (T::kInOrder) run_in_order<kWalk>();
+    else run_overlapped<kWalk>();
+  }
+
+  template <bool kWalk>
   __device__ void run_in_order() const {
     int stage = 0;
     uint32_t phase = 0;
     QSlot<T> q;
     for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
-      const SageTile c = decode_item<T>(p, item);
+      const SageTile c = decode_item<T, kWalk>(p, item);
       float qs[2];
       if constexpr (!T::kFusedQ) row_scales(c, qs, q.buf());  // global loads, ahead of the wait
       float o[kOAcc];
@@ -962,14 +1010,14 @@ struct SageConsumer {
       float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
       ptx::mbar_wait(sm.q_full(q.buf()), q.phase());
       if constexpr (T::kFusedQ) row_scales(c, qs, q.buf());  // written with the buffer
-      if (c.n_blocks == c.n_begin) release(sm.q_empty(q.buf()));
+      if (c.n_blocks == c.n_begin) release_q(sm.q_empty(q.buf()));
       for (int n = c.n_begin; n < c.n_blocks; ++n) {
         Acc si[kSAcc];
         float s[kSAcc];
         uint32_t pr[kPRegs];
         const KeyBlock kb = key_block_at<T>(p, c, n);
         float ks[kGroups];
-        if constexpr (kEarlyKeyScales) key_scales(c, kb, ks);
+        if constexpr (kEarlyKeyScales) key_scales<kWalk>(c, kb, ks);
         ptx::mbar_wait(sm.k_full(stage), phase);
         ptx::fence_operands(o);
         ptx::wgmma_fence();
@@ -978,9 +1026,9 @@ struct SageConsumer {
         ptx::wgmma_wait<0>();
         fence_scores(si);
         release(sm.k_empty(stage));
-        if (n == c.n_blocks - 1) release(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
-        if constexpr (!kEarlyKeyScales) key_scales(c, kb, ks);
-        softmax(si, s, m, l, alpha, c, kb, qs, ks);
+        if (n == c.n_blocks - 1) release_q(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
+        if constexpr (!kEarlyKeyScales) key_scales<kWalk>(c, kb, ks);
+        softmax<kWalk>(si, s, m, l, alpha, c, kb, qs, ks);
         convert_p(s, pr);
         ptx::mbar_wait(sm.v_full(stage), phase);
         if constexpr (T::kPvFp8) {
@@ -1013,13 +1061,14 @@ struct SageConsumer {
 
   // Two groups: block n's Q K^T and block n - 1's P V in flight together, block n's softmax under
   // the P V; the groups issue in turn.
+  template <bool kWalk>
   __device__ void run_overlapped() const {
     int stage = 0;
     uint32_t phase = 0;
     QSlot<T> q;
     start_turns();
     for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
-      const SageTile c = decode_item<T>(p, item);  // whole tiles: only the in-order groups split
+      const SageTile c = decode_item<T, kWalk>(p, item);  // whole tiles: only the in-order groups split
       float qs[2];
       row_scales(c, qs, q.buf());
       float o[kOAcc], blk[kOAcc];
@@ -1031,7 +1080,7 @@ struct SageConsumer {
       uint32_t pr[kPRegs];
       ptx::mbar_wait(sm.q_full(q.buf()), q.phase());
       if (c.n_blocks == 0) {
-        release(sm.q_empty(q.buf()));
+        release_q(sm.q_empty(q.buf()));
         finish(o, m, l, c);
         continue;
       }
@@ -1047,9 +1096,9 @@ struct SageConsumer {
       pass_turn();
       fence_scores(si);
       release(sm.k_empty(stage));
-      if (c.n_blocks == 1) release(sm.q_empty(q.buf()));
-      key_scales(c, kb, ks);
-      softmax(si, s, m, l, alpha, c, kb, qs, ks);
+      if (c.n_blocks == 1) release_q(sm.q_empty(q.buf()));
+      key_scales<kWalk>(c, kb, ks);
+      softmax<kWalk>(si, s, m, l, alpha, c, kb, qs, ks);
       alpha_prev[0] = alpha[0];
       alpha_prev[1] = alpha[1];
       convert_p(s, pr);
@@ -1072,9 +1121,9 @@ struct SageConsumer {
         pass_turn();
         fence_scores(si);
         release(sm.k_empty(stage));
-        if (n == c.n_blocks - 1) release(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
-        key_scales(c, kb, ks);
-        softmax(si, s, m, l, alpha, c, kb, qs, ks);
+        if (n == c.n_blocks - 1) release_q(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
+        key_scales<kWalk>(c, kb, ks);
+        softmax<kWalk>(si, s, m, l, alpha, c, kb, qs, ks);
         ptx::wgmma_wait<0>();
         ptx::fence_operands(blk);
         release(sm.v_empty(prev_stage));
@@ -1113,7 +1162,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int b = 0; b < T::kQBuffers; ++b) {
       ptx::mbar_init(sm.q_full(b), T::kFusedQ ? 96 : 1);  // every quantizing thread, or the TMA load
-      ptx::mbar_init(sm.q_empty(b), 4 * T::kConsumers);  // one arrival per consumer warp
+      ptx::mbar_init(sm.q_empty(b), SageConsumer<T>::kQEmptyArrivals);
     }
     for (int s = 0; s < T::kStages; ++s) {
       ptx::mbar_init(sm.k_full(s), 1);
@@ -1144,7 +1193,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   __syncthreads();
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<T::kProducerRegs>();
-    if (threadIdx.x == 0) sage_producer<T>(maps, p, sm);
+    if (threadIdx.x == 0) {
+      sage_producer<T, T::kWalk>(maps, p, sm);
+    }
     if constexpr (T::kFusedQ)
       if (threadIdx.x >= 32)
         SageQQuantizer<T>{p, sm, static_cast<int>(threadIdx.x / 32) - 1, static_cast<int>(threadIdx.x % 32)}.run();

@@ -61,6 +61,8 @@ Status launch_sage_kernel(const SageTmaMaps& maps, const SageParams& p, int sm_c
 
 template <class T>
 Status launch_sage_hopper(SageParams p, int sm_count, cudaStream_t stream) {
+  if constexpr (!T::kWalk && !T::kListed)
+    if (p.kv_walk != nullptr) return launch_sage_hopper<typename T::Walk>(p, sm_count, stream);
   constexpr int D = T::kD;
   constexpr const char* who = T::kQk16 ? kQk16V8Name : kSageName;
   SageTmaMaps maps;

@@ -20,16 +20,6 @@ struct SageParams {
   std::int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 0;
   const std::uint8_t* kv_mask = nullptr;  // optional bool keep-mask [B, Skv]
   std::int64_t mask_stride_b = 0, mask_stride_s = 0;
-  // With kv_mask, in the Hopper kernel's non-causal, unlisted launches (run_sage_attn.cu): each
-  // batch's key blocks that keep a key, in order, kv_walk_count[b] of them, as entries of two ints
-  // from kv_walk[2 * b * kv_walk_stride] (kernels/sparse/key_walk.h's aligned walk of kKvBlock-key
-  // blocks): the block's first key, and its length with bit 16 set where the block also drops a
-  // key (only those blocks read the mask). The blocks the walk leaves out would add nothing: every
-  // score of theirs is -inf, so the result has the same bits as a walk over every block.
-  const std::int32_t* kv_walk = nullptr;
-  const int* kv_walk_count = nullptr;
-  int kv_walk_stride = 0;
-  std::uint32_t* kv_walk_bits = nullptr;  // the mask's bits, which the walk's builder packs on the way
 
   // Whether q, k, v allow 8-byte loads of four elements (base 8-byte aligned, strides multiples of 4).
   bool vec_q = false, vec_k = false, vec_v = false;
@@ -76,6 +66,22 @@ struct SageParams {
   const std::int32_t* bs_offsets = nullptr;
   const std::int32_t* bs_indices = nullptr;
   const std::int32_t* bs_tile_rows = nullptr;
+
+  // The key walk, last so that the fields before keep their offsets in the kernels' parameter
+  // block (moving them perturbed ptxas's register allocation in kernels that never read these).
+  // With kv_mask, in the Hopper kernel's non-causal, unlisted launches (run_sage_attn.cu): each
+  // batch's key blocks that keep a key, in order, kv_walk_count[b] of them, as entries of two ints
+  // from kv_walk[2 * b * kv_walk_stride] (kernels/sparse/key_walk.h's aligned walk of kKvBlock-key
+  // blocks): the block's first key, and its length with bit 16 set where the block also drops a
+  // key (only those blocks read the mask). The blocks the walk leaves out would add nothing: every
+  // score of theirs is -inf, so the result has the same bits as a walk over every block.
+  const std::int32_t* kv_walk = nullptr;
+  const int* kv_walk_count = nullptr;
+  int kv_walk_stride = 0;
+  // The mask's bits, which the walk's builder packs on the way ([B, kv_walk_words], bit j of word w:
+  // key 32 w + j; zero past Skv): the blocks that drop a key read them.
+  std::uint32_t* kv_walk_bits = nullptr;
+  int kv_walk_words = 0;
 };
 
 // What messages call the kernels' two uses (kernel parameters carry no names).
