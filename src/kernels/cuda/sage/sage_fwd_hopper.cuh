@@ -774,9 +774,10 @@ struct SageConsumer {
       uint32_t live = 0;
       if constexpr (kWalk) {
         // The walk's packed bits (zero past Skv): word i / 8 of the block holds the thread's keys
-        // 8 (i / 2) + 2 (lane % 4) + i % 2, at bits 8 ((i / 2) % 4) + 2 (lane % 4) + i % 2; four
-        // independent loads where the bytes took one dependent load per key (a masked block then
-        // cost about three unmasked ones).
+        // 8 (i / 2) + 2 (lane % 4) + i % 2, at bits 8 ((i / 2) % 4) + 2 (lane % 4) + i % 2. Four
+        // word loads where the bytes took one load per key, 32 in a row (a block that read them
+        // cost about three unmasked ones); rolled, since unrolled they made ptxas spill more in the
+        // four-group kernel.
         static_assert(kCols == 32 && T::kBlockN == 128, "four mask words a block, eight keys of the thread each");
         const uint32_t* words = p.kv_walk_bits + static_cast<std::int64_t>(c.b) * p.kv_walk_words + j * (T::kBlockN / 32);
         const int shift = (lane % 4) * 2;
