@@ -195,8 +195,7 @@ struct SageTile {
   const std::int32_t* list;  // kListed: the query tile's key blocks
 };
 
-// kWalk: T::kWalk, the launch walks a key mask's blocks (SageParams::kv_walk).
-template <class T, bool kWalk = T::kWalk>
+template <class T>
 __device__ __forceinline__ SageTile decode_tile(const SageParams& p, int tile) {
   SageTile c;
   int m = tile % p.num_m_blocks;
@@ -214,7 +213,7 @@ __device__ __forceinline__ SageTile decode_tile(const SageParams& p, int tile) {
     c.n_blocks = __ldg(p.bs_offsets + row + 1) - begin;
     return c;
   }
-  if constexpr (kWalk) {  // a key mask's blocks (never causal)
+  if constexpr (T::kWalk) {  // a key mask's blocks (never causal)
     c.n_blocks = __ldg(p.kv_walk_count + c.b);
     return c;
   }
@@ -232,11 +231,11 @@ __device__ __forceinline__ int2 walk_entry(const SageParams& p, int b, int n) {
 // Work item `item` of the in-order groups' persistent loop (sage_config.h, sage_tail_split): a whole
 // tile, or piece k of a split tail tile, whose key blocks are the k-th of split_pieces even ranges
 // and whose partials are the (item - split_begin)-th (SageParams::split_*); T::kSplit launches only.
-template <class T, bool kWalk = T::kWalk>
+template <class T>
 __device__ __forceinline__ SageTile decode_item(const SageParams& p, int item) {
-  if (!T::kSplit || item < p.split_begin) return decode_tile<T, kWalk>(p, item);
+  if (!T::kSplit || item < p.split_begin) return decode_tile<T>(p, item);
   const int j = item - p.split_begin, k = j % p.split_pieces;
-  SageTile c = decode_tile<T, kWalk>(p, p.split_begin + j / p.split_pieces);
+  SageTile c = decode_tile<T>(p, p.split_begin + j / p.split_pieces);
   const int n = c.n_blocks;
   c.n_begin = static_cast<int>(sage_piece_begin(n, p.split_pieces, k));
   c.n_blocks = static_cast<int>(sage_piece_begin(n, p.split_pieces, k + 1));
@@ -260,10 +259,10 @@ __device__ __forceinline__ int work_items(const SageParams& p) {
 }
 
 // The key block a tile visits n-th: n, its list's n-th entry, or its batch's n-th walk entry.
-template <class T, bool kWalk>
+template <class T>
 __device__ __forceinline__ int key_block(const SageParams& p, const SageTile& c, int n) {
   if constexpr (T::kListed) return __ldg(c.list + n);
-  else if constexpr (kWalk) return walk_entry(p, c.b, n).x / T::kBlockN;
+  else if constexpr (T::kWalk) return walk_entry(p, c.b, n).x / T::kBlockN;
   else return n;
 }
 
@@ -288,23 +287,17 @@ __device__ __forceinline__ KeyBlock key_block_at(const SageParams& p, const Sage
   }
 }
 
-// A key block's index, and whether the softmax masks its keys by the mask's bytes: with a key walk,
-// the walk's entry kb.j (read where it is used, so that no register holds it across the Q K^T
-// product: held from key_block_at on, ptxas spilled 60 bytes in the kernel that quantizes Q itself)
-// and whether that block also drops a key; without, kb.j and whether the call has a key mask.
+// With a key walk (T::kWalk), the block of walk entry kb.j, and whether the key mask also drops one
+// of its keys. Read where it is used, so that no register holds it across the Q K^T product: held
+// from key_block_at on, ptxas spilled 60 bytes in the kernel that quantizes Q itself.
 struct WalkedBlock {
   int j;
-  bool reads_mask;
+  bool drops_key;
 };
 
-template <class T, bool kWalk>
 __device__ __forceinline__ WalkedBlock walked_block(const SageParams& p, const SageTile& c, const KeyBlock& kb) {
-  if constexpr (kWalk && !T::kListed) {
-    const int2 e = walk_entry(p, c.b, kb.j);
-    return {e.x / T::kBlockN, ((e.y >> 16) & 1) != 0};
-  } else {
-    return {kb.j, p.kv_mask != nullptr};
-  }
+  const int2 e = walk_entry(p, c.b, kb.j);
+  return {e.x / kKvBlock, ((e.y >> 16) & 1) != 0};
 }
 
 template <class T>
@@ -335,14 +328,14 @@ struct QSlot {
   __device__ uint32_t phase() const { return (T::kQBuffers == 1 ? count : count >> 1) & 1; }
   __device__ void advance() { ++count; }
 };
-template <class T, bool kWalk>
+template <class T>
 __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const SageParams& p, const SageSmem<T>& sm) {
   const int group = p.heads_q / p.heads_kv;
   int stage = 0;
   uint32_t phase = 0;
   QSlot<T> q;
   for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
-    const SageTile c = decode_item<T, kWalk>(p, item);
+    const SageTile c = decode_item<T>(p, item);
     if constexpr (!T::kFusedQ) {  // else warps 1-3 fill the Q buffer (SageQQuantizer)
       ptx::mbar_wait(sm.q_empty(q.buf()), q.phase() ^ 1);
       ptx::mbar_arrive_expect_tx(sm.q_full(q.buf()), T::kQBytes);
@@ -353,7 +346,7 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
     }
     const int hkv = c.h / group;
     for (int n = c.n_begin; n < c.n_blocks; ++n) {
-      const int key0 = key_block<T, kWalk>(p, c, n) * T::kBlockN;
+      const int key0 = key_block<T>(p, c, n) * T::kBlockN;
       ptx::mbar_wait(sm.k_empty(stage), phase ^ 1);
       ptx::mbar_arrive_expect_tx(sm.k_full(stage), T::kKBytes);
 #pragma unroll
@@ -709,11 +702,10 @@ struct SageConsumer {
   // kernel (FLUX.1's short last wave) 5 % slower, so it loads them after the wait, as do the
   // overlapped groups (not measured).
   static constexpr bool kEarlyKeyScales = T::kPvFp8 || !T::kSplit;
-  template <bool kWalk>
   __device__ void key_scales(const SageTile& c, const KeyBlock& kb, float (&ks)[kGroups]) const {
     const std::int64_t kbase = (static_cast<std::int64_t>(c.b) * p.heads_kv + c.h / (p.heads_q / p.heads_kv)) * p.k_groups;
     int j = kb.j;
-    if constexpr (kWalk) j = walked_block<T, kWalk>(p, c, kb).j;
+    if constexpr (T::kWalk) j = walked_block(p, c, kb).j;
     const int g0 = j * kGroups;
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
@@ -738,14 +730,13 @@ struct SageConsumer {
   // With kQk16 the score is the fp32 sum itself, a = the softmax scale in log2 units and b = 0, and
   // a masked key's sum becomes -inf; there the maxima are taken over the scores' floats on kLanes
   // partials each, so that the reduction is not one long dependent chain.
-  template <bool kWalk>
   __device__ void softmax(Acc (&si)[kSAcc], float (&s)[kSAcc], float (&m)[2], float (&l)[2], float (&alpha)[2],
                           const SageTile& c, const KeyBlock& kb, const float (&qs)[2], const float (&ks)[kGroups]) const {
     int j = kb.j;
-    bool drops_key = false;  // with kWalk: the key mask drops one of the block's keys
-    if constexpr (kWalk) {
-      const WalkedBlock wb = walked_block<T, kWalk>(p, c, kb);
-      j = wb.j, drops_key = wb.reads_mask;
+    bool drops_key = false;  // with T::kWalk: the key mask drops one of the block's keys
+    if constexpr (T::kWalk) {
+      const WalkedBlock wb = walked_block(p, c, kb);
+      j = wb.j, drops_key = wb.drops_key;
     }
     const int key_end = kb.end;
     float a[2][kGroups], b[2][kGroups];
@@ -766,13 +757,13 @@ struct SageConsumer {
       }
     }
     const bool edge = (j + 1) * T::kBlockN > key_end || (p.causal && (j + 1) * T::kBlockN - 1 > c.m_block * T::kBlockM);
-    if (edge || (kWalk ? drops_key : p.kv_mask != nullptr)) {
+    if (edge || (T::kWalk ? drops_key : p.kv_mask != nullptr)) {
       // Which of the thread's keys are live, as bits (a rolled loop: one register, not kCols).
       static_assert(kCols <= 32, "one bit per key of a row");
       const int key0 = j * T::kBlockN + (lane % 4) * 2;
       const uint8_t* mask = p.kv_mask != nullptr ? p.kv_mask + c.b * p.mask_stride_b : nullptr;
       uint32_t live = 0;
-      if constexpr (kWalk) {
+      if constexpr (T::kWalk) {
         // The walk's packed bits (zero past Skv): word i / 8 of the block holds the thread's keys
         // 8 (i / 2) + 2 (lane % 4) + i % 2, at bits 8 ((i / 2) % 4) + 2 (lane % 4) + i % 2. Four
         // word loads where the bytes took one load per key, 32 in a row (a block that read them
@@ -986,23 +977,17 @@ struct SageConsumer {
   }
 
   __device__ void run() const {
-    run_walk<T::kWalk>();
+    if constexpr (T::kInOrder) run_in_order();
+    else run_overlapped();
   }
 
   // Three groups: each block's Q K^T, softmax and P V in order.
-  template <bool kWalk>
-  __device__ void run_walk() const {
-    if constexpr (T::kInOrder) run_in_order<kWalk>();
-    else run_overlapped<kWalk>();
-  }
-
-  template <bool kWalk>
   __device__ void run_in_order() const {
     int stage = 0;
     uint32_t phase = 0;
     QSlot<T> q;
     for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
-      const SageTile c = decode_item<T, kWalk>(p, item);
+      const SageTile c = decode_item<T>(p, item);
       float qs[2];
       if constexpr (!T::kFusedQ) row_scales(c, qs, q.buf());  // global loads, ahead of the wait
       float o[kOAcc];
@@ -1018,7 +1003,7 @@ struct SageConsumer {
         uint32_t pr[kPRegs];
         const KeyBlock kb = key_block_at<T>(p, c, n);
         float ks[kGroups];
-        if constexpr (kEarlyKeyScales) key_scales<kWalk>(c, kb, ks);
+        if constexpr (kEarlyKeyScales) key_scales(c, kb, ks);
         ptx::mbar_wait(sm.k_full(stage), phase);
         ptx::fence_operands(o);
         ptx::wgmma_fence();
@@ -1028,8 +1013,8 @@ struct SageConsumer {
         fence_scores(si);
         release(sm.k_empty(stage));
         if (n == c.n_blocks - 1) release_q(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
-        if constexpr (!kEarlyKeyScales) key_scales<kWalk>(c, kb, ks);
-        softmax<kWalk>(si, s, m, l, alpha, c, kb, qs, ks);
+        if constexpr (!kEarlyKeyScales) key_scales(c, kb, ks);
+        softmax(si, s, m, l, alpha, c, kb, qs, ks);
         convert_p(s, pr);
         ptx::mbar_wait(sm.v_full(stage), phase);
         if constexpr (T::kPvFp8) {
@@ -1062,14 +1047,13 @@ struct SageConsumer {
 
   // Two groups: block n's Q K^T and block n - 1's P V in flight together, block n's softmax under
   // the P V; the groups issue in turn.
-  template <bool kWalk>
   __device__ void run_overlapped() const {
     int stage = 0;
     uint32_t phase = 0;
     QSlot<T> q;
     start_turns();
     for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
-      const SageTile c = decode_item<T, kWalk>(p, item);  // whole tiles: only the in-order groups split
+      const SageTile c = decode_item<T>(p, item);  // whole tiles: only the in-order groups split
       float qs[2];
       row_scales(c, qs, q.buf());
       float o[kOAcc], blk[kOAcc];
@@ -1098,8 +1082,8 @@ struct SageConsumer {
       fence_scores(si);
       release(sm.k_empty(stage));
       if (c.n_blocks == 1) release_q(sm.q_empty(q.buf()));
-      key_scales<kWalk>(c, kb, ks);
-      softmax<kWalk>(si, s, m, l, alpha, c, kb, qs, ks);
+      key_scales(c, kb, ks);
+      softmax(si, s, m, l, alpha, c, kb, qs, ks);
       alpha_prev[0] = alpha[0];
       alpha_prev[1] = alpha[1];
       convert_p(s, pr);
@@ -1123,8 +1107,8 @@ struct SageConsumer {
         fence_scores(si);
         release(sm.k_empty(stage));
         if (n == c.n_blocks - 1) release_q(sm.q_empty(q.buf()));  // the last read of this Q: the buffer may load again
-        key_scales<kWalk>(c, kb, ks);
-        softmax<kWalk>(si, s, m, l, alpha, c, kb, qs, ks);
+        key_scales(c, kb, ks);
+        softmax(si, s, m, l, alpha, c, kb, qs, ks);
         ptx::wgmma_wait<0>();
         ptx::fence_operands(blk);
         release(sm.v_empty(prev_stage));
@@ -1195,7 +1179,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<T::kProducerRegs>();
     if (threadIdx.x == 0) {
-      sage_producer<T, T::kWalk>(maps, p, sm);
+      sage_producer<T>(maps, p, sm);
     }
     if constexpr (T::kFusedQ)
       if (threadIdx.x >= 32)
