@@ -164,6 +164,31 @@ std::vector<double> lse_values(const TensorView& l) {
   return values;
 }
 
+// One run's output and LSE, read back for bitwise comparison.
+struct RunBits {
+  std::vector<double> out, lse;
+};
+
+// Poisons the device output (NaN in both dtypes), runs `call` on the device problem and reads its
+// output and LSE back into `bits`: "" when that worked, else what failed.
+std::string run_poisoned(testing::DeviceCase& device, const testing::CaseData& data,
+                         const std::function<Status(const AttentionProblem&)>& call, RunBits& bits) {
+  const TensorView& out = device.problem().out;
+  if (cudaMemset(out.data, 0xff, output_bytes(out)) != cudaSuccess) return "could not poison the output";
+  if (const Status st = call(device.problem()); !st.ok()) return "forward: " + st.ToString();
+  if (!device.copy_back()) return "could not copy the outputs back";
+  bits.out = testing::output_values(data.problem.out);
+  bits.lse = lse_values(*data.problem.lse);
+  return "";
+}
+
+// `other` has `first`'s bits, and `first` wrote every output.
+void expect_same_bits(const RunBits& first, const RunBits& other, const std::string& what) {
+  for (double x : first.out) ASSERT_FALSE(std::isnan(x)) << what << ": an output left unwritten";
+  EXPECT_EQ(other.out, first.out) << what;
+  EXPECT_EQ(other.lse, first.lse) << what;
+}
+
 // Every kernel shape (two overlapping, three in-order consumer warpgroups, and four at hd64 with
 // FP8 P V) on every case.
 TEST(GpuSageAttn, ShapesMasksAndModesStayWithinTheBudget) {
@@ -388,22 +413,14 @@ TEST(GpuSageAttn, EveryRunGivesTheSameBits) {
       auto data = testing::make_case_data(c, rng);
       testing::DeviceCase device(*data);
       ASSERT_TRUE(device.ok()) << what;
-      const TensorView& out = device.problem().out;
-      const std::size_t out_bytes = output_bytes(out);
-      std::vector<std::vector<double>> outputs, lses;
-      for (int run = 0; run < 3; ++run) {
-        ASSERT_EQ(cudaMemset(out.data, 0xff, out_bytes), cudaSuccess) << what;  // NaN in bf16
-        const Status st = sage::run_sage_attn_cuda(device.problem(), pv, nullptr);
-        ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
-        ASSERT_TRUE(device.copy_back()) << what;
-        outputs.push_back(testing::output_values(data->problem.out));
-        lses.push_back(lse_values(*data->problem.lse));
-      }
-      for (double x : outputs[0]) ASSERT_FALSE(std::isnan(x)) << what << ": an output left unwritten";
-      for (int run = 1; run < 3; ++run) {
-        EXPECT_EQ(outputs[run], outputs[0]) << what << ", run " << run;
-        EXPECT_EQ(lses[run], lses[0]) << what << ", run " << run;
-      }
+      RunBits runs[3];
+      for (RunBits& run : runs)
+        ASSERT_EQ(run_poisoned(device, *data,
+                               [pv](const AttentionProblem& p) { return sage::run_sage_attn_cuda(p, pv, nullptr); },
+                               run),
+                  "")
+            << what;
+      for (int run = 1; run < 3; ++run) expect_same_bits(runs[0], runs[run], what + ", run " + std::to_string(run));
     }
 }
 
@@ -472,19 +489,12 @@ TEST(GpuSageAttn, TheKeyWalkGivesTheByteMasksBits) {
     tweak(*data);
     testing::DeviceCase device(*data);
     ASSERT_TRUE(device.ok()) << bits_what;
-    const TensorView& out = device.problem().out;
-    std::vector<double> outputs[2], lses[2];
-    for (int walk = 0; walk < 2; ++walk) {
-      ASSERT_EQ(cudaMemset(out.data, 0xff, output_bytes(out)), cudaSuccess) << bits_what;  // NaN in both dtypes
-      const Status st = run(device.problem(), walk == 1);
-      ASSERT_TRUE(st.ok()) << bits_what << ": " << st.ToString();
-      ASSERT_TRUE(device.copy_back()) << bits_what;
-      outputs[walk] = testing::output_values(data->problem.out);
-      lses[walk] = lse_values(*data->problem.lse);
-    }
-    for (double x : outputs[1]) ASSERT_FALSE(std::isnan(x)) << bits_what << ": an output left unwritten";
-    EXPECT_EQ(outputs[1], outputs[0]) << bits_what;
-    EXPECT_EQ(lses[1], lses[0]) << bits_what;
+    RunBits bytes, walked;
+    ASSERT_EQ(run_poisoned(device, *data, [&](const AttentionProblem& p) { return run(p, false); }, bytes), "")
+        << bits_what;
+    ASSERT_EQ(run_poisoned(device, *data, [&](const AttentionProblem& p) { return run(p, true); }, walked), "")
+        << bits_what;
+    expect_same_bits(walked, bytes, bits_what);
     ++idx;
   }
 }
@@ -528,21 +538,17 @@ TEST(GpuSageAttn, TheKernelsOwnQuantizationOfQGivesTheQPasssBits) {
         auto data = testing::make_case_data(c, rng);
         testing::DeviceCase device(*data);
         ASSERT_TRUE(device.ok()) << what;
-        const TensorView& out = device.problem().out;
-        const std::size_t out_bytes = output_bytes(out);
-        std::vector<double> outputs[2], lses[2];
-        for (int fused = 0; fused < 2; ++fused) {
-          ASSERT_EQ(cudaMemset(out.data, 0xff, out_bytes), cudaSuccess) << what;  // NaN in both dtypes
-          const Status st = sage::run_sage_attn_cuda(device.problem(), sage::PvMode::kFp8, nullptr,
-                                                     sage::SageKernelChoice{3, fused});
-          ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
-          ASSERT_TRUE(device.copy_back()) << what;
-          outputs[fused] = testing::output_values(data->problem.out);
-          lses[fused] = lse_values(*data->problem.lse);
-        }
-        for (double x : outputs[1]) ASSERT_FALSE(std::isnan(x)) << what << ": an output left unwritten";
-        EXPECT_EQ(outputs[1], outputs[0]) << what;
-        EXPECT_EQ(lses[1], lses[0]) << what;
+        RunBits runs[2];  // the Q pass, then the kernel's own quantization of Q
+        for (int fused = 0; fused < 2; ++fused)
+          ASSERT_EQ(run_poisoned(device, *data,
+                                 [fused](const AttentionProblem& p) {
+                                   return sage::run_sage_attn_cuda(p, sage::PvMode::kFp8, nullptr,
+                                                                   sage::SageKernelChoice{3, fused});
+                                 },
+                                 runs[fused]),
+                    "")
+              << what;
+        expect_same_bits(runs[1], runs[0], what);
       }
 }
 
