@@ -29,7 +29,7 @@ if [ "${SANITIZE:-0}" = 1 ]; then
 fi
 echo "== sage_time"
 timeout -s KILL 200 $bd/sage_time "${SAGE_FILTER:-}" "${SAGE_ROUNDS:-5}" 2>&1 | tee "$out/sage-time.txt"
-for w in ${NCU_WORKLOAD//,/ }; do
+for w in ${NCU_WORKLOAD:+${NCU_WORKLOAD//,/ }}; do
   echo "== ncu: the kernels of one call on $w"
   timeout 150 ncu --clock-control none --print-summary per-kernel $bd/sage_time "$w" 1 ${NCU_MODES:-} >"$out/ncu-$w.txt" 2>&1
   grep -E "sage_|flash|Duration|^  [a-z_]+.*\(" "$out/ncu-$w.txt" | grep -E "sage_|flash|Duration" | head -n 60
