@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <random>
@@ -497,6 +498,68 @@ TEST(GpuSageAttn, TheKeyWalkGivesTheByteMasksBits) {
     expect_same_bits(walked, bytes, bits_what);
     ++idx;
   }
+}
+
+// Short key sequences on sm_90 quantize K and V in one read (sage_reads_kv_once: one launch of
+// 16-channel slices, a cluster per kv head) instead of the statistics pass, the means and the K/V
+// pass; it adds K's channel sums in those passes' order, so both ways give the same bits
+// (DIFFATTN_SAGE_KV_SLICES=1 takes the one read, 0 the three launches). Both P*V modes, both
+// kernels that read the Q pass and the one that quantizes Q itself, QK16/V8 (V only), both head
+// sizes and dtypes, GQA, key padding with a batch that keeps no key, causal, LSE, and the longest
+// sequence the slices take.
+TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
+  SKIP_WITHOUT_SAGE_GPU();
+  int major = 0, minor = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0), cudaSuccess);
+  if (major != 9 || minor != 0) GTEST_SKIP() << "K and V are read once on sm_90 only";
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  struct Mode {
+    const char* name;
+    int groups;
+    sage::PvMode pv;
+    bool qk16;
+    int fuse_q;
+  };
+  const Mode modes[] = {{"fp8/3", 3, sage::PvMode::kFp8, false, 0}, {"fp8/3 Q in the kernel", 3, sage::PvMode::kFp8, false, 1},
+                        {"fp8/2", 2, sage::PvMode::kFp8, false, 0}, {"fp16/3", 3, sage::PvMode::kFp16, false, 0},
+                        {"qk16/3", 3, sage::PvMode::kFp8, true, 0}};
+  struct Shape {
+    std::int64_t batch, heads_q, heads_kv, seq_q, seq_kv;
+    bool causal, masked;
+  };
+  const Shape shapes[] = {{2, 6, 3, 300, 1500, false, true},  // GQA; the second batch keeps no key
+                          {1, 4, 4, 700, 700, true, false},
+                          {1, 2, 1, 150, 6144, false, false}};  // the longest the slices take
+  int idx = 0;
+  for (std::int64_t d : {64, 128})
+    for (const Mode& mode : modes)
+      for (const Shape& sh : shapes) {
+        ParityCase c = sage_case(d, idx++ % 2 ? DType::kFloat16 : DType::kBFloat16, 0);
+        c.batch = sh.batch, c.heads_q = sh.heads_q, c.heads_kv = sh.heads_kv;
+        c.seq_q = sh.seq_q, c.seq_kv = sh.seq_kv, c.causal = sh.causal;
+        c.mask = sh.masked ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
+        c.fully_masked_rows = sh.masked;
+        c.lse = true;
+        const std::string what = std::string(mode.name) + " " + c.name() + " seed " + std::to_string(seed);
+        auto data = testing::make_case_data(c, rng);
+        testing::DeviceCase device(*data);
+        ASSERT_TRUE(device.ok()) << what;
+        const sage::SageKernelChoice choice{mode.groups, mode.fuse_q};
+        const auto run = [&](const AttentionProblem& p) {
+          return mode.qk16 ? sage::run_qk16_v8_cuda(p, nullptr, choice) : sage::run_sage_attn_cuda(p, mode.pv, nullptr, choice);
+        };
+        RunBits runs[2];  // K and V read once, then the three launches
+        for (int three = 0; three < 2; ++three) {
+          ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", three ? "0" : "1", 1), 0);
+          ASSERT_EQ(sage::sage_reads_kv_once(device.problem(), major, minor), three == 0) << what;
+          const std::string ran = run_poisoned(device, *data, run, runs[three]);
+          unsetenv("DIFFATTN_SAGE_KV_SLICES");
+          ASSERT_EQ(ran, "") << what;
+        }
+        expect_same_bits(runs[0], runs[1], what);
+      }
 }
 
 // The Q quantization's divisions avoid IEEE division's slow-path call (sage_quant.cuh): for every

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "kernels/cuda/sage/sage_hopper_launch.cuh"
 #include "kernels/cuda/sage/sage_params.h"
 #include "kernels/cuda/sage/sage_quant.cuh"
+#include "kernels/cuda/sage/sage_quant_slices.cuh"
 #include "kernels/cuda/scoped_device.h"
 #include "kernels/cuda/workspace_pool.h"
 
@@ -137,32 +139,68 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, bool walk, cudaStream
   return Status::Ok();
 }
 
+// sage_kv_slices_kernel's launch: clusters of kD / 16 CTAs (the slices of one kind of one head).
+template <bool kBf16, int kD>
+cudaError_t launch_kv_slices(const SageParams& p, bool k_kind, bool v_kind, bool dependent, cudaStream_t stream) {
+  const std::size_t smem = slice_smem_bytes(p.kv_padded, p.k_groups);
+  cudaError_t e = cudaFuncSetAttribute(sage_kv_slices_kernel<kBf16, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  const int kinds = (k_kind ? 1 : 0) + (v_kind ? 1 : 0);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(p.batch * p.heads_kv * kinds * (kD / kSliceChannels)));
+  config.blockDim = dim3(kSliceThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[2];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = kD / kSliceChannels;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = dependent && cuda::dependent_launch_enabled() ? 2 : 1;
+  return cudaLaunchKernelEx(&config, sage_kv_slices_kernel<kBf16, kD>, p, k_kind, v_kind);
+}
+
 // qk8 false (QkMode::k16): V's statistics and the V pass only. p.fused_q: no Q pass. `dependent`
 // (sm_90): the means and the K/V pass are launched as dependent launches (cuda/dependent_launch.cuh),
 // so that the K/V pass loads K and V while the statistics pass finishes and the means run.
+// `slices` (uses_kv_slices): K's and V's passes as one sage_kv_slices_kernel instead, after the Q
+// pass and the key walk where they run (a dependent launch only after one of them: it loads K and V
+// before it waits, which the caller's own earlier kernels may still be writing).
 template <bool kBf16, int kD>
-Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, cudaStream_t stream) {
+Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, bool slices, cudaStream_t stream) {
   const int bhq = p.batch * p.heads_q, bhkv = p.batch * p.heads_kv;
   const int q_blocks = qk8 && !p.fused_q ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
-  sage_prepass_kernel<kBf16, kD><<<q_blocks + p.stat_chunks * bhkv, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks);
+  const int stat_blocks = slices ? 0 : p.stat_chunks * bhkv;
+  if (q_blocks + stat_blocks > 0)
+    sage_prepass_kernel<kBf16, kD><<<q_blocks + stat_blocks, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks);
+  bool after_own = q_blocks + stat_blocks > 0;  // a kernel of this call runs before the next launch
   cudaError_t e = cudaSuccess;
   if (p.kv_walk != nullptr) {
     // The key walk, beside the statistics pass (it waits for that pass before it exits, so the
     // means' wait for it covers both); one block a batch packs the mask and walks it.
     const int words = walk_words(p);
     e = cuda::launch_maybe_dependent(
-        dependent, flash::hopper_detail::key_walk_kernel<kKvBlock>, dim3(p.batch), dim3(32 * kWalkWarps),
+        dependent && after_own, flash::hopper_detail::key_walk_kernel<kKvBlock>, dim3(p.batch), dim3(32 * kWalkWarps),
         static_cast<std::size_t>(words) * 4, stream, p.kv_walk_bits, words, p.seqlen_k, p.kv_walk_stride,
         /*aligned_only=*/true, /*in_smem=*/true, const_cast<std::int32_t*>(p.kv_walk), p.kv_mask, p.mask_stride_b,
         p.mask_stride_s, const_cast<int*>(p.kv_walk_count));
+    after_own = true;
   }
-  if (e == cudaSuccess)
-    e = cuda::launch_maybe_dependent(dependent, sage_means_kernel<kD>, dim3(bhkv, kD / 32), dim3(32 * kMeanLanes), 0,
-                                     stream, p, v_fp8);
-  const int k_blocks = qk8 ? p.k_groups * bhkv : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
-  if (e == cudaSuccess)
-    e = cuda::launch_maybe_dependent(dependent, sage_quant_kv_kernel<kBf16, kD>, dim3(k_blocks + v_blocks), dim3(256),
-                                     0, stream, p, k_blocks);
+  if (slices) {
+    if (e == cudaSuccess) e = launch_kv_slices<kBf16, kD>(p, qk8, v_fp8, dependent && after_own, stream);
+  } else {
+    if (e == cudaSuccess)
+      e = cuda::launch_maybe_dependent(dependent, sage_means_kernel<kD>, dim3(bhkv, kD / 32), dim3(32 * kMeanLanes),
+                                       0, stream, p, v_fp8);
+    const int k_blocks = qk8 ? p.k_groups * bhkv : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
+    if (e == cudaSuccess)
+      e = cuda::launch_maybe_dependent(dependent, sage_quant_kv_kernel<kBf16, kD>, dim3(k_blocks + v_blocks),
+                                       dim3(256), 0, stream, p, k_blocks);
+  }
   if (e == cudaSuccess && qk8 && p.lse != nullptr)
     sage_q_shift_kernel<kBf16, kD>
         <<<dim3(static_cast<unsigned>(flash::ceil_div(p.seqlen_q, 8)), bhq), 256, 0, stream>>>(p);
@@ -248,6 +286,22 @@ Status count_division_mismatches(std::uint64_t (&mismatches)[3]) {
   return Status::Ok();
 }
 
+// Whether short sequences read K and V once when DIFFATTN_SAGE_KV_SLICES is unset: off until the
+// kernel has run on a GPU (tests/gpu/sage_attn_test.cc, ReadingKAndVOnce...).
+constexpr bool kKvSlicesByDefault = false;
+
+bool sage_reads_kv_once(const AttentionProblem& problem, int major, int minor) {
+  const auto pieces = [](const TensorView& t) {
+    return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 &&
+           t.stride(2) % 8 == 0;
+  };
+  const char* knob = std::getenv("DIFFATTN_SAGE_KV_SLICES");
+  const bool wanted = knob == nullptr ? kKvSlicesByDefault : std::string(knob) != "0";
+  return wanted && major == 9 && minor == 0 &&
+         flash::ceil_div(problem.k.size(1), kKvBlock) * kKvBlock <= kSliceMaxKeys && pieces(problem.k) &&
+         pieces(problem.v);
+}
+
 bool sage_cuda_kernel_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }
 
 bool qk16_v8_cuda_kernel_for(int major, int minor) { return major == 9 ? minor == 0 : major == 8 && minor >= 9; }
@@ -314,10 +368,11 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, walks_keys(p, hopper, key_walk), stream, ws));
   const int d = p.head_size;
   const bool dependent = major >= 9;
-  const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, dependent, stream)
-                                             : quantize<true, 128>(p, fp8, qk8, dependent, stream))
-                                  : (d == 64 ? quantize<false, 64>(p, fp8, qk8, dependent, stream)
-                                             : quantize<false, 128>(p, fp8, qk8, dependent, stream));
+  const bool slices = sage_reads_kv_once(problem, major, minor);
+  const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, dependent, slices, stream)
+                                             : quantize<true, 128>(p, fp8, qk8, dependent, slices, stream))
+                                  : (d == 64 ? quantize<false, 64>(p, fp8, qk8, dependent, slices, stream)
+                                             : quantize<false, 128>(p, fp8, qk8, dependent, slices, stream));
   DIFFATTN_RETURN_IF_ERROR(quantized);
   return launch(p, sms, stream);
 }

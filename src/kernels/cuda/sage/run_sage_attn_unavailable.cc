@@ -13,9 +13,11 @@ Status run_sage_attn_cuda_with(const AttentionProblem& problem, PvMode pv, void*
   return run_sage_attn_cuda(problem, pv, stream);
 }
 
-Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream) {
-  return run_sage_attn_cuda(problem, PvMode::kFp16, stream);
+Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream, PvMode pv) {
+  return run_sage_attn_cuda(problem, pv, stream);
 }
+
+bool sage_reads_kv_once(const AttentionProblem&, int, int) { return false; }
 
 bool sage_cuda_kernel_for(int, int) { return false; }
 
