@@ -553,12 +553,19 @@ TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
         RunBits runs[2];  // K and V read once, then the three launches
         for (int three = 0; three < 2; ++three) {
           ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", three ? "0" : "1", 1), 0);
-          ASSERT_EQ(sage::sage_reads_kv_once(device.problem(), major, minor), three == 0) << what;
+          ASSERT_EQ(sage::sage_reads_kv_once(device.problem(), major, minor,
+                                             mode.qk16 ? sage::QkMode::k16 : sage::QkMode::kInt8),
+                    three == 0)
+              << what;
           const std::string ran = run_poisoned(device, *data, run, runs[three]);
           unsetenv("DIFFATTN_SAGE_KV_SLICES");
           ASSERT_EQ(ran, "") << what;
         }
         expect_same_bits(runs[0], runs[1], what);
+        EXPECT_EQ(sage::sage_reads_kv_once(device.problem(), major, minor,
+                                           mode.qk16 ? sage::QkMode::k16 : sage::QkMode::kInt8),
+                  mode.qk16)
+            << what << ": by default QK16/V8 reads K and V once, SAGE_ATTN's INT8 K does not";
       }
 }
 

@@ -286,17 +286,16 @@ Status count_division_mismatches(std::uint64_t (&mismatches)[3]) {
   return Status::Ok();
 }
 
-// Whether short sequences read K and V once when DIFFATTN_SAGE_KV_SLICES is unset: off until the
-// kernel has run on a GPU (tests/gpu/sage_attn_test.cc, ReadingKAndVOnce...).
-constexpr bool kKvSlicesByDefault = false;
-
-bool sage_reads_kv_once(const AttentionProblem& problem, int major, int minor) {
+bool sage_reads_kv_once(const AttentionProblem& problem, int major, int minor, QkMode qk) {
   const auto pieces = [](const TensorView& t) {
     return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 &&
            t.stride(2) % 8 == 0;
   };
   const char* knob = std::getenv("DIFFATTN_SAGE_KV_SLICES");
-  const bool wanted = knob == nullptr ? kKvSlicesByDefault : std::string(knob) != "0";
+  // Unset: QK16/V8 only (V alone; H100, bench/results/kv-once-2026-12-06-h100/: FLUX.1's whole call
+  // 0.376-0.379 -> 0.369-0.372 ms, SD3's 0.279-0.284 -> 0.272 ms). With INT8 K the K slices were
+  // slower than the three launches there (FLUX.1's passes 91-95 -> 100-102 us, SD3's 53-54 -> 68-70).
+  const bool wanted = knob == nullptr ? qk == QkMode::k16 : std::string(knob) != "0";
   return wanted && major == 9 && minor == 0 &&
          flash::ceil_div(problem.k.size(1), kKvBlock) * kKvBlock <= kSliceMaxKeys && pieces(problem.k) &&
          pieces(problem.v);
@@ -368,7 +367,7 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, walks_keys(p, hopper, key_walk), stream, ws));
   const int d = p.head_size;
   const bool dependent = major >= 9;
-  const bool slices = sage_reads_kv_once(problem, major, minor);
+  const bool slices = sage_reads_kv_once(problem, major, minor, qk);
   const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, dependent, slices, stream)
                                              : quantize<true, 128>(p, fp8, qk8, dependent, slices, stream))
                                   : (d == 64 ? quantize<false, 64>(p, fp8, qk8, dependent, slices, stream)
