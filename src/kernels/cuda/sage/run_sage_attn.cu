@@ -58,6 +58,13 @@ Status check_problem(const AttentionProblem& pr, const std::string& who) {
 
 std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
 
+// Whether a kernel can copy `t` in 16-byte pieces: 16-byte aligned data, strides that are multiples
+// of 8 elements.
+bool copies_in_16_byte_pieces(const TensorView& t) {
+  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 &&
+         t.stride(2) % 8 == 0;
+}
+
 // The launch workspace, taken from the kernels' pool on the stream and handed back on it.
 struct Workspace {
   cudaStream_t stream;
@@ -287,18 +294,14 @@ Status count_division_mismatches(std::uint64_t (&mismatches)[3]) {
 }
 
 bool sage_reads_kv_once(const AttentionProblem& problem, int major, int minor, QkMode qk) {
-  const auto pieces = [](const TensorView& t) {
-    return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 &&
-           t.stride(2) % 8 == 0;
-  };
   const char* knob = std::getenv("DIFFATTN_SAGE_KV_SLICES");
   // Unset: QK16/V8 only (V alone; H100, bench/results/kv-once-2026-12-06-h100/: FLUX.1's whole call
   // 0.376-0.379 -> 0.369-0.372 ms, SD3's 0.279-0.284 -> 0.272 ms). With INT8 K the K slices were
   // slower than the three launches there (FLUX.1's passes 91-95 -> 100-102 us, SD3's 53-54 -> 68-70).
   const bool wanted = knob == nullptr ? qk == QkMode::k16 : std::string(knob) != "0";
   return wanted && major == 9 && minor == 0 &&
-         flash::ceil_div(problem.k.size(1), kKvBlock) * kKvBlock <= kSliceMaxKeys && pieces(problem.k) &&
-         pieces(problem.v);
+         flash::ceil_div(problem.k.size(1), kKvBlock) * kKvBlock <= kSliceMaxKeys &&
+         copies_in_16_byte_pieces(problem.k) && copies_in_16_byte_pieces(problem.v);
 }
 
 bool sage_cuda_kernel_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }
@@ -315,12 +318,6 @@ Result<int> device_sm(const AttentionProblem& problem) {
   return major * 10 + minor;
 }
 
-// Whether the mma.sync kernels can copy `t` in 16-byte pieces: 16-byte aligned data, strides that
-// are multiples of 8 elements.
-bool copies_in_16_byte_pieces(const TensorView& t) {
-  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 &&
-         t.stride(2) % 8 == 0;
-}
 
 // The checks, launch workspace and quantization kernels of every SAGE_ATTN CUDA kernel, then
 // `launch` with tiles of `tile_rows` query rows. `hopper` adds the sm_90 check.

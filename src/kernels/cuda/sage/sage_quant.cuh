@@ -447,6 +447,18 @@ __device__ __forceinline__ void sage_quant_k_block(const SageParams& p, int grou
   if (threadIdx.x == 0) p.k_scale[static_cast<std::int64_t>(bh) * p.k_groups + group] = __fdiv_rn(amax, kInt8Max);
 }
 
+// Four channels' 32-bit words of the transposed V (positions 4 word .. 4 word + 3 of a 32-key chunk:
+// keys kb, kb + 1, kb + 8, kb + 9): x[k][e] is channel e's scaled value of the word's k-th key,
+// rounded to E4M3 with saturation; channel e's word goes to dst + e * row_bytes.
+__device__ __forceinline__ void store_v_words(const float (&x)[4][4], std::uint8_t* dst, std::int64_t row_bytes) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(x[0][e], x[1][e]), __NV_SATFINITE, __NV_E4M3);
+    const std::uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(x[2][e], x[3][e]), __NV_SATFINITE, __NV_E4M3);
+    *reinterpret_cast<std::uint32_t*>(dst + e * row_bytes) = (lo & 0xffffu) | (hi << 16);
+  }
+}
+
 // One (key block, batch * kv head) of the V pass, 256 threads: one block of keys, every channel, with no
 // shared memory. A thread writes one 32-bit word (four positions of a 32-key chunk) of four
 // channels: positions 4j .. 4j + 3 hold keys kb, kb + 1, kb + 8, kb + 9 (v_position), so it loads
@@ -493,13 +505,8 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
 #pragma unroll
       for (int e = 0; e < 4; ++e) x[k][e] = __fmul_rn(at4(v, e), inv[e]);
     }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(x[0][e], x[1][e]), __NV_SATFINITE, __NV_E4M3);
-      const std::uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(x[2][e], x[3][e]), __NV_SATFINITE, __NV_E4M3);
-      std::uint8_t* dst = p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0 + e) * p.kv_padded + key0 + chunk * 32 + 4 * word;
-      *reinterpret_cast<std::uint32_t*>(dst) = (lo & 0xffffu) | (hi << 16);
-    }
+    store_v_words(x, p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0) * p.kv_padded + key0 + chunk * 32 + 4 * word,
+                  p.kv_padded);
   }
 }
 

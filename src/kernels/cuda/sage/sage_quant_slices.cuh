@@ -197,14 +197,8 @@ __global__ void __launch_bounds__(kSliceThreads, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) x[k][e] = __fmul_rn(at4(v, e), inv[e]);
       }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(x[0][e], x[1][e]), __NV_SATFINITE, __NV_E4M3);
-        const std::uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(x[2][e], x[3][e]), __NV_SATFINITE, __NV_E4M3);
-        std::uint8_t* dst =
-            p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0 + 4 * cg4 + e) * p.kv_padded + chunk * 32 + 4 * word;
-        *reinterpret_cast<std::uint32_t*>(dst) = (lo & 0xffffu) | (hi << 16);
-      }
+      store_v_words(x, p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0 + 4 * cg4) * p.kv_padded + chunk * 32 + 4 * word,
+                    p.kv_padded);
     }
     return;
   }
