@@ -7,10 +7,7 @@
 #     BENCH_WORKLOADS;
 #  2. bench/gpu_mask_bench.cu (padded prompts, dense and block masks, a ragged batch) and the PyTorch
 #     SDPA peer with the same masks (MASK=0 skips both);
-#  3. dev/sage_time on SAGE_FILTER in SAGE_MODES (SAGE_FILTER=none skips it);
-#  4. (KV_AB=1) how SAGE_ATTN reads K and V for its quantization (run_sage_attn.h, sage_kv_reads):
-#     dev/sage_time with DIFFATTN_SAGE_KV_SLICES=0 (three launches), v (V in one read) and 1 (K and
-#     V in one read) alternating, KV_AB_ROUNDS rounds, on the short-sequence workloads the slices take.
+#  3. dev/sage_time on SAGE_FILTER in SAGE_MODES (SAGE_FILTER=none skips it).
 # $OUT gets the benchmark table (gpu-*.md) and logs.tar.gz with everything else, since a device call
 # returns only a few files; the tarball is rewritten after each step, so a job cut short keeps what ran.
 #   COMMIT=sha [BENCH_WORKLOADS=a,b] [BACKENDS=A,B] [SAGE_FILTER=a,b] [SAGE_MODES=m,n] scripts/device/refresh_round.sh
@@ -37,16 +34,6 @@ if [ "${SAGE_FILTER:-none}" != none ]; then
   echo "== sage_time"
   timeout -s KILL 150 $bd/sage_time "$SAGE_FILTER" "${SAGE_ROUNDS:-3}" "${SAGE_MODES:-fp8/3,fp8/3f,fp8/3q,qk16/3}" 2>&1 |
     tee "$out/r/sage-time.txt"
-  pack
-fi
-if [ "${KV_AB:-0}" = 1 ]; then
-  for round in $(seq "${KV_AB_ROUNDS:-2}"); do
-    for knob in 0 v 1; do
-      echo "== kv reads: DIFFATTN_SAGE_KV_SLICES=$knob, round $round" | tee -a "$out/r/kv-ab.txt"
-      DIFFATTN_SAGE_KV_SLICES=$knob timeout -s KILL 60 $bd/sage_time flux,4k-hd128 5 fp8/3,quant/q 2>&1 | tee -a "$out/r/kv-ab.txt"
-      DIFFATTN_SAGE_KV_SLICES=$knob timeout -s KILL 60 $bd/sage_time sd3,4k-hd64 5 fp8/4,quant/q 2>&1 | tee -a "$out/r/kv-ab.txt"
-    done
-  done
   pack
 fi
 exit 0

@@ -500,13 +500,13 @@ TEST(GpuSageAttn, TheKeyWalkGivesTheByteMasksBits) {
   }
 }
 
-// Short key sequences on sm_90 can quantize K and V, or V alone, in one read (sage_kv_reads: one
-// launch of 16-channel slices, a cluster per kv head) instead of the statistics pass, the means and
-// the K/V pass; the slices add K's channel sums in those passes' order, so every way gives the same
-// bits (DIFFATTN_SAGE_KV_SLICES=1 both in one read, v V alone, 0 the three launches). Both P*V
-// modes, both kernels that read the Q pass and the one that quantizes Q itself, QK16/V8 (V only),
-// both head sizes and dtypes, GQA, key padding with a batch that keeps no key, causal, LSE, and the
-// longest sequence the slices take.
+// Short key sequences on sm_90 quantize K and V in one read (sage_reads_kv_once: one launch of
+// 16-channel slices, a cluster per kv head) instead of the statistics pass, the means and the K/V
+// pass; it adds K's channel sums in those passes' order, so both ways give the same bits
+// (DIFFATTN_SAGE_KV_SLICES=1 takes the one read, 0 the three launches). Both P*V modes, both
+// kernels that read the Q pass and the one that quantizes Q itself, QK16/V8 (V only), both head
+// sizes and dtypes, GQA, key padding with a batch that keeps no key, causal, LSE, and the longest
+// sequence the slices take.
 TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
   SKIP_WITHOUT_SAGE_GPU();
   int major = 0, minor = 0;
@@ -550,27 +550,22 @@ TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
         const auto run = [&](const AttentionProblem& p) {
           return mode.qk16 ? sage::run_qk16_v8_cuda(p, nullptr, choice) : sage::run_sage_attn_cuda(p, mode.pv, nullptr, choice);
         };
-        const sage::QkMode qk = mode.qk16 ? sage::QkMode::k16 : sage::QkMode::kInt8;
-        struct Way {
-          const char* knob;
-          sage::KvReads reads;
-        };
-        const Way ways[] = {{"1", mode.qk16 ? sage::KvReads::kVOnce : sage::KvReads::kOnce},
-                            {"v", sage::KvReads::kVOnce},
-                            {"0", sage::KvReads::kThreeLaunches}};
-        RunBits runs[3];
-        for (int w = 0; w < 3; ++w) {
-          ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", ways[w].knob, 1), 0);
-          ASSERT_EQ(sage::sage_kv_reads(device.problem(), major, minor, qk), ways[w].reads) << what << " " << ways[w].knob;
-          const std::string ran = run_poisoned(device, *data, run, runs[w]);
+        RunBits runs[2];  // K and V read once, then the three launches
+        for (int three = 0; three < 2; ++three) {
+          ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", three ? "0" : "1", 1), 0);
+          ASSERT_EQ(sage::sage_reads_kv_once(device.problem(), major, minor,
+                                             mode.qk16 ? sage::QkMode::k16 : sage::QkMode::kInt8),
+                    three == 0)
+              << what;
+          const std::string ran = run_poisoned(device, *data, run, runs[three]);
           unsetenv("DIFFATTN_SAGE_KV_SLICES");
-          ASSERT_EQ(ran, "") << what << " " << ways[w].knob;
+          ASSERT_EQ(ran, "") << what;
         }
-        expect_same_bits(runs[0], runs[2], what + ": K and V in one read against the three launches");
-        expect_same_bits(runs[1], runs[2], what + ": V in one read against the three launches");
-        EXPECT_EQ(sage::sage_kv_reads(device.problem(), major, minor, qk),
-                  mode.qk16 ? sage::KvReads::kVOnce : sage::KvReads::kThreeLaunches)
-            << what << ": by default QK16/V8 reads V once, SAGE_ATTN's INT8 K takes the three launches";
+        expect_same_bits(runs[0], runs[1], what);
+        EXPECT_EQ(sage::sage_reads_kv_once(device.problem(), major, minor,
+                                           mode.qk16 ? sage::QkMode::k16 : sage::QkMode::kInt8),
+                  mode.qk16)
+            << what << ": by default QK16/V8 reads K and V once, SAGE_ATTN's INT8 K does not";
       }
 }
 

@@ -174,19 +174,16 @@ cudaError_t launch_kv_slices(const SageParams& p, bool k_kind, bool v_kind, bool
 // qk8 false (QkMode::k16): V's statistics and the V pass only. p.fused_q: no Q pass. `dependent`
 // (sm_90): the means and the K/V pass are launched as dependent launches (cuda/dependent_launch.cuh),
 // so that the K/V pass loads K and V while the statistics pass finishes and the means run.
-// `reads` (sage_kv_reads): K's or V's passes, or both, as one sage_kv_slices_kernel instead, after
-// the Q pass and the key walk where they run (a dependent launch only after one of them: it loads K
-// and V before it waits, which the caller's own earlier kernels may still be writing); the three
-// launches then take what is left.
+// `slices` (uses_kv_slices): K's and V's passes as one sage_kv_slices_kernel instead, after the Q
+// pass and the key walk where they run (a dependent launch only after one of them: it loads K and V
+// before it waits, which the caller's own earlier kernels may still be writing).
 template <bool kBf16, int kD>
-Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, KvReads reads, cudaStream_t stream) {
+Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, bool slices, cudaStream_t stream) {
   const int bhq = p.batch * p.heads_q, bhkv = p.batch * p.heads_kv;
-  const bool k_slices = qk8 && reads == KvReads::kOnce, v_slices = v_fp8 && reads != KvReads::kThreeLaunches;
-  const bool k_passes = qk8 && !k_slices, v_passes = v_fp8 && !v_slices;
   const int q_blocks = qk8 && !p.fused_q ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
-  const int stat_blocks = k_passes || v_passes ? p.stat_chunks * bhkv : 0;
+  const int stat_blocks = slices ? 0 : p.stat_chunks * bhkv;
   if (q_blocks + stat_blocks > 0)
-    sage_prepass_kernel<kBf16, kD><<<q_blocks + stat_blocks, 256, 0, stream>>>(p, k_passes, v_passes, q_blocks);
+    sage_prepass_kernel<kBf16, kD><<<q_blocks + stat_blocks, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks);
   bool after_own = q_blocks + stat_blocks > 0;  // a kernel of this call runs before the next launch
   cudaError_t e = cudaSuccess;
   if (p.kv_walk != nullptr) {
@@ -200,16 +197,13 @@ Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, KvRea
         p.mask_stride_s, const_cast<int*>(p.kv_walk_count));
     after_own = true;
   }
-  if (k_slices || v_slices) {
-    // Between the statistics pass and the means where both run: it waits for the pass before it
-    // exits, so the means' wait for it covers both, as for the key walk.
-    if (e == cudaSuccess) e = launch_kv_slices<kBf16, kD>(p, k_slices, v_slices, dependent && after_own, stream);
-  }
-  if (k_passes || v_passes) {
+  if (slices) {
+    if (e == cudaSuccess) e = launch_kv_slices<kBf16, kD>(p, qk8, v_fp8, dependent && after_own, stream);
+  } else {
     if (e == cudaSuccess)
       e = cuda::launch_maybe_dependent(dependent, sage_means_kernel<kD>, dim3(bhkv, kD / 32), dim3(32 * kMeanLanes),
-                                       0, stream, p, v_passes);
-    const int k_blocks = k_passes ? p.k_groups * bhkv : 0, v_blocks = v_passes ? p.kv_padded / kKvBlock * bhkv : 0;
+                                       0, stream, p, v_fp8);
+    const int k_blocks = qk8 ? p.k_groups * bhkv : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
     if (e == cudaSuccess)
       e = cuda::launch_maybe_dependent(dependent, sage_quant_kv_kernel<kBf16, kD>, dim3(k_blocks + v_blocks),
                                        dim3(256), 0, stream, p, k_blocks);
@@ -299,16 +293,15 @@ Status count_division_mismatches(std::uint64_t (&mismatches)[3]) {
   return Status::Ok();
 }
 
-KvReads sage_kv_reads(const AttentionProblem& problem, int major, int minor, QkMode qk) {
+bool sage_reads_kv_once(const AttentionProblem& problem, int major, int minor, QkMode qk) {
   const char* knob = std::getenv("DIFFATTN_SAGE_KV_SLICES");
   // Unset: QK16/V8 only (V alone; H100, bench/results/kv-once-2026-12-06-h100/: FLUX.1's whole call
   // 0.376-0.379 -> 0.369-0.372 ms, SD3's 0.279-0.284 -> 0.272 ms). With INT8 K the K slices were
   // slower than the three launches there (FLUX.1's passes 91-95 -> 100-102 us, SD3's 53-54 -> 68-70).
-  const std::string chosen = knob == nullptr ? (qk == QkMode::k16 ? "v" : "0") : knob;
-  const bool fits = major == 9 && minor == 0 && flash::ceil_div(problem.k.size(1), kKvBlock) * kKvBlock <= kSliceMaxKeys &&
-                    copies_in_16_byte_pieces(problem.k) && copies_in_16_byte_pieces(problem.v);
-  if (!fits || chosen == "0") return KvReads::kThreeLaunches;
-  return chosen == "v" || qk == QkMode::k16 ? KvReads::kVOnce : KvReads::kOnce;
+  const bool wanted = knob == nullptr ? qk == QkMode::k16 : std::string(knob) != "0";
+  return wanted && major == 9 && minor == 0 &&
+         flash::ceil_div(problem.k.size(1), kKvBlock) * kKvBlock <= kSliceMaxKeys &&
+         copies_in_16_byte_pieces(problem.k) && copies_in_16_byte_pieces(problem.v);
 }
 
 bool sage_cuda_kernel_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }
@@ -371,11 +364,11 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, walks_keys(p, hopper, key_walk), stream, ws));
   const int d = p.head_size;
   const bool dependent = major >= 9;
-  const KvReads reads = sage_kv_reads(problem, major, minor, qk);
-  const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, dependent, reads, stream)
-                                             : quantize<true, 128>(p, fp8, qk8, dependent, reads, stream))
-                                  : (d == 64 ? quantize<false, 64>(p, fp8, qk8, dependent, reads, stream)
-                                             : quantize<false, 128>(p, fp8, qk8, dependent, reads, stream));
+  const bool slices = sage_reads_kv_once(problem, major, minor, qk);
+  const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, dependent, slices, stream)
+                                             : quantize<true, 128>(p, fp8, qk8, dependent, slices, stream))
+                                  : (d == 64 ? quantize<false, 64>(p, fp8, qk8, dependent, slices, stream)
+                                             : quantize<false, 128>(p, fp8, qk8, dependent, slices, stream));
   DIFFATTN_RETURN_IF_ERROR(quantized);
   return launch(p, sms, stream);
 }

@@ -54,20 +54,15 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream, 
 // 127, and 1 / x on (0, 2^126), in that order. Runs on the current device.
 Status count_division_mismatches(std::uint64_t (&mismatches)[3]);
 
-// How SAGE_ATTN or the QK16/V8 mode (`qk`) reads K and V to quantize them:
-//  - kThreeLaunches: the statistics pass, the means and the K/V pass (sage_quant.cuh), which read
-//    each of K and V twice;
-//  - kVOnce: V in one read (sage_quant_slices.cuh: one launch, a thread-block cluster per kv head,
-//    every key of a 16-channel slice in a CTA's shared memory), K through the three launches (which
-//    then read only Q and K). QK16/V8, which does not quantize K, reads V once this way;
-//  - kOnce: K and V each in one read, both through the slices (INT8 K only).
-// The slices run on sm_90 (major.minor 9.0), up to 6144 keys after padding to 128 (kSliceMaxKeys), K
-// and V 16-byte aligned with strides of whole 8 elements; by default QK16/V8 takes them, where they
-// measured faster, and SAGE_ATTN's INT8 K does not (its K slices measured slower). The environment's
-// DIFFATTN_SAGE_KV_SLICES (read at every call; A/B runs and tests) chooses instead: 0 the three
-// launches, v V alone in one read, 1 both. Every way gives the same bits.
-enum class KvReads { kThreeLaunches, kVOnce, kOnce };
-KvReads sage_kv_reads(const AttentionProblem& problem, int major, int minor, QkMode qk);
+// Whether SAGE_ATTN or the QK16/V8 mode (`qk`) quantizes this problem's K and V in one read of each
+// (sage_quant_slices.cuh: one launch, a thread-block cluster per kv head, every key of a 16-channel
+// slice in a CTA's shared memory) instead of the statistics pass, the means and the K/V pass: on
+// sm_90 (major.minor 9.0), up to 6144 keys after padding to 128 (kSliceMaxKeys), K and V 16-byte
+// aligned with strides of whole 8 elements; by default for QK16/V8 (V alone), where it measured
+// faster, not for SAGE_ATTN's INT8 K, where it measured slower. The environment's
+// DIFFATTN_SAGE_KV_SLICES=1 takes it for both, 0 for neither (read at every call; A/B runs and
+// tests). Both ways give the same bits.
+bool sage_reads_kv_once(const AttentionProblem& problem, int major, int minor, QkMode qk);
 
 // True when this build holds a SAGE_ATTN kernel for compute capability major.minor.
 bool sage_cuda_kernel_for(int major, int minor);

@@ -17,7 +17,7 @@ Status run_sage_attn_ampere_cuda(const AttentionProblem& problem, void* stream, 
   return run_sage_attn_cuda(problem, pv, stream);
 }
 
-KvReads sage_kv_reads(const AttentionProblem&, int, int, QkMode) { return KvReads::kThreeLaunches; }
+bool sage_reads_kv_once(const AttentionProblem&, int, int, QkMode) { return false; }
 
 bool sage_cuda_kernel_for(int, int) { return false; }
 

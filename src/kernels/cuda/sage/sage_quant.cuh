@@ -2,9 +2,8 @@
 // SAGE_ATTN's quantization passes (kernels/sage/sage_quant.h gives the arithmetic), in three
 // launches: the Q pass with the statistics pass (sage_prepass_kernel), the means, then the K pass
 // with the V pass (sage_quant_kv_kernel); with the LSE also each row's shift (sage_q_shift_kernel).
-// Short key sequences on sm_90 can run steps 1, 3 and 4 below as one launch that reads K and V once,
-// or V's part of them as one launch that reads V once (sage_quant_slices.cuh; sage_kv_reads says
-// when), with the same bits.
+// Short key sequences on sm_90 can run steps 1, 3 and 4 below as one launch that reads K and V once
+// (sage_quant_slices.cuh; sage_reads_kv_once says when), with the same bits.
 //  1. statistics: per chunk of keys, the sum of each K channel and the maximum |V| of each channel
 //     over the valid keys, and the number of valid keys (fixed-order partials, so every run gives
 //     the same bits);
