@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, with .devcarry/bundle.tar.xz (scripts/device/pack_prebuilt.sh)
+# carried: where SAGE_ATTN's quantization passes spend their time, and the sanitizers.
+#  1. compute-sanitizer memcheck and racecheck over SANITIZE_TESTS (SANITIZE=0 skips them);
+#  2. for each workload of PROFILE (comma-separated dev/sage_time substrings), ncu's sections
+#     (speed of light, memory workload, occupancy, launch statistics, warp states, scheduler) of
+#     one call's quantization kernels (dev/sage_time mode PROFILE_MODE, `quant/q` by default: the
+#     passes alone, with the Q pass).
+# $OUT gets logs.tar.gz with every log, rewritten after each step.
+#   [SANITIZE_TESTS=filter] [PROFILE=a,b] [PROFILE_MODE=m] scripts/device/quant_profile_round.sh
+set -uo pipefail
+out="${OUT:-build/round}"; mkdir -p "$out/r"; out="$(cd "$out" && pwd)"
+pack() { tar -czf "$out/logs.tar.gz" -C "$out" r; }
+source scripts/device/env.sh
+bd=build/pre; mkdir -p "$bd" && tar -xJf .devcarry/bundle.tar.xz -C "$bd" || exit 1
+if [ "${SANITIZE:-1}" = 1 ]; then
+  for tool in memcheck racecheck; do
+    timeout "${SANITIZE_TIMEOUT:-200}" compute-sanitizer --tool "$tool" --error-exitcode 9 $bd/tests/diffattn_tests \
+      --gtest_filter="${SANITIZE_TESTS:-GpuSageAttn.ReadingKAndVOnce*}" >"$out/r/sanitize-$tool.log" 2>&1 \
+      && echo "== $tool clean" || { echo "== $tool reported (exit $?)"; tail -n 20 "$out/r/sanitize-$tool.log"; }
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/r/sanitize-$tool.log" | tail -n 3
+    pack
+  done
+fi
+for w in ${PROFILE:+${PROFILE//,/ }}; do
+  echo "== ncu: the quantization kernels of one call on $w"
+  # Skip the first call's kernels (warm-up), profile the next call's.
+  timeout 150 ncu --clock-control none -k 'regex:sage_prepass|sage_means|sage_quant_kv|sage_kv_slices' --launch-skip 3 \
+    --launch-count 3 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section SchedulerStats $bd/sage_time "$w" 1 "${PROFILE_MODE:-quant/q}" >"$out/r/ncu-$w.txt" 2>&1
+  grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Waves Per SM|Stall|Issue Slots Busy|No Eligible" \
+    "$out/r/ncu-$w.txt" | head -n 60
+  pack
+done
+exit 0
