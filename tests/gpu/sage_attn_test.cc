@@ -569,6 +569,62 @@ TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
       }
 }
 
+// The quantization passes take their blocks in either of two orders: the Q pass head by head or
+// every head of a row block first (DIFFATTN_SAGE_Q_ORDER=heads), the statistics and K/V passes
+// head by head or every kv head of a key chunk first (DIFFATTN_SAGE_KV_ORDER=keys). A block's
+// arithmetic does not depend on the order, so all four give the same bits: several batches and
+// heads, GQA, row and key counts that leave part blocks and an odd number of K groups, key padding
+// with a batch that keeps no key, causal, both head sizes and dtypes, both P*V modes and QK16/V8
+// (its V pass; the one-read slices off).
+TEST(GpuSageAttn, TheQuantizationPassesGiveTheSameBitsInEveryOrder) {
+  SKIP_WITHOUT_SAGE_GPU();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    std::int64_t batch, heads_q, heads_kv, seq_q, seq_kv;
+    bool causal, masked;
+  };
+  const Shape shapes[] = {{2, 6, 3, 300, 500, false, true}, {1, 5, 5, 1000, 700, true, false}};
+  struct Mode {
+    const char* name;
+    sage::PvMode pv;
+    bool qk16;
+  };
+  const Mode modes[] = {{"fp8", sage::PvMode::kFp8, false}, {"fp16", sage::PvMode::kFp16, false},
+                        {"qk16", sage::PvMode::kFp8, true}};
+  int idx = 0;
+  for (std::int64_t d : {64, 128})
+    for (const Mode& mode : modes)
+      for (const Shape& sh : shapes) {
+        ParityCase c = sage_case(d, idx++ % 2 ? DType::kFloat16 : DType::kBFloat16, 0);
+        c.batch = sh.batch, c.heads_q = sh.heads_q, c.heads_kv = sh.heads_kv;
+        c.seq_q = sh.seq_q, c.seq_kv = sh.seq_kv, c.causal = sh.causal;
+        c.mask = sh.masked ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
+        c.fully_masked_rows = sh.masked;
+        c.lse = true;
+        const std::string what = c.name() + " " + mode.name + " seed " + std::to_string(seed);
+        auto data = testing::make_case_data(c, rng);
+        testing::DeviceCase device(*data);
+        ASSERT_TRUE(device.ok()) << what;
+        const auto run = [&](const AttentionProblem& p) {
+          return mode.qk16 ? sage::run_qk16_v8_cuda(p, nullptr, sage::SageKernelChoice{3})
+                           : sage::run_sage_attn_cuda(p, mode.pv, nullptr, sage::SageKernelChoice{3, 0});  // the Q pass
+        };
+        RunBits runs[4];  // bit 0: Q by row blocks, bit 1: K and V by key chunks
+        for (int order = 0; order < 4; ++order) {
+          ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", "0", 1), 0);
+          if (order & 1) ASSERT_EQ(setenv("DIFFATTN_SAGE_Q_ORDER", "heads", 1), 0);
+          if (order & 2) ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_ORDER", "keys", 1), 0);
+          const std::string ran = run_poisoned(device, *data, run, runs[order]);
+          unsetenv("DIFFATTN_SAGE_Q_ORDER");
+          unsetenv("DIFFATTN_SAGE_KV_ORDER");
+          unsetenv("DIFFATTN_SAGE_KV_SLICES");
+          ASSERT_EQ(ran, "") << what << " order " << order;
+        }
+        for (int order = 1; order < 4; ++order) expect_same_bits(runs[0], runs[order], what + " order " + std::to_string(order));
+      }
+}
+
 // The Q quantization's divisions avoid IEEE division's slow-path call (sage_quant.cuh): for every
 // non-negative float, and a NaN, they give IEEE division's bits.
 TEST(GpuSageAttn, CallFreeDivisionsGiveIeeeDivisionsBitsForEveryFloat) {

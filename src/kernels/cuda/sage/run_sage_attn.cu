@@ -146,6 +146,21 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, bool walk, cudaStream
   return Status::Ok();
 }
 
+// The Q pass's order (sage_prepass_kernel): every head of a row block before the next with
+// DIFFATTN_SAGE_Q_ORDER=heads, head by head otherwise (read at every call; A/B runs and tests).
+bool sage_q_heads_first() {
+  const char* knob = std::getenv("DIFFATTN_SAGE_Q_ORDER");
+  return knob != nullptr && std::string(knob) == "heads";
+}
+
+// The statistics pass's and the K/V pass's order (sage_prepass_kernel, sage_quant_kv_kernel): by
+// keys, every kv head of a chunk before the next, with DIFFATTN_SAGE_KV_ORDER=keys; head by head
+// otherwise (read at every call; A/B runs and tests).
+bool sage_kv_keys_first() {
+  const char* knob = std::getenv("DIFFATTN_SAGE_KV_ORDER");
+  return knob != nullptr && std::string(knob) == "keys";
+}
+
 // sage_kv_slices_kernel's launch: clusters of kD / 16 CTAs (the slices of one kind of one head).
 template <bool kBf16, int kD>
 cudaError_t launch_kv_slices(const SageParams& p, bool k_kind, bool v_kind, bool dependent, cudaStream_t stream) {
@@ -182,8 +197,10 @@ Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, bool 
   const int bhq = p.batch * p.heads_q, bhkv = p.batch * p.heads_kv;
   const int q_blocks = qk8 && !p.fused_q ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
   const int stat_blocks = slices ? 0 : p.stat_chunks * bhkv;
+  const bool keys_first = sage_kv_keys_first();
   if (q_blocks + stat_blocks > 0)
-    sage_prepass_kernel<kBf16, kD><<<q_blocks + stat_blocks, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks);
+    sage_prepass_kernel<kBf16, kD><<<q_blocks + stat_blocks, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks,
+                                                                               sage_q_heads_first(), keys_first);
   bool after_own = q_blocks + stat_blocks > 0;  // a kernel of this call runs before the next launch
   cudaError_t e = cudaSuccess;
   if (p.kv_walk != nullptr) {
@@ -204,9 +221,10 @@ Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, bool 
       e = cuda::launch_maybe_dependent(dependent, sage_means_kernel<kD>, dim3(bhkv, kD / 32), dim3(32 * kMeanLanes),
                                        0, stream, p, v_fp8);
     const int k_blocks = qk8 ? p.k_groups * bhkv : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
+    const int kv_grid = keys_first ? p.kv_padded / kKvBlock * bhkv * ((qk8 ? 2 : 0) + (v_fp8 ? 1 : 0)) : k_blocks + v_blocks;
     if (e == cudaSuccess)
-      e = cuda::launch_maybe_dependent(dependent, sage_quant_kv_kernel<kBf16, kD>, dim3(k_blocks + v_blocks),
-                                       dim3(256), 0, stream, p, k_blocks);
+      e = cuda::launch_maybe_dependent(dependent, sage_quant_kv_kernel<kBf16, kD>, dim3(kv_grid), dim3(256), 0, stream,
+                                       p, k_blocks, keys_first, v_fp8);
   }
   if (e == cudaSuccess && qk8 && p.lse != nullptr)
     sage_q_shift_kernel<kBf16, kD>

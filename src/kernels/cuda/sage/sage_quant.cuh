@@ -359,18 +359,28 @@ __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblo
 
 // grid (ceil(Sq / kQRowsPerBlock) * B * Hq + stat_chunks * B * Hkv), 256 threads: the Q pass's
 // blocks, then the statistics pass's. One launch reads Q, K and V once. QkMode::k16 launches no Q
-// blocks (q_blocks 0) and only V's statistics (k_stats false).
+// blocks (q_blocks 0) and only V's statistics (k_stats false). The Q blocks go row block by row
+// block, every head of one before the next (`q_heads_first`), or head by head; the statistics
+// blocks chunk by chunk, every kv head of one before the next (`keys_first`), or head by head. In
+// [B, S, H, D] views
+// a row block of one head is 128 pieces of 2 kD bytes a row's width apart; every head of it is one
+// span of the tensor, so the blocks that run at once read few, whole stretches of memory. Either
+// order gives the same bits.
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(256, DIFFATTN_SAGE_PREPASS_MIN_BLOCKS)
-    sage_prepass_kernel(const SageParams p, bool k_stats, bool v_stats, int q_blocks) {
+    sage_prepass_kernel(const SageParams p, bool k_stats, bool v_stats, int q_blocks, bool q_heads_first,
+                        bool keys_first) {
   cuda::allow_dependents_to_start();  // the means kernel waits for this one to finish
   const int qb = (p.seqlen_q + kQRowsPerBlock - 1) / kQRowsPerBlock;
   const int block = blockIdx.x;
   if (block < q_blocks) {
-    sage_quant_q_block<kBf16, kD>(p, block % qb, block / qb);
+    const int bhq = q_blocks / qb;
+    if (q_heads_first) sage_quant_q_block<kBf16, kD>(p, block / bhq, block % bhq);
+    else sage_quant_q_block<kBf16, kD>(p, block % qb, block / qb);
   } else {
-    const int s = block - q_blocks;
-    sage_stats_block<kBf16, kD>(p, k_stats, v_stats, s % p.stat_chunks, s / p.stat_chunks);
+    const int s = block - q_blocks, bhkv = p.batch * p.heads_kv;
+    if (keys_first) sage_stats_block<kBf16, kD>(p, k_stats, v_stats, s / bhkv, s % bhkv);
+    else sage_stats_block<kBf16, kD>(p, k_stats, v_stats, s % p.stat_chunks, s / p.stat_chunks);
   }
 }
 
@@ -516,10 +526,28 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
 // (k_blocks 0: V only): the statistics pass read the heads first to last, so the last heads' K and V are
 // still in L2 when this pass starts (FLUX.1's K and V, 57 MB, do not all fit). The arithmetic of
 // each block does not depend on the order.
+// `keys_first` (sage_kv_keys_first) orders the blocks by keys instead: 128-key chunk by chunk from
+// the last, every (batch, kv head) of a chunk before the next, each head's two K groups of the chunk
+// and then its V block (`with_v`); grid (kv_padded / kKvBlock * B * Hkv * (2 with K + 1 with V)),
+// K groups past the last doing nothing. The statistics pass then runs chunk by chunk from the first
+// (sage_prepass_kernel), so the last chunks are the ones still in L2.
 template <bool kBf16, int kD>
-__global__ void __launch_bounds__(256, DIFFATTN_SAGE_KV_MIN_BLOCKS) sage_quant_kv_kernel(const SageParams p, int k_blocks) {
+__global__ void __launch_bounds__(256, DIFFATTN_SAGE_KV_MIN_BLOCKS)
+    sage_quant_kv_kernel(const SageParams p, int k_blocks, bool keys_first, bool with_v) {
   cuda::allow_dependents_to_start();  // the attention kernel waits for this one to finish
   const int heads = p.batch * p.heads_kv;
+  if (keys_first) {
+    static_assert(kKvBlock == 2 * kKGroup, "two K groups a chunk");
+    const int per_chunk = (k_blocks > 0 ? 2 : 0) + (with_v ? 1 : 0);
+    const int item = blockIdx.x, r = item % (heads * per_chunk);
+    const int chunk = p.kv_padded / kKvBlock - 1 - item / (heads * per_chunk), bh = r / per_chunk, j = r % per_chunk;
+    if (k_blocks > 0 && j < 2) {
+      if (2 * chunk + j < p.k_groups) sage_quant_k_block<kBf16, kD>(p, 2 * chunk + j, bh);
+    } else {
+      sage_quant_v_block<kBf16, kD>(p, chunk, bh);
+    }
+    return;
+  }
 #if DIFFATTN_SAGE_KV_LAST_HEAD_FIRST
   const int per_head = static_cast<int>(gridDim.x) / heads, k_per_head = k_blocks / heads;
   const int bh = heads - 1 - static_cast<int>(blockIdx.x) / per_head, r = static_cast<int>(blockIdx.x) % per_head;
