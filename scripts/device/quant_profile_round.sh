@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, with .devcarry/bundle.tar.xz (scripts/device/pack_prebuilt.sh)
 # carried: where SAGE_ATTN's quantization passes spend their time, and the sanitizers.
-#  0. (ORDER_AB=1) the passes' block orders (DIFFATTN_SAGE_Q_ORDER=heads, DIFFATTN_SAGE_KV_ORDER=keys,
-#     run_sage_attn.cu): dev/sage_time on ORDER_WORKLOADS in ORDER_MODES under each of the four
+#  0. (ORDER_AB=1) the passes' block orders (DIFFATTN_SAGE_Q_ORDER=rows|heads,
+#     DIFFATTN_SAGE_KV_ORDER=heads|keys, run_sage_attn.cu): dev/sage_time on ORDER_WORKLOADS in ORDER_MODES under each of the four
 #     settings in turn, ORDER_ROUNDS rounds;
 #  1. compute-sanitizer memcheck and racecheck over SANITIZE_TESTS (SANITIZE=0 skips them);
 #  2. for each workload of PROFILE (comma-separated dev/sage_time substrings), ncu's sections

@@ -569,9 +569,10 @@ TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
       }
 }
 
-// The quantization passes take their blocks in either of two orders: the Q pass head by head or
-// every head of a row block first (DIFFATTN_SAGE_Q_ORDER=heads), the statistics and K/V passes
-// head by head or every kv head of a key chunk first (DIFFATTN_SAGE_KV_ORDER=keys). A block's
+// The quantization passes take their blocks in either of two orders: the Q pass every head of a
+// row block first (the default) or head by head (DIFFATTN_SAGE_Q_ORDER=rows), the statistics and
+// K/V passes every kv head of a key chunk first (the default) or head by head
+// (DIFFATTN_SAGE_KV_ORDER=heads). A block's
 // arithmetic does not depend on the order, so all four give the same bits: several batches and
 // heads, GQA, row and key counts that leave part blocks and an odd number of K groups, key padding
 // with a batch that keeps no key, causal, both head sizes and dtypes, both P*V modes and QK16/V8
@@ -610,11 +611,11 @@ TEST(GpuSageAttn, TheQuantizationPassesGiveTheSameBitsInEveryOrder) {
           return mode.qk16 ? sage::run_qk16_v8_cuda(p, nullptr, sage::SageKernelChoice{3})
                            : sage::run_sage_attn_cuda(p, mode.pv, nullptr, sage::SageKernelChoice{3, 0});  // the Q pass
         };
-        RunBits runs[4];  // bit 0: Q by row blocks, bit 1: K and V by key chunks
+        RunBits runs[4];  // bit 0: Q head by head, bit 1: K and V head by head
         for (int order = 0; order < 4; ++order) {
           ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", "0", 1), 0);
-          if (order & 1) ASSERT_EQ(setenv("DIFFATTN_SAGE_Q_ORDER", "heads", 1), 0);
-          if (order & 2) ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_ORDER", "keys", 1), 0);
+          if (order & 1) ASSERT_EQ(setenv("DIFFATTN_SAGE_Q_ORDER", "rows", 1), 0);
+          if (order & 2) ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_ORDER", "heads", 1), 0);
           const std::string ran = run_poisoned(device, *data, run, runs[order]);
           unsetenv("DIFFATTN_SAGE_Q_ORDER");
           unsetenv("DIFFATTN_SAGE_KV_ORDER");

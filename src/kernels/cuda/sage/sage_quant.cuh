@@ -520,17 +520,18 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
   }
 }
 
-// grid (k_groups * B * Hkv + (FP8: kv_padded / kKvBlock * B * Hkv)), 256 threads: the K pass's
-// and the V pass's blocks. One launch reads K and V once more, after the means. The blocks run
-// head by head from the last (batch, kv head) to the first, each head's K groups then its V blocks
-// (k_blocks 0: V only): the statistics pass read the heads first to last, so the last heads' K and V are
-// still in L2 when this pass starts (FLUX.1's K and V, 57 MB, do not all fit). The arithmetic of
-// each block does not depend on the order.
-// `keys_first` (sage_kv_keys_first) orders the blocks by keys instead: 128-key chunk by chunk from
-// the last, every (batch, kv head) of a chunk before the next, each head's two K groups of the chunk
-// and then its V block (`with_v`); grid (kv_padded / kKvBlock * B * Hkv * (2 with K + 1 with V)),
-// K groups past the last doing nothing. The statistics pass then runs chunk by chunk from the first
-// (sage_prepass_kernel), so the last chunks are the ones still in L2.
+// The K pass's and the V pass's blocks, 256 threads each. One launch reads K and V once more,
+// after the means. The arithmetic of each block does not depend on the order, which is one of two:
+//  - `keys_first` (sage_kv_keys_first, the default): by keys, 128-key chunk by chunk from the last,
+//    every (batch, kv head) of a chunk before the next, each head's two K groups of the chunk and
+//    then its V block (`with_v`); grid (kv_padded / kKvBlock * B * Hkv * (2 with K + 1 with V)), K
+//    groups past the last doing nothing. The statistics pass ran chunk by chunk from the first
+//    (sage_prepass_kernel), so the last chunks are the ones still in L2, and the blocks that run at
+//    once read whole spans of [B, S, H, D] views;
+//  - else head by head from the last (batch, kv head) to the first, each head's K groups then its V
+//    blocks (k_blocks 0: V only); grid (k_groups * B * Hkv + (FP8: kv_padded / kKvBlock * B * Hkv)).
+//    The statistics pass read the heads first to last, so the last heads' K and V are still in L2
+//    when this pass starts (FLUX.1's K and V, 57 MB, do not all fit).
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(256, DIFFATTN_SAGE_KV_MIN_BLOCKS)
     sage_quant_kv_kernel(const SageParams p, int k_blocks, bool keys_first, bool with_v) {
