@@ -183,6 +183,24 @@ std::string run_poisoned(testing::DeviceCase& device, const testing::CaseData& d
   return "";
 }
 
+// The shape of a same-bits test's case: batches, heads, rows, keys, causal, and key padding (with
+// a batch that keeps no key: fully masked rows).
+struct BitsShape {
+  std::int64_t batch, heads_q, heads_kv, seq_q, seq_kv;
+  bool causal, masked;
+};
+
+// sage_case's case (with the LSE) in head size d and `dtype`, of shape `sh`.
+ParityCase bits_case(std::int64_t d, DType dtype, const BitsShape& sh) {
+  ParityCase c = sage_case(d, dtype, 0);
+  c.batch = sh.batch, c.heads_q = sh.heads_q, c.heads_kv = sh.heads_kv;
+  c.seq_q = sh.seq_q, c.seq_kv = sh.seq_kv, c.causal = sh.causal;
+  c.mask = sh.masked ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
+  c.fully_masked_rows = sh.masked;
+  c.lse = true;
+  return c;
+}
+
 // `other` has `first`'s bits, and `first` wrote every output.
 void expect_same_bits(const RunBits& first, const RunBits& other, const std::string& what) {
   for (double x : first.out) ASSERT_FALSE(std::isnan(x)) << what << ": an output left unwritten";
@@ -525,23 +543,14 @@ TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
   const Mode modes[] = {{"fp8/3", 3, sage::PvMode::kFp8, false, 0}, {"fp8/3 Q in the kernel", 3, sage::PvMode::kFp8, false, 1},
                         {"fp8/2", 2, sage::PvMode::kFp8, false, 0}, {"fp16/3", 3, sage::PvMode::kFp16, false, 0},
                         {"qk16/3", 3, sage::PvMode::kFp8, true, 0}};
-  struct Shape {
-    std::int64_t batch, heads_q, heads_kv, seq_q, seq_kv;
-    bool causal, masked;
-  };
-  const Shape shapes[] = {{2, 6, 3, 300, 1500, false, true},  // GQA; the second batch keeps no key
+  const BitsShape shapes[] = {{2, 6, 3, 300, 1500, false, true},  // GQA; the second batch keeps no key
                           {1, 4, 4, 700, 700, true, false},
                           {1, 2, 1, 150, 6144, false, false}};  // the longest the slices take
   int idx = 0;
   for (std::int64_t d : {64, 128})
     for (const Mode& mode : modes)
-      for (const Shape& sh : shapes) {
-        ParityCase c = sage_case(d, idx++ % 2 ? DType::kFloat16 : DType::kBFloat16, 0);
-        c.batch = sh.batch, c.heads_q = sh.heads_q, c.heads_kv = sh.heads_kv;
-        c.seq_q = sh.seq_q, c.seq_kv = sh.seq_kv, c.causal = sh.causal;
-        c.mask = sh.masked ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
-        c.fully_masked_rows = sh.masked;
-        c.lse = true;
+      for (const BitsShape& sh : shapes) {
+        const ParityCase c = bits_case(d, idx++ % 2 ? DType::kFloat16 : DType::kBFloat16, sh);
         const std::string what = std::string(mode.name) + " " + c.name() + " seed " + std::to_string(seed);
         auto data = testing::make_case_data(c, rng);
         testing::DeviceCase device(*data);
@@ -581,11 +590,7 @@ TEST(GpuSageAttn, TheQuantizationPassesGiveTheSameBitsInEveryOrder) {
   SKIP_WITHOUT_SAGE_GPU();
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
-  struct Shape {
-    std::int64_t batch, heads_q, heads_kv, seq_q, seq_kv;
-    bool causal, masked;
-  };
-  const Shape shapes[] = {{2, 6, 3, 300, 500, false, true}, {1, 5, 5, 1000, 700, true, false}};
+  const BitsShape shapes[] = {{2, 6, 3, 300, 500, false, true}, {1, 5, 5, 1000, 700, true, false}};
   struct Mode {
     const char* name;
     sage::PvMode pv;
@@ -596,13 +601,8 @@ TEST(GpuSageAttn, TheQuantizationPassesGiveTheSameBitsInEveryOrder) {
   int idx = 0;
   for (std::int64_t d : {64, 128})
     for (const Mode& mode : modes)
-      for (const Shape& sh : shapes) {
-        ParityCase c = sage_case(d, idx++ % 2 ? DType::kFloat16 : DType::kBFloat16, 0);
-        c.batch = sh.batch, c.heads_q = sh.heads_q, c.heads_kv = sh.heads_kv;
-        c.seq_q = sh.seq_q, c.seq_kv = sh.seq_kv, c.causal = sh.causal;
-        c.mask = sh.masked ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
-        c.fully_masked_rows = sh.masked;
-        c.lse = true;
+      for (const BitsShape& sh : shapes) {
+        const ParityCase c = bits_case(d, idx++ % 2 ? DType::kFloat16 : DType::kBFloat16, sh);
         const std::string what = c.name() + " " + mode.name + " seed " + std::to_string(seed);
         auto data = testing::make_case_data(c, rng);
         testing::DeviceCase device(*data);
@@ -646,21 +646,13 @@ TEST(GpuSageAttn, TheKernelsOwnQuantizationOfQGivesTheQPasssBits) {
   SKIP_WITHOUT_SAGE_GPU();
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
-  struct Shape {
-    std::int64_t batch, heads_q, heads_kv, seq_q, seq_kv;
-    bool causal, masked;
-  };
-  const Shape shapes[] = {{1, 24, 8, 1000, 300, false, false},  // 144 whole tiles: two per CTA
+  const BitsShape shapes[] = {{1, 24, 8, 1000, 300, false, false},  // 144 whole tiles: two per CTA
                           {2, 6, 3, 130, 2100, false, true},     // 12 tiles, each split into pieces
                           {1, 4, 4, 700, 700, true, false}};
   for (DType dtype : {DType::kBFloat16, DType::kFloat16})
     for (std::int64_t d : {64, 128})
-      for (const Shape& sh : shapes) {
-        ParityCase c = sage_case(d, dtype, 0);
-        c.batch = sh.batch, c.heads_q = sh.heads_q, c.heads_kv = sh.heads_kv;
-        c.seq_q = sh.seq_q, c.seq_kv = sh.seq_kv, c.causal = sh.causal;
-        c.mask = sh.masked ? testing::MaskShape::kKeyPadding : testing::MaskShape::kNone;
-        c.fully_masked_rows = sh.masked;
+      for (const BitsShape& sh : shapes) {
+        const ParityCase c = bits_case(d, dtype, sh);
         const std::string what = c.name() + " seed " + std::to_string(seed);
         auto data = testing::make_case_data(c, rng);
         testing::DeviceCase device(*data);
