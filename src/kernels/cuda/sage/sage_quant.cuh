@@ -39,9 +39,6 @@
 #ifndef DIFFATTN_SAGE_STATS_UNROLL
 #define DIFFATTN_SAGE_STATS_UNROLL 8  // keys per step of a statistics lane
 #endif
-#ifndef DIFFATTN_SAGE_KV_LAST_HEAD_FIRST
-#define DIFFATTN_SAGE_KV_LAST_HEAD_FIRST 1  // the K/V pass's order (sage_quant_kv_kernel); 0 for A/B runs
-#endif
 #ifndef DIFFATTN_SAGE_KV_MIN_BLOCKS
 #define DIFFATTN_SAGE_KV_MIN_BLOCKS 4
 #endif
@@ -362,10 +359,9 @@ __device__ __forceinline__ void sage_quant_q_block(const SageParams& p, int qblo
 // blocks (q_blocks 0) and only V's statistics (k_stats false). The Q blocks go row block by row
 // block, every head of one before the next (`q_heads_first`), or head by head; the statistics
 // blocks chunk by chunk, every kv head of one before the next (`keys_first`), or head by head. In
-// [B, S, H, D] views
-// a row block of one head is 128 pieces of 2 kD bytes a row's width apart; every head of it is one
-// span of the tensor, so the blocks that run at once read few, whole stretches of memory. Either
-// order gives the same bits.
+// [B, S, H, D] views a row block of one head is 128 pieces of 2 kD bytes a row's width apart;
+// every head of it is one span of the tensor, so the blocks that run at once read few, whole
+// stretches of memory. Either order gives the same bits.
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(256, DIFFATTN_SAGE_PREPASS_MIN_BLOCKS)
     sage_prepass_kernel(const SageParams p, bool k_stats, bool v_stats, int q_blocks, bool q_heads_first,
@@ -549,21 +545,10 @@ __global__ void __launch_bounds__(256, DIFFATTN_SAGE_KV_MIN_BLOCKS)
     }
     return;
   }
-#if DIFFATTN_SAGE_KV_LAST_HEAD_FIRST
   const int per_head = static_cast<int>(gridDim.x) / heads, k_per_head = k_blocks / heads;
   const int bh = heads - 1 - static_cast<int>(blockIdx.x) / per_head, r = static_cast<int>(blockIdx.x) % per_head;
   if (r < k_per_head) sage_quant_k_block<kBf16, kD>(p, r, bh);
   else sage_quant_v_block<kBf16, kD>(p, r - k_per_head, bh);
-#else
-  (void)heads;
-  const int block = blockIdx.x;
-  if (block < k_blocks) {
-    sage_quant_k_block<kBf16, kD>(p, block % p.k_groups, block / p.k_groups);
-  } else {
-    const int vb = p.kv_padded / kKvBlock, s = block - k_blocks;
-    sage_quant_v_block<kBf16, kD>(p, s % vb, s / vb);
-  }
-#endif
 }
 
 }  // namespace diffattn::sage
