@@ -100,5 +100,41 @@ TEST(SageConfig, ShortLastWavesRunAsPiecesOfOnePerCta) {
       }
 }
 
+// K and V in the kernel: the pairs the first one and a half waves of tiles read stay with the K/V
+// pass, every pair those tiles read among them, and never more pairs than there are.
+TEST(SageConfig, TheKvPassKeepsThePairsTheFirstWavesRead) {
+  // FLUX.1 (24 heads, 24 row blocks of 192) on 132 SMs: tiles 0-197 read heads 0-8.
+  EXPECT_EQ(sage_kv_from(576, 24, 132, 24, 24, 24), 9);
+  // Wan2.2-5B (24 heads, 60 row blocks): tiles 0-197 read heads 0-3.
+  EXPECT_EQ(sage_kv_from(1440, 60, 132, 24, 24, 24), 4);
+  // GQA (32 query heads on 8 kv heads), two sequences of 11 row blocks: tiles 0-197 read query
+  // heads 0-17 of the first sequence, kv heads 0-4.
+  EXPECT_EQ(sage_kv_from(704, 11, 132, 32, 8, 16), 5);
+  for (std::int64_t m_blocks : {1, 3, 24, 60})
+    for (int heads_q : {1, 8, 24, 40})
+      for (int group : {1, 2, 8})
+        for (std::int64_t batch : {1, 2, 3}) {
+          if (heads_q % group != 0) continue;
+          const int heads_kv = heads_q / group;
+          const std::int64_t pairs = batch * heads_kv, tiles = m_blocks * batch * heads_q;
+          for (std::int64_t grid : {std::int64_t{1}, std::min<std::int64_t>(tiles, 78), std::min<std::int64_t>(tiles, 132)}) {
+            const std::int64_t from = sage_kv_from(tiles, m_blocks, grid, heads_q, heads_kv, pairs);
+            EXPECT_GE(from, 1);
+            EXPECT_LE(from, pairs);
+            const std::int64_t ahead = std::min(tiles, grid + grid / 2);
+            for (std::int64_t t = 0; t < ahead; ++t) {
+              const std::int64_t bhq = t / m_blocks;
+              EXPECT_LT((bhq / heads_q) * heads_kv + (bhq % heads_q) / group, from) << "tile " << t;
+            }
+          }
+        }
+  EXPECT_TRUE(sage_kv_in_kernel_fits(3, true, true, false));
+  EXPECT_TRUE(sage_kv_in_kernel_fits(4, true, true, false));
+  EXPECT_FALSE(sage_kv_in_kernel_fits(2, true, true, false));  // the overlapped groups
+  EXPECT_FALSE(sage_kv_in_kernel_fits(3, false, true, false));  // the accurate mode
+  EXPECT_FALSE(sage_kv_in_kernel_fits(3, true, false, false));  // QK16/V8
+  EXPECT_FALSE(sage_kv_in_kernel_fits(3, true, true, true));   // warps 1-3 quantize Q, or a walk
+}
+
 }  // namespace
 }  // namespace diffattn::sage

@@ -88,7 +88,8 @@ bool walks_keys(const SageParams& p, bool hopper, bool asked) {
 // QkMode::k16 reads the caller's Q and K: no INT8 copies, scales or row shifts.
 // With p.fused_q the kernel quantizes Q itself: no INT8 Q or scales. `walk`: the key walk's bits,
 // entries and counts (walks_keys).
-Status take_workspace(SageParams& p, bool v_fp8, bool qk8, bool walk, cudaStream_t stream, Workspace& ws) {
+Status take_workspace(SageParams& p, bool v_fp8, bool qk8, bool walk, bool kv_in_kernel, cudaStream_t stream,
+                      Workspace& ws) {
   const char* who = qk8 ? kSageName : kQk16V8Name;
   const std::size_t B = p.batch, Hq = p.heads_q, Hkv = p.heads_kv, D = p.head_size;
   const std::size_t q8 = qk8 ? 1 : 0, q_pass = qk8 && !p.fused_q ? 1 : 0;
@@ -107,7 +108,9 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, bool walk, cudaStream
       B * Hkv * D * 4,                              // v_amax
       walk ? B * walk_words(p) * 4 : 0,             // the key walk's bits
       walk ? B * walk_blocks(p) * 8 : 0,            // its entries
-      walk ? B * 4 : 0};                            // its counts
+      walk ? B * 4 : 0,                             // its counts
+      kv_in_kernel ? (B * Hkv + 1) * 4 : 0,         // kv_ready, then kv_next
+      kv_in_kernel && v_fp8 ? B * Hkv * D * 4 : 0}; // v_inv
   std::size_t total = 0;
   for (std::size_t s : sizes) total += align256(s);
   cudaError_t e = cuda::workspace_alloc(&ws.base, total, stream);
@@ -143,6 +146,16 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, bool walk, cudaStream
     p.kv_walk_stride = walk_blocks(p);
     p.kv_walk_words = walk_words(p);
   }
+  if (kv_in_kernel) {
+    p.kv_ready = static_cast<int*>(parts[15]);
+    p.kv_next = p.kv_ready + B * Hkv;
+    if (v_fp8) p.v_inv = static_cast<float*>(parts[16]);
+    e = cudaMemsetAsync(p.kv_ready, 0, (B * Hkv + 1) * 4, stream);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return CudaError(std::string(who) + ": cannot clear its in-kernel K/V counters: " + cudaGetErrorString(e));
+    }
+  }
   return Status::Ok();
 }
 
@@ -157,6 +170,13 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, bool walk, cudaStream
 bool sage_q_heads_first() {
   const char* knob = std::getenv("DIFFATTN_SAGE_Q_ORDER");
   return knob == nullptr || std::string(knob) != "rows";
+}
+
+// K and V quantized inside the attention kernel (SageParams::kv_ready) where it can: asked for by
+// DIFFATTN_SAGE_KV_IN_KERNEL=1 (read at every call) while it is measured against the K/V pass.
+bool sage_kv_in_kernel_asked() {
+  const char* knob = std::getenv("DIFFATTN_SAGE_KV_IN_KERNEL");
+  return knob != nullptr && std::string(knob) == "1";
 }
 
 bool sage_kv_keys_first() {
@@ -223,9 +243,10 @@ Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, bool 
     if (e == cudaSuccess)
       e = cuda::launch_maybe_dependent(dependent, sage_means_kernel<kD>, dim3(bhkv, kD / 32), dim3(32 * kMeanLanes),
                                        0, stream, p, v_fp8);
-    const int k_blocks = qk8 ? p.k_groups * bhkv : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * bhkv : 0;
-    const int kv_grid = keys_first ? p.kv_padded / kKvBlock * bhkv * ((qk8 ? 2 : 0) + (v_fp8 ? 1 : 0)) : k_blocks + v_blocks;
-    if (e == cudaSuccess)
+    const int pairs = p.kv_ready != nullptr ? p.kv_from : bhkv;  // the rest in the attention kernel
+    const int k_blocks = qk8 ? p.k_groups * pairs : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * pairs : 0;
+    const int kv_grid = keys_first ? p.kv_padded / kKvBlock * pairs * ((qk8 ? 2 : 0) + (v_fp8 ? 1 : 0)) : k_blocks + v_blocks;
+    if (e == cudaSuccess && kv_grid > 0)
       e = cuda::launch_maybe_dependent(dependent, sage_quant_kv_kernel<kBf16, kD>, dim3(kv_grid), dim3(256), 0, stream,
                                        p, k_blocks, keys_first, v_fp8);
   }
@@ -325,6 +346,14 @@ bool sage_reads_kv_once(const AttentionProblem& problem, int major, int minor, Q
          copies_in_16_byte_pieces(problem.k) && copies_in_16_byte_pieces(problem.v);
 }
 
+std::int64_t sage_kv_in_kernel_pairs(const AttentionProblem& problem, int consumer_groups, int sm_count) {
+  const std::int64_t m_blocks = flash::ceil_div(problem.q.size(1), 64 * consumer_groups);
+  const std::int64_t tiles = m_blocks * problem.q.size(0) * problem.q.size(2);
+  const std::int64_t pairs = problem.q.size(0) * problem.k.size(2);
+  return pairs - sage_kv_from(tiles, m_blocks, flash::persistent_grid(tiles, sm_count), static_cast<int>(problem.q.size(2)),
+                              static_cast<int>(problem.k.size(2)), pairs);
+}
+
 bool sage_cuda_kernel_for(int major, int minor) { return major == 8 || (major == 9 && minor == 0); }
 
 bool qk16_v8_cuda_kernel_for(int major, int minor) { return major == 9 ? minor == 0 : major == 8 && minor >= 9; }
@@ -346,7 +375,8 @@ Result<int> device_sm(const AttentionProblem& problem) {
 // the launch of three-group Hopper tiles only), where q's alignment allows its 16-byte copies.
 // `key_walk`: SageKernelChoice::key_walk (Hopper launches only).
 Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk, void* stream_ptr, int tile_rows,
-                           bool hopper, const SageKernelLaunch& launch, int fuse_q = 0, bool key_walk = true) {
+                           bool hopper, const SageKernelLaunch& launch, int fuse_q = 0, bool key_walk = true,
+                           bool kv_in_kernel_ok = true) {
   const bool qk8 = qk == QkMode::kInt8;
   const std::string who = qk8 ? kSageName : kQk16V8Name;
   DIFFATTN_RETURN_IF_ERROR(check_problem(problem, who));
@@ -382,10 +412,22 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   const bool fp8 = pv == PvMode::kFp8;
   Workspace ws{stream};
-  DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, walks_keys(p, hopper, key_walk), stream, ws));
+  const bool walk = walks_keys(p, hopper, key_walk);
+  const bool slices = sage_reads_kv_once(problem, major, minor, qk);
+  // K and V in the attention kernel (SageParams::kv_ready) where asked for and the kernel has it.
+  const std::int64_t pairs = std::int64_t{p.batch} * p.heads_kv;
+  const std::int64_t kv_from = sage_kv_from(p.num_tiles, p.num_m_blocks, flash::persistent_grid(p.num_tiles, sms),
+                                            p.heads_q, p.heads_kv, pairs);
+  const bool kv_in_kernel = kv_in_kernel_ok && hopper && !slices && sage_kv_in_kernel_asked() &&
+                            sage_kv_in_kernel_fits(tile_rows / 64, fp8, qk8, p.fused_q || walk) && kv_from < pairs;
+  if (kv_in_kernel) {
+    p.kv_from = static_cast<int>(kv_from);
+    p.kv_k_items = p.k_groups;
+    p.kv_head_items = p.k_groups + p.kv_padded / kKvBlock;
+  }
+  DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, walk, kv_in_kernel, stream, ws));
   const int d = p.head_size;
   const bool dependent = major >= 9;
-  const bool slices = sage_reads_kv_once(problem, major, minor, qk);
   const Status quantized = p.bf16 ? (d == 64 ? quantize<true, 64>(p, fp8, qk8, dependent, slices, stream)
                                              : quantize<true, 128>(p, fp8, qk8, dependent, slices, stream))
                                   : (d == 64 ? quantize<false, 64>(p, fp8, qk8, dependent, slices, stream)
@@ -475,7 +517,8 @@ Status run_sage_block_sparse_cuda(const AttentionProblem& problem, const flash::
                                listed.bs_tile_rows = lists.tile_rows;
                                return launch_sage_hopper_listed(listed, pv == PvMode::kFp8, sms,
                                                                 static_cast<cudaStream_t>(s));
-                             });
+                             },
+                             0, true, /*kv_in_kernel_ok=*/false);  // the listed kernel reads the K/V pass's copies
 }
 
 Status run_qk16_v8_cuda(const AttentionProblem& problem, void* stream, const SageKernelChoice& choice) {

@@ -88,6 +88,27 @@ constexpr SageTailSplit sage_tail_split(std::int64_t tiles, int sm_count, std::i
   return {tiles - tail, static_cast<int>(pieces), tiles - tail + tail * pieces};
 }
 
+// Whether a Hopper kernel has a variant that quantizes K and V itself (SageTraits::kKvInKernel):
+// the in-order groups (3, or 4 at hd64) with FP8 P V and INT8 Q K^T whose producer warps 1-3 are
+// idle (`busy`: they quantize Q, or the kernel walks lists or a key walk).
+constexpr bool sage_kv_in_kernel_fits(int consumer_groups, bool pv_fp8, bool qk8, bool busy) {
+  return consumer_groups >= 3 && pv_fp8 && qk8 && !busy;
+}
+
+// K and V quantized inside the attention kernel (SageParams::kv_ready): the (batch, kv head) pairs
+// that the persistent grid's first one and a half waves of tiles read are left to the K/V pass
+// before the kernel (SageParams::kv_from), and the kernel's idle producer warps quantize the others
+// while those tiles run. Tiles go (batch, query head, row block), so a pair's tiles are consecutive
+// and the pairs are needed in order. `grid`: the persistent grid; `m_blocks`: row blocks per head.
+constexpr std::int64_t sage_kv_from(std::int64_t tiles, std::int64_t m_blocks, std::int64_t grid, int heads_q,
+                                    int heads_kv, std::int64_t pairs) {
+  const std::int64_t ahead = std::min(tiles, grid + grid / 2);
+  if (ahead <= 0 || m_blocks <= 0 || heads_kv <= 0) return 0;
+  const std::int64_t bhq = (ahead - 1) / m_blocks;
+  const std::int64_t pair = (bhq / heads_q) * heads_kv + (bhq % heads_q) / (heads_q / heads_kv);
+  return std::min(pairs, pair + 1);
+}
+
 // Key blocks [begin, end) of piece k of a tile of n_blocks split `pieces` ways.
 constexpr std::int64_t sage_piece_begin(std::int64_t n_blocks, int pieces, int k) { return n_blocks * k / pieces; }
 

@@ -66,7 +66,7 @@ struct SageTmaMaps {
 // groups gained 4-9 %: the groups' latency, not the MUFU unit, bounds hd64.
 template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, bool kQk16_ = false,
           int kPolyEvery_ = kConsumers_ == 2 ? 4 : 0, bool kListed_ = false, bool kSplit_ = false,
-          bool kFusedQ_ = false, bool kWalk_ = false>
+          bool kFusedQ_ = false, bool kWalk_ = false, bool kKvInKernel_ = false>
 struct SageTraits {
   // The launch of a key-masked call with a key walk (SageParams::kv_walk; run_sage_attn.cu): a
   // kernel of its own, so that calls without a key mask run exactly the code they ran before the
@@ -80,6 +80,11 @@ struct SageTraits {
   // The producer warpgroup's warps 1-3 quantize each tile's Q rows themselves (SageQQuantizer),
   // in place of the Q pass and the INT8 Q tile's TMA load (see the file comment).
   static constexpr bool kFusedQ = kFusedQ_;
+  // The launch of a call whose K and V the producer warpgroup's idle warps 1-3 quantize while the
+  // consumers run (SageParams::kv_ready; run_sage_attn.cu): a kernel of its own, since the code
+  // made ptxas spill more in the kernels it was added to (4-group hd64 40 -> 88 bytes, the
+  // two-group kernel 0 -> 48). sage_kv_in_kernel_fits says which kernels have one.
+  static constexpr bool kKvInKernel = kKvInKernel_;
   static constexpr int kPolyEvery = kPolyEvery_;  // see SageConsumer::exp2_col
   static constexpr int kD = kD_;
   static constexpr bool kBf16 = kBf16_;    // the caller's dtype: the output, and P and V in the FP16 mode
@@ -175,8 +180,13 @@ struct SageTraits {
                 "the producer quantizes Q for the in-order groups' INT8 Q K^T, into the buffer they do not read");
   static_assert(!kFusedQ || kBlockM == 3 * 64, "warp w of the producer quantizes consumer group w's 64 rows");
   static_assert(!kWalk || !kListed, "block-sparse lists take no key mask");
-  using Split = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, true, kFusedQ_, kWalk_>;
+  static_assert(!kKvInKernel || sage_kv_in_kernel_fits(kConsumers, kPvFp8, !kQk16, kFusedQ || kListed || kWalk),
+                "K and V in the kernel: in-order groups with FP8 P V and INT8 Q K^T, warps 1-3 idle");
+  using Split =
+      SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, true, kFusedQ_, kWalk_, kKvInKernel_>;
   using Walk = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, kSplit_, kFusedQ_, true>;
+  using KvInKernel = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, kSplit_, kFusedQ_,
+                                kWalk_, true>;
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 
@@ -334,8 +344,16 @@ __device__ __forceinline__ void sage_producer(const SageTmaMaps& maps, const Sag
   int stage = 0;
   uint32_t phase = 0;
   QSlot<T> q;
+  [[maybe_unused]] int ready_pair = -1;  // the pair whose in-kernel K/V items were last waited for
   for (int item = blockIdx.x; item < work_items<T>(p); item += gridDim.x, q.advance()) {
     const SageTile c = decode_item<T>(p, item);
+    // With SageParams::kv_ready, a pair quantized in this kernel is waited for before the tile's Q
+    // is loaded, so the consumers (which read the key scales once Q is in) never run ahead of it.
+    if constexpr (T::kKvInKernel)
+      if (const int pair = c.b * p.heads_kv + c.h / group; p.kv_ready != nullptr && pair != ready_pair) {
+        sage_wait_kv_ready(p, pair);
+        ready_pair = pair;
+      }
     if constexpr (!T::kFusedQ) {  // else warps 1-3 fill the Q buffer (SageQQuantizer)
       ptx::mbar_wait(sm.q_empty(q.buf()), q.phase() ^ 1);
       ptx::mbar_arrive_expect_tx(sm.q_full(q.buf()), T::kQBytes);
@@ -710,6 +728,8 @@ struct SageConsumer {
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
       if constexpr (T::kQk16) ks[g] = 0.f;
+      // With kKvInKernel a plain load, not __ldg: other SMs may write these during the kernel.
+      else if constexpr (T::kKvInKernel) ks[g] = g0 + g < p.k_groups ? p.k_scale[kbase + g0 + g] : 0.f;
       else ks[g] = g0 + g < p.k_groups ? __ldg(p.k_scale + kbase + g0 + g) : 0.f;
     }
   }
@@ -1181,9 +1201,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     if (threadIdx.x == 0) {
       sage_producer<T>(maps, p, sm);
     }
-    if constexpr (T::kFusedQ)
+    if constexpr (T::kFusedQ) {
       if (threadIdx.x >= 32)
         SageQQuantizer<T>{p, sm, static_cast<int>(threadIdx.x / 32) - 1, static_cast<int>(threadIdx.x % 32)}.run();
+    } else if constexpr (T::kKvInKernel) {
+      if (threadIdx.x >= 32 && p.kv_ready != nullptr)
+        sage_kv_items<T::kBf16, T::kD>(p, static_cast<int>(threadIdx.x % 32));  // idle warps 1-3: K and V
+    }
   } else {
     ptx::setmaxnreg_inc<T::kConsumerRegs>();
     const int tid = threadIdx.x % 128;

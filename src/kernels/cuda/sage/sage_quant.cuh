@@ -198,6 +198,8 @@ __global__ void __launch_bounds__(32 * kMeanLanes) sage_means_kernel(const SageP
   if (v_stats) {
     p.v_amax[static_cast<std::int64_t>(bh) * kD + c] = amax;
     p.v_scale[static_cast<std::int64_t>(bh) * kD + c] = __fdiv_rn(amax, kE4m3Max);
+    if (p.v_inv != nullptr)  // the in-kernel V items' factor, as sage_quant_v_block computes it
+      p.v_inv[static_cast<std::int64_t>(bh) * kD + c] = amax > 0.f ? __fdiv_rn(kE4m3Max, amax) : 0.f;
   }
 }
 
@@ -516,6 +518,131 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
   }
 }
 
+// The K/V pass's work as items of one warp each, for the attention kernel's idle producer warps
+// (SageParams::kv_ready): the same arithmetic, so the same bits, as sage_quant_k_block and
+// sage_quant_v_block, in few registers (the producer warpgroup runs under setmaxnreg's 24 or 32).
+//  - A K group: a lane holds four channels of one key (hd128) or of one of two keys (hd64); the
+//    group's largest |x - mean| by a warp maximum, then the codes from a second read of the keys
+//    (L1 or L2 by then); 127 / amax and amax / 127 call-free (q_code_ratio, q_scale_of: the bits
+//    of __fdiv_rn).
+//  - A V block: the V pass's 32-bit words (keys kb, kb + 1, kb + 8, kb + 9 of a 32-key chunk) one
+//    channel at a time, with the means kernel's 448 / amax (v_inv).
+template <bool kBf16, int kD>
+__device__ __forceinline__ void sage_k_group_item(const SageParams& p, int group, int bh, int lane) {
+  constexpr int kLanesPerKey = kD / 4, kKeysPerStep = 32 / kLanesPerKey;
+  const int b = bh / p.heads_kv, hkv = bh % p.heads_kv;
+  const int c0 = (lane % kLanesPerKey) * 4, first = group * kKGroup + lane / kLanesPerKey;
+  const float4 mean = *reinterpret_cast<const float4*>(p.k_mean + static_cast<std::int64_t>(bh) * kD + c0);
+  const std::int64_t base = b * p.k_stride_b + hkv * p.k_stride_h + c0;
+  float amax = 0.f;
+#pragma unroll 4
+  for (int i = 0; i < kKGroup / kKeysPerStep; ++i) {
+    const int key = first + i * kKeysPerStep;
+    if (!key_valid(p, b, key)) continue;
+    const float4 k = unpack4<kBf16>(load4_raw(p.k, base + static_cast<std::int64_t>(key) * p.k_stride_s, p.vec_k));
+    amax = fmaxf(amax, fabsf(__fsub_rn(k.x, mean.x)));
+    amax = fmaxf(amax, fabsf(__fsub_rn(k.y, mean.y)));
+    amax = fmaxf(amax, fabsf(__fsub_rn(k.z, mean.z)));
+    amax = fmaxf(amax, fabsf(__fsub_rn(k.w, mean.w)));
+  }
+  amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));  // non-negative: bits order
+  const float r = q_code_ratio(amax);
+  std::int8_t* out = p.k_int8 + static_cast<std::int64_t>(bh) * p.seqlen_k * kD + c0;
+#pragma unroll 2
+  for (int i = 0; i < kKGroup / kKeysPerStep; ++i) {
+    const int key = first + i * kKeysPerStep;
+    if (key >= p.seqlen_k) break;
+    std::uint32_t packed = 0;
+    if (key_valid(p, b, key)) {
+      const float4 k = unpack4<kBf16>(load4_raw(p.k, base + static_cast<std::int64_t>(key) * p.k_stride_s, p.vec_k));
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int v = max(-127, min(127, __float2int_rn(__fmul_rn(__fsub_rn(at4(k, e), at4(mean, e)), r))));
+        packed |= (static_cast<std::uint32_t>(v) & 0xffu) << (8 * e);
+      }
+    }
+    *reinterpret_cast<std::uint32_t*>(out + static_cast<std::int64_t>(key) * kD) = packed;
+  }
+  if (lane == 0) p.k_scale[static_cast<std::int64_t>(bh) * p.k_groups + group] = q_scale_of(amax);
+}
+
+// Element e (0-3) of four packed 16-bit values, as unpack4 gives it.
+template <bool kBf16>
+__device__ __forceinline__ float elem4(const uint2& raw, int e) {
+  const std::uint32_t w = e < 2 ? raw.x : raw.y;
+  const std::uint16_t h = static_cast<std::uint16_t>(e % 2 == 0 ? w & 0xffffu : w >> 16);
+  if constexpr (kBf16) return __uint_as_float(static_cast<std::uint32_t>(h) << 16);
+  else return __half2float(__ushort_as_half(h));
+}
+
+template <bool kBf16, int kD>
+__device__ __forceinline__ void sage_v_block_item(const SageParams& p, int kvblock, int bh, int lane) {
+  constexpr int kChunks = kKvBlock / 32, kUnits = kChunks * (kD / 16);
+  const int b = bh / p.heads_kv, hkv = bh % p.heads_kv;
+  const int key0 = kvblock * kKvBlock, word = lane % 8;
+  const int kb = 16 * (word / 4) + 2 * (word % 4);
+  const std::int64_t base = b * p.v_stride_b + hkv * p.v_stride_h;
+#pragma unroll 1
+  for (int u = 0; u < kUnits; ++u) {
+    const int chunk = u % kChunks, c0 = (u / kChunks) * 16 + (lane / 8) * 4;
+    uint2 raw[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int key = key0 + chunk * 32 + kb + (k / 2) * 8 + k % 2;
+      raw[k] = key_valid(p, b, key) ? load4_raw(p.v, base + static_cast<std::int64_t>(key) * p.v_stride_s + c0, p.vec_v)
+                                    : make_uint2(0u, 0u);
+    }
+    std::uint8_t* dst = p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0) * p.kv_padded + key0 + chunk * 32 + 4 * word;
+    const float* inv = p.v_inv + static_cast<std::int64_t>(bh) * kD + c0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float s = inv[e];
+      const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(
+          make_float2(__fmul_rn(elem4<kBf16>(raw[0], e), s), __fmul_rn(elem4<kBf16>(raw[1], e), s)), __NV_SATFINITE, __NV_E4M3);
+      const std::uint32_t hi = __nv_cvt_float2_to_fp8x2(
+          make_float2(__fmul_rn(elem4<kBf16>(raw[2], e), s), __fmul_rn(elem4<kBf16>(raw[3], e), s)), __NV_SATFINITE, __NV_E4M3);
+      *reinterpret_cast<std::uint32_t*>(dst + e * p.kv_padded) = (lo & 0xffffu) | (hi << 16);
+    }
+  }
+}
+
+// The items of SageParams::kv_ready's pairs, taken one at a time from kv_next until none is left;
+// each finished item counted on its pair's kv_ready (release: its codes and scales are visible to
+// the TMA thread that acquires the count, through the async proxy).
+template <bool kBf16, int kD>
+__device__ __forceinline__ void sage_kv_items(const SageParams& p, int lane) {
+  const int total = (p.batch * p.heads_kv - p.kv_from) * p.kv_head_items;
+  for (;;) {
+    int i = 0;
+    if (lane == 0) i = atomicAdd(p.kv_next, 1);
+    i = __shfl_sync(0xffffffffu, i, 0);
+    if (i >= total) return;
+    const int bh = p.kv_from + i / p.kv_head_items, j = i % p.kv_head_items;
+    if (j < p.kv_k_items) sage_k_group_item<kBf16, kD>(p, j, bh, lane);
+    else sage_v_block_item<kBf16, kD>(p, j - p.kv_k_items, bh, lane);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+#endif
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) atomicAdd(p.kv_ready + bh, 1);
+  }
+}
+
+// The TMA thread's wait for pair bh's items (a no-op for the pairs the K/V pass quantized).
+__device__ __forceinline__ void sage_wait_kv_ready(const SageParams& p, int bh) {
+  if (p.kv_ready == nullptr || bh < p.kv_from) return;
+  for (;;) {
+    int done;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(done) : "l"(p.kv_ready + bh) : "memory");
+    if (done >= p.kv_head_items) break;
+    __nanosleep(64);
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");  // the TMA loads that follow read them
+#endif
+}
+
 // The K pass's and the V pass's blocks, 256 threads each. One launch reads K and V once more,
 // after the means. The arithmetic of each block does not depend on the order, which is one of two:
 //  - `keys_first` (sage_kv_keys_first, the default): by keys, 128-key chunk by chunk from the last,
@@ -532,7 +659,8 @@ template <bool kBf16, int kD>
 __global__ void __launch_bounds__(256, DIFFATTN_SAGE_KV_MIN_BLOCKS)
     sage_quant_kv_kernel(const SageParams p, int k_blocks, bool keys_first, bool with_v) {
   cuda::allow_dependents_to_start();  // the attention kernel waits for this one to finish
-  const int heads = p.batch * p.heads_kv;
+  // With kv_ready the pairs [0, kv_from) only: the attention kernel quantizes the rest.
+  const int heads = p.kv_ready != nullptr ? p.kv_from : p.batch * p.heads_kv;
   if (keys_first) {
     static_assert(kKvBlock == 2 * kKGroup, "two K groups a chunk");
     const int per_chunk = (k_blocks > 0 ? 2 : 0) + (with_v ? 1 : 0);
