@@ -626,10 +626,11 @@ TEST(GpuSageAttn, TheQuantizationPassesGiveTheSameBitsInEveryOrder) {
       }
 }
 
-// K and V quantized by the attention kernel's idle producer warps (DIFFATTN_SAGE_KV_IN_KERNEL=1,
+// K and V quantized by the attention kernel's producer warps (DIFFATTN_SAGE_KV_IN_KERNEL=1,
 // SageParams::kv_ready) take the K/V pass's arithmetic item by item, so the output and LSE must be
 // the bits of the call whose K/V pass quantizes every pair: the three-group kernel at hd128 and
-// hd64 and the four-group kernel at hd64, whole tiles and a split tail, GQA, rows and keys that
+// hd64 with Q from the Q pass and quantized by the kernel itself (its warps then take K/V items
+// between tiles' Q), the four-group kernel at hd64, whole tiles and a split tail, GQA, rows and keys that
 // leave part blocks and an odd number of K groups, causal, key padding read as bytes (the key walk
 // keeps the K/V pass) with a batch that keeps no key, both dtypes. Every shape leaves pairs to the
 // kernel on this GPU (sage_kv_in_kernel_pairs).
@@ -646,30 +647,32 @@ TEST(GpuSageAttn, KAndVQuantizedInTheKernelGiveTheKvPasssBits) {
   int idx = 0;
   for (std::int64_t d : {64, 128})
     for (int groups : {3, 4})
-      for (const BitsShape& sh : shapes) {
-        if (groups == 4 && d != 64) continue;
-        const ParityCase c = bits_case(d, idx++ % 2 ? DType::kFloat16 : DType::kBFloat16, sh);
-        const std::string what = c.name() + " groups " + std::to_string(groups) + " seed " + std::to_string(seed);
-        auto data = testing::make_case_data(c, rng);
-        testing::DeviceCase device(*data);
-        ASSERT_TRUE(device.ok()) << what;
-        ASSERT_GT(sage::sage_kv_in_kernel_pairs(device.problem(), groups, sms), 0) << what;
-        sage::SageKernelChoice choice{groups, 0};
-        choice.key_walk = false;
-        const auto run = [&](const AttentionProblem& p) {
-          return sage::run_sage_attn_cuda(p, sage::PvMode::kFp8, nullptr, choice);
-        };
-        RunBits pass, kernel;
-        ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", "0", 1), 0);
-        const std::string ran_pass = run_poisoned(device, *data, run, pass);
-        ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_IN_KERNEL", "1", 1), 0);
-        const std::string ran_kernel = run_poisoned(device, *data, run, kernel);
-        unsetenv("DIFFATTN_SAGE_KV_IN_KERNEL");
-        unsetenv("DIFFATTN_SAGE_KV_SLICES");
-        ASSERT_EQ(ran_pass, "") << what;
-        ASSERT_EQ(ran_kernel, "") << what;
-        expect_same_bits(pass, kernel, what);
-      }
+      for (int fuse_q : {0, 1})
+        for (const BitsShape& sh : shapes) {
+          if ((groups == 4 && d != 64) || (groups == 4 && fuse_q == 1)) continue;
+          const ParityCase c = bits_case(d, idx++ % 2 ? DType::kFloat16 : DType::kBFloat16, sh);
+          const std::string what = c.name() + " groups " + std::to_string(groups) + " fused Q " + std::to_string(fuse_q) +
+                                   " seed " + std::to_string(seed);
+          auto data = testing::make_case_data(c, rng);
+          testing::DeviceCase device(*data);
+          ASSERT_TRUE(device.ok()) << what;
+          ASSERT_GT(sage::sage_kv_in_kernel_pairs(device.problem(), groups, sms), 0) << what;
+          sage::SageKernelChoice choice{groups, fuse_q};
+          choice.key_walk = false;
+          const auto run = [&](const AttentionProblem& p) {
+            return sage::run_sage_attn_cuda(p, sage::PvMode::kFp8, nullptr, choice);
+          };
+          RunBits pass, kernel;
+          ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", "0", 1), 0);
+          const std::string ran_pass = run_poisoned(device, *data, run, pass);
+          ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_IN_KERNEL", "1", 1), 0);
+          const std::string ran_kernel = run_poisoned(device, *data, run, kernel);
+          unsetenv("DIFFATTN_SAGE_KV_IN_KERNEL");
+          unsetenv("DIFFATTN_SAGE_KV_SLICES");
+          ASSERT_EQ(ran_pass, "") << what;
+          ASSERT_EQ(ran_kernel, "") << what;
+          expect_same_bits(pass, kernel, what);
+        }
 }
 
 // The Q quantization's divisions avoid IEEE division's slow-path call (sage_quant.cuh): for every

@@ -133,7 +133,7 @@ TEST(SageConfig, TheKvPassKeepsThePairsTheFirstWavesRead) {
   EXPECT_FALSE(sage_kv_in_kernel_fits(2, true, true, false));  // the overlapped groups
   EXPECT_FALSE(sage_kv_in_kernel_fits(3, false, true, false));  // the accurate mode
   EXPECT_FALSE(sage_kv_in_kernel_fits(3, true, false, false));  // QK16/V8
-  EXPECT_FALSE(sage_kv_in_kernel_fits(3, true, true, true));   // warps 1-3 quantize Q, or a walk
+  EXPECT_FALSE(sage_kv_in_kernel_fits(3, true, true, true));   // block-sparse lists or a key walk
 }
 
 }  // namespace

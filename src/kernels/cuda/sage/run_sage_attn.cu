@@ -419,7 +419,7 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   const std::int64_t kv_from = sage_kv_from(p.num_tiles, p.num_m_blocks, flash::persistent_grid(p.num_tiles, sms),
                                             p.heads_q, p.heads_kv, pairs);
   const bool kv_in_kernel = kv_in_kernel_ok && hopper && !slices && sage_kv_in_kernel_asked() &&
-                            sage_kv_in_kernel_fits(tile_rows / 64, fp8, qk8, p.fused_q || walk) && kv_from < pairs;
+                            sage_kv_in_kernel_fits(tile_rows / 64, fp8, qk8, walk) && kv_from < pairs;
   if (kv_in_kernel) {
     p.kv_from = static_cast<int>(kv_from);
     p.kv_k_items = p.k_groups;

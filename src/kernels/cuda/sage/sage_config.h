@@ -89,10 +89,11 @@ constexpr SageTailSplit sage_tail_split(std::int64_t tiles, int sm_count, std::i
 }
 
 // Whether a Hopper kernel has a variant that quantizes K and V itself (SageTraits::kKvInKernel):
-// the in-order groups (3, or 4 at hd64) with FP8 P V and INT8 Q K^T whose producer warps 1-3 are
-// idle (`busy`: they quantize Q, or the kernel walks lists or a key walk).
-constexpr bool sage_kv_in_kernel_fits(int consumer_groups, bool pv_fp8, bool qk8, bool busy) {
-  return consumer_groups >= 3 && pv_fp8 && qk8 && !busy;
+// the in-order groups (3, or 4 at hd64) with FP8 P V and INT8 Q K^T, without block-sparse lists or
+// a key walk (`walks`). Their producer warps 1-3 take the items: idle ones until none is left, the
+// ones that quantize Q (kFusedQ) while the next Q buffer is still in use.
+constexpr bool sage_kv_in_kernel_fits(int consumer_groups, bool pv_fp8, bool qk8, bool walks) {
+  return consumer_groups >= 3 && pv_fp8 && qk8 && !walks;
 }
 
 // K and V quantized inside the attention kernel (SageParams::kv_ready): the (batch, kv head) pairs

@@ -80,7 +80,7 @@ struct SageTraits {
   // The producer warpgroup's warps 1-3 quantize each tile's Q rows themselves (SageQQuantizer),
   // in place of the Q pass and the INT8 Q tile's TMA load (see the file comment).
   static constexpr bool kFusedQ = kFusedQ_;
-  // The launch of a call whose K and V the producer warpgroup's idle warps 1-3 quantize while the
+  // The launch of a call whose K and V the producer warpgroup's warps 1-3 quantize while the
   // consumers run (SageParams::kv_ready; run_sage_attn.cu): a kernel of its own, since the code
   // made ptxas spill more in the kernels it was added to (4-group hd64 40 -> 88 bytes, the
   // two-group kernel 0 -> 48). sage_kv_in_kernel_fits says which kernels have one.
@@ -180,8 +180,8 @@ struct SageTraits {
                 "the producer quantizes Q for the in-order groups' INT8 Q K^T, into the buffer they do not read");
   static_assert(!kFusedQ || kBlockM == 3 * 64, "warp w of the producer quantizes consumer group w's 64 rows");
   static_assert(!kWalk || !kListed, "block-sparse lists take no key mask");
-  static_assert(!kKvInKernel || sage_kv_in_kernel_fits(kConsumers, kPvFp8, !kQk16, kFusedQ || kListed || kWalk),
-                "K and V in the kernel: in-order groups with FP8 P V and INT8 Q K^T, warps 1-3 idle");
+  static_assert(!kKvInKernel || sage_kv_in_kernel_fits(kConsumers, kPvFp8, !kQk16, kListed || kWalk),
+                "K and V in the kernel: in-order groups with FP8 P V and INT8 Q K^T, no lists or walk");
   using Split =
       SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, true, kFusedQ_, kWalk_, kKvInKernel_>;
   using Walk = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, kSplit_, kFusedQ_, true>;
@@ -480,13 +480,42 @@ struct SageQQuantizer {
     __syncwarp();
   }
 
+  // With kKvInKernel, K/V items (SageParams::kv_ready) while the Q buffer is still in use, and the
+  // tile's (batch, kv head) pair ready before its Q is handed over: the consumers read its key
+  // scales once they have Q. Waiting warps take items too, so some warp always works on the
+  // lowest pair not yet done (items go out in pair order).
+  __device__ void kv_items_while_busy(int buf, uint32_t parity) const {
+    if constexpr (T::kKvInKernel) {
+      if (p.kv_ready == nullptr) return;
+      for (;;) {
+        uint32_t free = 0;
+        if (lane == 0)
+          asm volatile(
+              "{\n.reg .pred f;\nmbarrier.test_wait.parity.shared::cta.b64 f, [%1], %2;\nselp.u32 %0, 1, 0, f;\n}\n"
+              : "=r"(free)
+              : "r"(ptx::smem_addr(sm.q_empty(buf))), "r"(parity)
+              : "memory");
+        if (__shfl_sync(0xffffffffu, free, 0) != 0 || !sage_kv_item<T::kBf16, T::kD>(p, lane)) return;
+      }
+    }
+  }
+  __device__ void wait_pair(const SageTile& c) const {
+    if constexpr (T::kKvInKernel) {
+      const int pair = c.b * p.heads_kv + c.h / (p.heads_q / p.heads_kv);
+      while (!sage_kv_ready(p, pair))
+        if (!sage_kv_item<T::kBf16, T::kD>(p, lane)) __nanosleep(64);
+    }
+  }
+
   __device__ void run() const {
     QSlot<T> q;
     const int items = work_items<T>(p);
     if (blockIdx.x < items) stage(decode_item<T>(p, blockIdx.x));
     for (int item = blockIdx.x; item < items; item += gridDim.x, q.advance()) {
+      kv_items_while_busy(q.buf(), q.phase() ^ 1);
       ptx::mbar_wait(sm.q_empty(q.buf()), q.phase() ^ 1);
       quantize(q.buf());
+      wait_pair(decode_item<T>(p, item));
       ptx::mbar_arrive(sm.q_full(q.buf()));  // each thread releases its own writes
       if (item + static_cast<int>(gridDim.x) < items) stage(decode_item<T>(p, item + gridDim.x));
     }
@@ -1205,8 +1234,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       if (threadIdx.x >= 32)
         SageQQuantizer<T>{p, sm, static_cast<int>(threadIdx.x / 32) - 1, static_cast<int>(threadIdx.x % 32)}.run();
     } else if constexpr (T::kKvInKernel) {
-      if (threadIdx.x >= 32 && p.kv_ready != nullptr)
-        sage_kv_items<T::kBf16, T::kD>(p, static_cast<int>(threadIdx.x % 32));  // idle warps 1-3: K and V
+      if (threadIdx.x >= 32 && p.kv_ready != nullptr)  // idle warps 1-3: K and V until none is left
+        while (sage_kv_item<T::kBf16, T::kD>(p, static_cast<int>(threadIdx.x % 32))) {
+        }
     }
   } else {
     ptx::setmaxnreg_inc<T::kConsumerRegs>();

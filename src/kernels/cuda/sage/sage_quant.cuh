@@ -606,38 +606,39 @@ __device__ __forceinline__ void sage_v_block_item(const SageParams& p, int kvblo
   }
 }
 
-// The items of SageParams::kv_ready's pairs, taken one at a time from kv_next until none is left;
-// each finished item counted on its pair's kv_ready (release: its codes and scales are visible to
-// the TMA thread that acquires the count, through the async proxy).
+// One item of SageParams::kv_ready's pairs, taken from kv_next, quantized and counted on its pair's
+// kv_ready (release: its codes and scales are visible to a thread that acquires the count, the TMA
+// loads after that thread's proxy fence included); false when none was left.
 template <bool kBf16, int kD>
-__device__ __forceinline__ void sage_kv_items(const SageParams& p, int lane) {
-  const int total = (p.batch * p.heads_kv - p.kv_from) * p.kv_head_items;
-  for (;;) {
-    int i = 0;
-    if (lane == 0) i = atomicAdd(p.kv_next, 1);
-    i = __shfl_sync(0xffffffffu, i, 0);
-    if (i >= total) return;
-    const int bh = p.kv_from + i / p.kv_head_items, j = i % p.kv_head_items;
-    if (j < p.kv_k_items) sage_k_group_item<kBf16, kD>(p, j, bh, lane);
-    else sage_v_block_item<kBf16, kD>(p, j - p.kv_k_items, bh, lane);
+__device__ __forceinline__ bool sage_kv_item(const SageParams& p, int lane) {
+  int i = 0;
+  if (lane == 0) i = atomicAdd(p.kv_next, 1);
+  i = __shfl_sync(0xffffffffu, i, 0);
+  if (i >= (p.batch * p.heads_kv - p.kv_from) * p.kv_head_items) return false;
+  const int bh = p.kv_from + i / p.kv_head_items, j = i % p.kv_head_items;
+  if (j < p.kv_k_items) sage_k_group_item<kBf16, kD>(p, j, bh, lane);
+  else sage_v_block_item<kBf16, kD>(p, j - p.kv_k_items, bh, lane);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
 #endif
-    __threadfence();
-    __syncwarp();
-    if (lane == 0) atomicAdd(p.kv_ready + bh, 1);
-  }
+  __threadfence();
+  __syncwarp();
+  if (lane == 0) atomicAdd(p.kv_ready + bh, 1);
+  return true;
 }
 
-// The TMA thread's wait for pair bh's items (a no-op for the pairs the K/V pass quantized).
+// Whether pair bh's items are all done (acquire); the K/V pass's pairs always are.
+__device__ __forceinline__ bool sage_kv_ready(const SageParams& p, int bh) {
+  if (p.kv_ready == nullptr || bh < p.kv_from) return true;
+  int done;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(done) : "l"(p.kv_ready + bh) : "memory");
+  return done >= p.kv_head_items;
+}
+
+// The TMA thread's wait for pair bh's items (a no-op for the pairs the K/V pass quantized); the
+// warps that quantize items keep taking them meanwhile.
 __device__ __forceinline__ void sage_wait_kv_ready(const SageParams& p, int bh) {
-  if (p.kv_ready == nullptr || bh < p.kv_from) return;
-  for (;;) {
-    int done;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(done) : "l"(p.kv_ready + bh) : "memory");
-    if (done >= p.kv_head_items) break;
-    __nanosleep(64);
-  }
+  while (!sage_kv_ready(p, bh)) __nanosleep(64);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("fence.proxy.async.global;\n" ::: "memory");  // the TMA loads that follow read them
 #endif
