@@ -501,9 +501,16 @@ struct SageQQuantizer {
   }
   __device__ void wait_pair(const SageTile& c) const {
     if constexpr (T::kKvInKernel) {
+      // Lane 0 acquires the count and the warp follows it (one decision for all lanes, which the
+      // item's shuffles need; __syncwarp orders every lane's later arrival after the acquire).
       const int pair = c.b * p.heads_kv + c.h / (p.heads_q / p.heads_kv);
-      while (!sage_kv_ready(p, pair))
+      for (;;) {
+        int ready = 0;
+        if (lane == 0) ready = sage_kv_ready(p, pair) ? 1 : 0;
+        if (__shfl_sync(0xffffffffu, ready, 0) != 0) break;
         if (!sage_kv_item<T::kBf16, T::kD>(p, lane)) __nanosleep(64);
+      }
+      __syncwarp();
     }
   }
 
