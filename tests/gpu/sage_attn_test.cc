@@ -628,7 +628,7 @@ TEST(GpuSageAttn, TheQuantizationPassesGiveTheSameBitsInEveryOrder) {
 
 // K and V quantized by the attention kernel's producer warps (DIFFATTN_SAGE_KV_IN_KERNEL=1,
 // SageParams::kv_ready) take the K/V pass's arithmetic item by item, so the output and LSE must be
-// the bits of the call whose K/V pass quantizes every pair: the three-group kernel at hd128 and
+// the bits of the call whose K/V pass quantizes every pair (=0): the three-group kernel at hd128 and
 // hd64 with Q from the Q pass and quantized by the kernel itself (its warps then take K/V items
 // between tiles' Q), the four-group kernel at hd64, whole tiles and a split tail, GQA, rows and keys that
 // leave part blocks and an odd number of K groups, causal, key padding read as bytes (the key walk
@@ -664,6 +664,7 @@ TEST(GpuSageAttn, KAndVQuantizedInTheKernelGiveTheKvPasssBits) {
           };
           RunBits pass, kernel;
           ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", "0", 1), 0);
+          ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_IN_KERNEL", "0", 1), 0);
           const std::string ran_pass = run_poisoned(device, *data, run, pass);
           ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_IN_KERNEL", "1", 1), 0);
           const std::string ran_kernel = run_poisoned(device, *data, run, kernel);

@@ -136,5 +136,19 @@ TEST(SageConfig, TheKvPassKeepsThePairsTheFirstWavesRead) {
   EXPECT_FALSE(sage_kv_in_kernel_fits(3, true, true, true));   // block-sparse lists or a key walk
 }
 
+// The measured rule: with the Q pass from 4096 keys, in the kernel that quantizes Q itself from
+// 10240; a request overrides it either way.
+TEST(SageConfig, KAndVGoToTheKernelWhereThatMeasuredFaster) {
+  EXPECT_FALSE(sage_kv_in_kernel(false, 512));    // cross-attention: 3 % slower
+  EXPECT_TRUE(sage_kv_in_kernel(false, 4429));    // SD3
+  EXPECT_TRUE(sage_kv_in_kernel(false, 4608));    // FLUX.1 (level)
+  EXPECT_FALSE(sage_kv_in_kernel(true, 4096));    // the 4k square, Q quantized by the kernel: 34 % slower
+  EXPECT_FALSE(sage_kv_in_kernel(true, 8192));
+  EXPECT_TRUE(sage_kv_in_kernel(true, 11440));    // Wan2.2-5B
+  EXPECT_TRUE(sage_kv_in_kernel(true, 14040));    // HunyuanVideo-1.5
+  EXPECT_FALSE(sage_kv_in_kernel(true, 32760, 0));
+  EXPECT_TRUE(sage_kv_in_kernel(false, 512, 1));
+}
+
 }  // namespace
 }  // namespace diffattn::sage

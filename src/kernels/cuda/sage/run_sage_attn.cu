@@ -172,11 +172,13 @@ bool sage_q_heads_first() {
   return knob == nullptr || std::string(knob) != "rows";
 }
 
-// K and V quantized inside the attention kernel (SageParams::kv_ready) where it can: asked for by
-// DIFFATTN_SAGE_KV_IN_KERNEL=1 (read at every call) while it is measured against the K/V pass.
-bool sage_kv_in_kernel_asked() {
+// K and V quantized inside the attention kernel (SageParams::kv_ready): sage_config.h's
+// sage_kv_in_kernel rule, or DIFFATTN_SAGE_KV_IN_KERNEL=0 / =1 (never / wherever the kernel fits;
+// read at every call, for A/B runs and the tests).
+int sage_kv_in_kernel_request() {
   const char* knob = std::getenv("DIFFATTN_SAGE_KV_IN_KERNEL");
-  return knob != nullptr && std::string(knob) == "1";
+  if (knob == nullptr) return -1;
+  return std::string(knob) == "1" ? 1 : std::string(knob) == "0" ? 0 : -1;
 }
 
 bool sage_kv_keys_first() {
@@ -414,12 +416,12 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   Workspace ws{stream};
   const bool walk = walks_keys(p, hopper, key_walk);
   const bool slices = sage_reads_kv_once(problem, major, minor, qk);
-  // K and V in the attention kernel (SageParams::kv_ready) where asked for and the kernel has it.
+  // K and V in the attention kernel (SageParams::kv_ready) where the rule takes it and the kernel has it.
   const std::int64_t pairs = std::int64_t{p.batch} * p.heads_kv;
   const std::int64_t kv_from = sage_kv_from(p.num_tiles, p.num_m_blocks, flash::persistent_grid(p.num_tiles, sms),
                                             p.heads_q, p.heads_kv, pairs);
-  const bool kv_in_kernel = kv_in_kernel_ok && hopper && !slices && sage_kv_in_kernel_asked() &&
-                            sage_kv_in_kernel_fits(tile_rows / 64, fp8, qk8, walk) && kv_from < pairs;
+  const bool kv_in_kernel = kv_in_kernel_ok && hopper && !slices && sage_kv_in_kernel_fits(tile_rows / 64, fp8, qk8, walk) &&
+                            sage_kv_in_kernel(p.fused_q, p.seqlen_k, sage_kv_in_kernel_request()) && kv_from < pairs;
   if (kv_in_kernel) {
     p.kv_from = static_cast<int>(kv_from);
     p.kv_k_items = p.k_groups;

@@ -96,6 +96,23 @@ constexpr bool sage_kv_in_kernel_fits(int consumer_groups, bool pv_fp8, bool qk8
   return consumer_groups >= 3 && pv_fp8 && qk8 && !walks;
 }
 
+// Whether a call that can (sage_kv_in_kernel_fits) quantizes K and V inside the attention kernel.
+// Measured on an H100 against the K/V pass, one job, two rounds (dev/sage_time,
+// bench/results/sage-kv-in-kernel-2026-12-06-h100/): with Q from the Q pass 2-6 % faster from 4096
+// keys up (SD3 0.303-0.305 -> 0.294-0.296 ms, the 4k hd64 square 0.327 -> 0.312-0.314, 6k-10k
+// squares 3-6 %, Wan2.2-5B 1.92-1.94 -> 1.87-1.88), FLUX.1 level, 512-key cross-attention 3 %
+// slower; in the kernel that quantizes Q itself 1.4-2.8 % faster from 10k keys (Wan2.2-5B
+// 1.83-1.85 -> 1.80-1.82 ms, HunyuanVideo-1.5 1.80-1.81 -> 1.75-1.76, the 16k square 3.58 ->
+// 3.49-3.50) but 5-23 % slower below 8k (its Q warps take items only between tiles' Q, and a
+// tile's Q waits for its pair). `requested`: -1 the rule, 0 never, 1 wherever it fits.
+inline constexpr std::int64_t kSageKvInKernelMinKeys = 4096;
+inline constexpr std::int64_t kSageKvInKernelFusedMinKeys = 10240;
+
+constexpr bool sage_kv_in_kernel(bool fused_q, std::int64_t seqlen_k, int requested = -1) {
+  if (requested >= 0) return requested == 1;
+  return seqlen_k >= (fused_q ? kSageKvInKernelFusedMinKeys : kSageKvInKernelMinKeys);
+}
+
 // K and V quantized inside the attention kernel (SageParams::kv_ready): the (batch, kv head) pairs
 // that the persistent grid's first one and a half waves of tiles read are left to the K/V pass
 // before the kernel (SageParams::kv_from), and the kernel's idle producer warps quantize the others
