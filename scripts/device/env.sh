@@ -19,3 +19,16 @@ run_gpu_tests() {
   DIFFATTN_DEPENDENT_LAUNCH=0 timeout -s KILL 120 "$1"/tests/diffattn_tests \
     --gtest_filter='*DependentLaunch*' 2>&1 | grep -E "^\[  (FAILED|PASSED) |differs" | head
 }
+
+# compute-sanitizer's tools $4 (default: memcheck racecheck) over the tests matching $2 of the
+# bundle's test binary in $1, each logged to $3/sanitize-TOOL.log, with a timeout of $5 seconds
+# (default 200); prints each tool's verdict and summary. The caller packs its logs afterwards.
+run_sanitizers() {
+  local tool
+  for tool in ${4:-memcheck racecheck}; do
+    timeout "${5:-200}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$1"/tests/diffattn_tests \
+      --gtest_filter="$2" >"$3/sanitize-$tool.log" 2>&1 \
+      && echo "== $tool clean" || { echo "== $tool reported (exit $?)"; tail -n 20 "$3/sanitize-$tool.log"; }
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$3/sanitize-$tool.log" | tail -n 3
+  done
+}

@@ -4,7 +4,7 @@
 # attention kernel (DIFFATTN_SAGE_KV_IN_KERNEL=1, SageParams::kv_ready) against the K/V pass.
 #  1. the GPU tests of TESTS (the same-bits test of the two ways among them);
 #  2. compute-sanitizer memcheck and racecheck over SANITIZE_TESTS;
-#  3. dev/sage_time on WORKLOADS in MODES with DIFFATTN_SAGE_KV_IN_KERNEL unset and =1 in turn,
+#  3. dev/sage_time on WORKLOADS in MODES with DIFFATTN_SAGE_KV_IN_KERNEL=0 and =1 in turn,
 #     ROUNDS rounds (best of 5 each);
 #  4. (BASE=1) sage_time_base against sage_time on BASE_WORKLOADS in BASE_MODES, alternating.
 # $OUT gets logs.tar.gz with every log, rewritten after each step.
@@ -18,17 +18,13 @@ echo "== tests"
 timeout 300 $bd/tests/diffattn_tests --gtest_filter="${TESTS:-GpuSageAttn*:GpuQk16V8*:SageConfig*}" >"$out/r/tests.log" 2>&1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|Failure|unwritten|what" "$out/r/tests.log" | head -n 30
 pack
-for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
-  timeout "${SANITIZE_TIMEOUT:-150}" compute-sanitizer --tool "$tool" --error-exitcode 9 $bd/tests/diffattn_tests \
-    --gtest_filter="${SANITIZE_TESTS:-GpuSageAttn.KAndVQuantizedInTheKernel*}" >"$out/r/sanitize-$tool.log" 2>&1 \
-    && echo "== $tool clean" || { echo "== $tool reported (exit $?)"; tail -n 12 "$out/r/sanitize-$tool.log"; }
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/r/sanitize-$tool.log" | tail -n 2
-  pack
-done
+run_sanitizers "$bd" "${SANITIZE_TESTS:-GpuSageAttn.KAndVQuantizedInTheKernel*}" "$out/r" \
+  "${SANITIZE_TOOLS:-memcheck racecheck}" "${SANITIZE_TIMEOUT:-150}"
+pack
 for round in $(seq "${ROUNDS:-2}"); do
   for kv in 0 1; do
     echo "== K/V in the kernel: $kv, round $round" | tee -a "$out/r/ab-kv.txt"
-    if [ "$kv" = 1 ]; then export DIFFATTN_SAGE_KV_IN_KERNEL=1; else unset DIFFATTN_SAGE_KV_IN_KERNEL; fi
+    export DIFFATTN_SAGE_KV_IN_KERNEL=$kv  # 0: the K/V pass everywhere (unset is the rule)
     timeout -s KILL 120 $bd/sage_time "${WORKLOADS:-flux,sd3,square-4k,480p-cross,wan2.2,hunyuan}" 5 \
       "${MODES:-fp8/3,fp8/3q}" 2>&1 | tee -a "$out/r/ab-kv.txt"
   done

@@ -29,13 +29,9 @@ if [ "${ORDER_AB:-0}" = 1 ]; then
   pack
 fi
 if [ "${SANITIZE:-1}" = 1 ]; then
-  for tool in memcheck racecheck; do
-    timeout "${SANITIZE_TIMEOUT:-200}" compute-sanitizer --tool "$tool" --error-exitcode 9 $bd/tests/diffattn_tests \
-      --gtest_filter="${SANITIZE_TESTS:-GpuSageAttn.ReadingKAndVOnce*}" >"$out/r/sanitize-$tool.log" 2>&1 \
-      && echo "== $tool clean" || { echo "== $tool reported (exit $?)"; tail -n 20 "$out/r/sanitize-$tool.log"; }
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/r/sanitize-$tool.log" | tail -n 3
-    pack
-  done
+  run_sanitizers "$bd" "${SANITIZE_TESTS:-GpuSageAttn.ReadingKAndVOnce*}" "$out/r" "memcheck racecheck" \
+    "${SANITIZE_TIMEOUT:-200}"
+  pack
 fi
 for w in ${PROFILE:+${PROFILE//,/ }}; do
   echo "== ncu: the quantization kernels of one call on $w"

@@ -103,7 +103,7 @@ constexpr bool sage_kv_in_kernel_fits(int consumer_groups, bool pv_fp8, bool qk8
 // squares 3-6 %, Wan2.2-5B 1.92-1.94 -> 1.87-1.88), FLUX.1 level, 512-key cross-attention 3 %
 // slower; in the kernel that quantizes Q itself 1.4-2.8 % faster from 10k keys (Wan2.2-5B
 // 1.83-1.85 -> 1.80-1.82 ms, HunyuanVideo-1.5 1.80-1.81 -> 1.75-1.76, the 16k square 3.58 ->
-// 3.49-3.50) but 5-23 % slower below 8k (its Q warps take items only between tiles' Q, and a
+// 3.49-3.50) but 5-34 % slower below 8k (its Q warps take items only between tiles' Q, and a
 // tile's Q waits for its pair). `requested`: -1 the rule, 0 never, 1 wherever it fits.
 inline constexpr std::int64_t kSageKvInKernelMinKeys = 4096;
 inline constexpr std::int64_t kSageKvInKernelFusedMinKeys = 10240;
@@ -115,7 +115,7 @@ constexpr bool sage_kv_in_kernel(bool fused_q, std::int64_t seqlen_k, int reques
 
 // K and V quantized inside the attention kernel (SageParams::kv_ready): the (batch, kv head) pairs
 // that the persistent grid's first one and a half waves of tiles read are left to the K/V pass
-// before the kernel (SageParams::kv_from), and the kernel's idle producer warps quantize the others
+// before the kernel (SageParams::kv_from), and the kernel's producer warps 1-3 quantize the others
 // while those tiles run. Tiles go (batch, query head, row block), so a pair's tiles are consecutive
 // and the pairs are needed in order. `grid`: the persistent grid; `m_blocks`: row blocks per head.
 constexpr std::int64_t sage_kv_from(std::int64_t tiles, std::int64_t m_blocks, std::int64_t grid, int heads_q,

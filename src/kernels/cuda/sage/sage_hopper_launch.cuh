@@ -67,7 +67,7 @@ Status launch_sage_hopper(SageParams p, int sm_count, cudaStream_t stream) {
     if (p.kv_ready != nullptr) return launch_sage_hopper<typename T::KvInKernel>(p, sm_count, stream);
   if (p.kv_ready != nullptr && !T::kKvInKernel)  // the launcher asked for a kernel that has no such variant
     return Internal(std::string(T::kQk16 ? kQk16V8Name : kSageName) +
-                         ": K and V were left for the attention kernel, but this kernel cannot quantize them");
+                    ": K and V were left for the attention kernel, but this kernel cannot quantize them");
   constexpr int D = T::kD;
   constexpr const char* who = T::kQk16 ? kQk16V8Name : kSageName;
   SageTmaMaps maps;

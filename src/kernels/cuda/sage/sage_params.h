@@ -83,13 +83,13 @@ struct SageParams {
   std::uint32_t* kv_walk_bits = nullptr;
   int kv_walk_words = 0;
 
-  // K and V quantized inside the attention kernel (run_sage_attn.cu's sage_kv_in_kernel says when):
+  // K and V quantized inside the attention kernel (sage_config.h's sage_kv_in_kernel says when):
   // the K/V pass quantizes the (batch, kv head) pairs [0, kv_from) before the kernel, and the
-  // attention kernel's idle producer warps quantize the rest, an item each (a K group of kKGroup
+  // attention kernel's producer warps 1-3 quantize the rest, an item each (a K group of kKGroup
   // keys, then a V block of kKvBlock keys: kv_head_items per pair, the first kv_k_items of them K
   // groups), in pair order, taken from the counter kv_next. kv_ready[pair] counts the pair's
-  // finished items; the TMA thread waits for all of them before it loads the pair's first key
-  // block. v_inv holds 448 / V's channel maxima (the means kernel's), which the V items multiply by.
+  // finished items; the TMA thread waits for all of them before it loads the first tile of the
+  // pair. v_inv holds 448 / V's channel maxima (the means kernel's), which the V items multiply by.
   // kv_ready null: every pair by the K/V pass.
   int* kv_ready = nullptr;
   int* kv_next = nullptr;
