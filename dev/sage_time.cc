@@ -5,6 +5,7 @@
 //   sage_time [workload-substrings] [rounds] [modes, e.g. fp8/3,qk16/3,fp8/3p4: only those, no Ampere rows]
 // SAGE_WORKLOADS=FILE reads the workloads from FILE (bench/workloads.csv's columns) instead, e.g.
 // dev/sage_sweep.csv, whose key lengths separate a tile's fixed cost from its per-block cost.
+// SAGE_INPUTS=normal draws q, k and v from the standard normal (the product benchmark's inputs) instead.
 // Build on the GPU machine after the default preset (see dev/README.md).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -121,10 +122,14 @@ int main(int argc, char** argv) {
     const size_t nq = size_t(w.b) * w.sq * w.h * w.d, nk = size_t(w.b) * w.skv * w.h * w.d;
     std::vector<__nv_bfloat16> hq(nq), hk(nk), hv(nk);
     // DiT-like: keys share a per-channel offset, a few channels of q and k carry outliers.
+    // SAGE_INPUTS=normal: standard normal q, k and v, as the product benchmark's.
+    const char* inputs = std::getenv("SAGE_INPUTS");
+    const bool normal = inputs != nullptr && std::string(inputs) == "normal";
     std::vector<float> koff(w.d);
-    for (auto& x : koff) x = 2.f * nd(rng);
-    for (size_t i = 0; i < nq; ++i) hq[i] = __float2bfloat16(nd(rng) * ((i % w.d) < 4 ? 6.f : 1.f));
-    for (size_t i = 0; i < nk; ++i) hk[i] = __float2bfloat16(nd(rng) * ((i % w.d) < 4 ? 6.f : 1.f) + koff[i % w.d]);
+    for (auto& x : koff) x = normal ? 0.f : 2.f * nd(rng);
+    const float outlier = normal ? 1.f : 6.f;
+    for (size_t i = 0; i < nq; ++i) hq[i] = __float2bfloat16(nd(rng) * ((i % w.d) < 4 ? outlier : 1.f));
+    for (size_t i = 0; i < nk; ++i) hk[i] = __float2bfloat16(nd(rng) * ((i % w.d) < 4 ? outlier : 1.f) + koff[i % w.d]);
     for (size_t i = 0; i < nk; ++i) hv[i] = __float2bfloat16(nd(rng));
     void *q, *k, *v, *o_ref, *o;
     cudaMalloc(&q, nq * 2), cudaMalloc(&k, nk * 2), cudaMalloc(&v, nk * 2), cudaMalloc(&o_ref, nq * 2), cudaMalloc(&o, nq * 2);
