@@ -420,12 +420,13 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   const std::int64_t pairs = std::int64_t{p.batch} * p.heads_kv;
   const std::int64_t kv_from = sage_kv_from(p.num_tiles, p.num_m_blocks, flash::persistent_grid(p.num_tiles, sms),
                                             p.heads_q, p.heads_kv, pairs);
-  const bool kv_in_kernel = kv_in_kernel_ok && hopper && !slices && sage_kv_in_kernel_fits(tile_rows / 64, fp8, qk8, walk) &&
-                            sage_kv_in_kernel(p.fused_q, p.seqlen_k, sage_kv_in_kernel_request()) && kv_from < pairs;
+  const bool kv_in_kernel = kv_in_kernel_ok && hopper && !slices && sage_kv_in_kernel_fits(tile_rows / 64, fp8, walk) &&
+                            sage_kv_in_kernel(p.fused_q, p.seqlen_k, sage_kv_in_kernel_request(), !qk8) &&
+                            kv_from < pairs;
   if (kv_in_kernel) {
     p.kv_from = static_cast<int>(kv_from);
-    p.kv_k_items = p.k_groups;
-    p.kv_head_items = p.k_groups + p.kv_padded / kKvBlock;
+    p.kv_k_items = qk8 ? p.k_groups : 0;  // QK16/V8: V's blocks alone
+    p.kv_head_items = p.kv_k_items + p.kv_padded / kKvBlock;
   }
   DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, walk, kv_in_kernel, stream, ws));
   const int d = p.head_size;

@@ -180,8 +180,8 @@ struct SageTraits {
                 "the producer quantizes Q for the in-order groups' INT8 Q K^T, into the buffer they do not read");
   static_assert(!kFusedQ || kBlockM == 3 * 64, "warp w of the producer quantizes consumer group w's 64 rows");
   static_assert(!kWalk || !kListed, "block-sparse lists take no key mask");
-  static_assert(!kKvInKernel || sage_kv_in_kernel_fits(kConsumers, kPvFp8, !kQk16, kListed || kWalk),
-                "K and V in the kernel: in-order groups with FP8 P V and INT8 Q K^T, no lists or walk");
+  static_assert(!kKvInKernel || sage_kv_in_kernel_fits(kConsumers, kPvFp8, kListed || kWalk),
+                "K and V in the kernel: in-order groups with FP8 P V, no lists or walk");
   using Split =
       SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, true, kFusedQ_, kWalk_, kKvInKernel_>;
   using Walk = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, kSplit_, kFusedQ_, true>;

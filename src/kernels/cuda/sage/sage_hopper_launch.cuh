@@ -63,7 +63,7 @@ template <class T>
 Status launch_sage_hopper(SageParams p, int sm_count, cudaStream_t stream) {
   if constexpr (!T::kWalk && !T::kListed)
     if (p.kv_walk != nullptr) return launch_sage_hopper<typename T::Walk>(p, sm_count, stream);
-  if constexpr (!T::kKvInKernel && sage_kv_in_kernel_fits(T::kConsumers, T::kPvFp8, !T::kQk16, T::kListed || T::kWalk))
+  if constexpr (!T::kKvInKernel && sage_kv_in_kernel_fits(T::kConsumers, T::kPvFp8, T::kListed || T::kWalk))
     if (p.kv_ready != nullptr) return launch_sage_hopper<typename T::KvInKernel>(p, sm_count, stream);
   if (p.kv_ready != nullptr && !T::kKvInKernel)  // the launcher asked for a kernel that has no such variant
     return Internal(std::string(T::kQk16 ? kQk16V8Name : kSageName) +
