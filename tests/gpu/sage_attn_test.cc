@@ -633,7 +633,8 @@ TEST(GpuSageAttn, TheQuantizationPassesGiveTheSameBitsInEveryOrder) {
 // between tiles' Q), the four-group kernel at hd64, whole tiles and a split tail, GQA, rows and keys that
 // leave part blocks and an odd number of K groups, causal, key padding read as bytes (the key walk
 // keeps the K/V pass) with a batch that keeps no key, both dtypes; and QK16/V8's kernel, whose items
-// are V's blocks alone, in the same shapes. Every shape leaves pairs to the kernel on this GPU
+// are V's blocks alone, in the same shapes. Each also with the statistics and means of those pairs
+// in the kernel (DIFFATTN_SAGE_STATS_IN_KERNEL=1). Every shape leaves pairs to the kernel on this GPU
 // (sage_kv_in_kernel_pairs).
 TEST(GpuSageAttn, KAndVQuantizedInTheKernelGiveTheKvPasssBits) {
   SKIP_WITHOUT_SAGE_GPU();
@@ -666,17 +667,31 @@ TEST(GpuSageAttn, KAndVQuantizedInTheKernelGiveTheKvPasssBits) {
             return qk16 ? sage::run_qk16_v8_cuda(p, nullptr, choice)
                         : sage::run_sage_attn_cuda(p, sage::PvMode::kFp8, nullptr, choice);
           };
-          RunBits pass, kernel;
+          RunBits pass, kernel, stats;
           ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", "0", 1), 0);
           ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_IN_KERNEL", "0", 1), 0);
           const std::string ran_pass = run_poisoned(device, *data, run, pass);
           ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_IN_KERNEL", "1", 1), 0);
           const std::string ran_kernel = run_poisoned(device, *data, run, kernel);
+          // The statistics and means too, on a call without the LSE (whose row shifts keep them
+          // before the kernel): its output against the pass's.
+          ASSERT_EQ(setenv("DIFFATTN_SAGE_STATS_IN_KERNEL", "1", 1), 0);
+          const std::string ran_stats = run_poisoned(
+              device, *data,
+              [&](const AttentionProblem& p) {
+                AttentionProblem no_lse = p;
+                no_lse.lse.reset();
+                return run(no_lse);
+              },
+              stats);
+          unsetenv("DIFFATTN_SAGE_STATS_IN_KERNEL");
           unsetenv("DIFFATTN_SAGE_KV_IN_KERNEL");
           unsetenv("DIFFATTN_SAGE_KV_SLICES");
           ASSERT_EQ(ran_pass, "") << what;
           ASSERT_EQ(ran_kernel, "") << what;
+          ASSERT_EQ(ran_stats, "") << what;
           expect_same_bits(pass, kernel, what);
+          EXPECT_EQ(stats.out, pass.out) << what << " statistics in the kernel";
         }
 }
 

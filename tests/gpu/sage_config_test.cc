@@ -133,6 +133,11 @@ TEST(SageConfig, TheKvPassKeepsThePairsTheFirstWavesRead) {
   EXPECT_FALSE(sage_kv_in_kernel_fits(2, true, false));  // the overlapped groups
   EXPECT_FALSE(sage_kv_in_kernel_fits(3, false, false));  // the accurate mode
   EXPECT_FALSE(sage_kv_in_kernel_fits(3, true, true));   // block-sparse lists or a key walk
+  // The statistics too: only the kernel that quantizes Q itself, at hd128, on whole tiles.
+  EXPECT_TRUE(sage_stats_in_kernel_fits(true, 128, false));
+  EXPECT_FALSE(sage_stats_in_kernel_fits(false, 128, false));
+  EXPECT_FALSE(sage_stats_in_kernel_fits(true, 64, false));
+  EXPECT_FALSE(sage_stats_in_kernel_fits(true, 128, true));
 }
 
 // The measured rule: with the Q pass from 4096 keys, in the kernel that quantizes Q itself from

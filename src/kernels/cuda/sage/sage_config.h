@@ -116,6 +116,14 @@ constexpr bool sage_kv_in_kernel(bool fused_q, std::int64_t seqlen_k, int reques
   return seqlen_k >= (fused_q ? kSageKvInKernelFusedMinKeys : kSageKvInKernelMinKeys);
 }
 
+// Whether a K/V kernel (sage_kv_in_kernel_fits) has a variant that gathers the statistics and means
+// of its pairs too (SageTraits::kStatsInKernel): the three-group kernel that quantizes Q itself, at
+// hd128, on whole tiles (the long video rows, where the statistics pass is most of what still runs
+// before the kernel). Those items made ptxas spill in the other kernels.
+constexpr bool sage_stats_in_kernel_fits(bool fused_q, int head_size, bool splits_tail) {
+  return fused_q && head_size == 128 && !splits_tail;
+}
+
 // K and V quantized inside the attention kernel (SageParams::kv_ready): the (batch, kv head) pairs
 // that the persistent grid's first one and a half waves of tiles read are left to the K/V pass
 // before the kernel (SageParams::kv_from), and the kernel's producer warps 1-3 quantize the others
