@@ -627,12 +627,25 @@ __device__ __forceinline__ void sage_stats_item(const SageParams& p, int chunk, 
   const bool vec = v_kind ? p.vec_v : p.vec_k;
   const std::int64_t stride = v_kind ? p.v_stride_s : p.k_stride_s;
   const std::int64_t base = v_kind ? b * p.v_stride_b + hkv * p.v_stride_h + c0 : b * p.k_stride_b + hkv * p.k_stride_h + c0;
+  // The chunk's rows into L2 first (no registers held): the loop below keeps few loads in flight
+  // under the producer's register budget, and waits on L2 rather than DRAM.
+  {
+    const char* rows = static_cast<const char*>(src) + 2 * (v_kind ? b * p.v_stride_b + hkv * p.v_stride_h
+                                                                   : b * p.k_stride_b + hkv * p.k_stride_h);
+    for (int key = key0 + lane; key < key1; key += 32)
+#pragma unroll
+      for (int line = 0; line < 2 * kD; line += 128) {
+#if defined(__CUDA_ARCH__)
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(rows + 2 * static_cast<std::int64_t>(key) * stride + line));
+#endif
+      }
+  }
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);  // K: the ordered total; V: the maxima
   int count = 0;
 #pragma unroll 1
   for (int t = 0; t < kKeyLanes / kSub; ++t) {
     float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 1
+#pragma unroll 2
     for (int key = key0 + t * kSub + sub; key < key1; key += kKeyLanes) {
       if (!key_valid(p, b, key)) continue;
       const float4 x = unpack4<kBf16>(load4_raw(src, base + static_cast<std::int64_t>(key) * stride, vec));
