@@ -128,16 +128,12 @@ TEST(SageConfig, TheKvPassKeepsThePairsTheFirstWavesRead) {
             }
           }
         }
-  EXPECT_TRUE(sage_kv_in_kernel_fits(3, true, false));  // INT8 or 16-bit Q K^T (QK16/V8: V alone)
-  EXPECT_TRUE(sage_kv_in_kernel_fits(4, true, false));
-  EXPECT_FALSE(sage_kv_in_kernel_fits(2, true, false));  // the overlapped groups
-  EXPECT_FALSE(sage_kv_in_kernel_fits(3, false, false));  // the accurate mode
-  EXPECT_FALSE(sage_kv_in_kernel_fits(3, true, true));   // block-sparse lists or a key walk
-  // The statistics too: only the kernel that quantizes Q itself, at hd128, on whole tiles.
-  EXPECT_TRUE(sage_stats_in_kernel_fits(true, 128, false));
-  EXPECT_FALSE(sage_stats_in_kernel_fits(false, 128, false));
-  EXPECT_FALSE(sage_stats_in_kernel_fits(true, 64, false));
-  EXPECT_FALSE(sage_stats_in_kernel_fits(true, 128, true));
+  EXPECT_TRUE(sage_kv_in_kernel_fits(3, true, true, false));
+  EXPECT_TRUE(sage_kv_in_kernel_fits(4, true, true, false));
+  EXPECT_FALSE(sage_kv_in_kernel_fits(2, true, true, false));  // the overlapped groups
+  EXPECT_FALSE(sage_kv_in_kernel_fits(3, false, true, false));  // the accurate mode
+  EXPECT_FALSE(sage_kv_in_kernel_fits(3, true, false, false));  // QK16/V8
+  EXPECT_FALSE(sage_kv_in_kernel_fits(3, true, true, true));   // block-sparse lists or a key walk
 }
 
 // The measured rule: with the Q pass from 4096 keys, in the kernel that quantizes Q itself from
@@ -152,8 +148,6 @@ TEST(SageConfig, KAndVGoToTheKernelWhereThatMeasuredFaster) {
   EXPECT_TRUE(sage_kv_in_kernel(true, 14040));    // HunyuanVideo-1.5
   EXPECT_FALSE(sage_kv_in_kernel(true, 32760, 0));
   EXPECT_TRUE(sage_kv_in_kernel(false, 512, 1));
-  EXPECT_FALSE(sage_kv_in_kernel(false, 14040, -1, /*qk16=*/true));  // not timed yet: the V pass
-  EXPECT_TRUE(sage_kv_in_kernel(false, 14040, 1, /*qk16=*/true));
 }
 
 }  // namespace

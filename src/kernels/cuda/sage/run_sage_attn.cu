@@ -181,14 +181,6 @@ int sage_kv_in_kernel_request() {
   return std::string(knob) == "1" ? 1 : std::string(knob) == "0" ? 0 : -1;
 }
 
-// The statistics and means of the pairs the attention kernel quantizes, gathered by that kernel too
-// (SageParams::kv_s_items): DIFFATTN_SAGE_STATS_IN_KERNEL=1 (read at every call; not yet the
-// default: not timed).
-int sage_stats_in_kernel_request() {
-  const char* knob = std::getenv("DIFFATTN_SAGE_STATS_IN_KERNEL");
-  return knob != nullptr && std::string(knob) == "1" ? 1 : 0;
-}
-
 bool sage_kv_keys_first() {
   const char* knob = std::getenv("DIFFATTN_SAGE_KV_ORDER");
   return knob == nullptr || std::string(knob) != "heads";
@@ -229,8 +221,7 @@ template <bool kBf16, int kD>
 Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, bool slices, cudaStream_t stream) {
   const int bhq = p.batch * p.heads_q, bhkv = p.batch * p.heads_kv;
   const int q_blocks = qk8 && !p.fused_q ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
-  const int stat_pairs = p.kv_s_items > 0 ? p.kv_from : bhkv;  // the rest in the attention kernel
-  const int stat_blocks = slices ? 0 : p.stat_chunks * stat_pairs;
+  const int stat_blocks = slices ? 0 : p.stat_chunks * bhkv;
   const bool keys_first = sage_kv_keys_first();
   if (q_blocks + stat_blocks > 0)
     sage_prepass_kernel<kBf16, kD><<<q_blocks + stat_blocks, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks,
@@ -252,7 +243,7 @@ Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, bool 
     if (e == cudaSuccess) e = launch_kv_slices<kBf16, kD>(p, qk8, v_fp8, dependent && after_own, stream);
   } else {
     if (e == cudaSuccess)
-      e = cuda::launch_maybe_dependent(dependent, sage_means_kernel<kD>, dim3(stat_pairs, kD / 32), dim3(32 * kMeanLanes),
+      e = cuda::launch_maybe_dependent(dependent, sage_means_kernel<kD>, dim3(bhkv, kD / 32), dim3(32 * kMeanLanes),
                                        0, stream, p, v_fp8);
     const int pairs = p.kv_ready != nullptr ? p.kv_from : bhkv;  // the rest in the attention kernel
     const int k_blocks = qk8 ? p.k_groups * pairs : 0, v_blocks = v_fp8 ? p.kv_padded / kKvBlock * pairs : 0;
@@ -429,20 +420,12 @@ Status quantize_and_launch(const AttentionProblem& problem, PvMode pv, QkMode qk
   const std::int64_t pairs = std::int64_t{p.batch} * p.heads_kv;
   const std::int64_t kv_from = sage_kv_from(p.num_tiles, p.num_m_blocks, flash::persistent_grid(p.num_tiles, sms),
                                             p.heads_q, p.heads_kv, pairs);
-  const bool kv_in_kernel = kv_in_kernel_ok && hopper && !slices && sage_kv_in_kernel_fits(tile_rows / 64, fp8, walk) &&
-                            sage_kv_in_kernel(p.fused_q, p.seqlen_k, sage_kv_in_kernel_request(), !qk8) &&
-                            kv_from < pairs;
+  const bool kv_in_kernel = kv_in_kernel_ok && hopper && !slices && sage_kv_in_kernel_fits(tile_rows / 64, fp8, qk8, walk) &&
+                            sage_kv_in_kernel(p.fused_q, p.seqlen_k, sage_kv_in_kernel_request()) && kv_from < pairs;
   if (kv_in_kernel) {
     p.kv_from = static_cast<int>(kv_from);
-    p.kv_k_items = qk8 ? p.k_groups : 0;  // QK16/V8: V's blocks alone
-    // The statistics too where asked and the kernel has them; not for the LSE, whose row shifts need
-    // every pair's K means before the kernel. Items: V's chunks, then K's (INT8 Q K^T), then the means.
-    if (p.lse == nullptr && sage_stats_in_kernel_request() == 1 &&
-        sage_stats_in_kernel_fits(p.fused_q, p.head_size, splits_tail)) {
-      p.kv_s_items = p.stat_chunks * (qk8 ? 2 : 1);
-      p.kv_m_items = p.head_size / 32;
-    }
-    p.kv_head_items = p.kv_s_items + p.kv_m_items + p.kv_k_items + p.kv_padded / kKvBlock;
+    p.kv_k_items = p.k_groups;
+    p.kv_head_items = p.k_groups + p.kv_padded / kKvBlock;
   }
   DIFFATTN_RETURN_IF_ERROR(take_workspace(p, fp8, qk8, walk, kv_in_kernel, stream, ws));
   const int d = p.head_size;

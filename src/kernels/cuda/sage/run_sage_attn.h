@@ -33,7 +33,7 @@ Status run_sage_attn_cuda(const AttentionProblem& problem, PvMode pv, void* stre
 
 // For the tests: of a Hopper call with `consumer_groups` groups on `sm_count` SMs whose K and V go
 // to the attention kernel (sage_config.h's sage_kv_in_kernel, or DIFFATTN_SAGE_KV_IN_KERNEL=1;
-// FP8 P*V, INT8 or 16-bit Q K^T, no key walk), how many (batch, kv head) pairs the kernel quantizes: the
+// FP8 P*V, INT8 Q K^T, no key walk), how many (batch, kv head) pairs the kernel quantizes: the
 // others are the K/V pass's (sage_kv_from).
 std::int64_t sage_kv_in_kernel_pairs(const AttentionProblem& problem, int consumer_groups, int sm_count);
 

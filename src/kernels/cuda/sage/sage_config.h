@@ -89,12 +89,11 @@ constexpr SageTailSplit sage_tail_split(std::int64_t tiles, int sm_count, std::i
 }
 
 // Whether a Hopper kernel has a variant that quantizes K and V itself (SageTraits::kKvInKernel):
-// the in-order groups (3, or 4 at hd64) with FP8 P V, without block-sparse lists or a key walk
-// (`walks`). Their producer warps 1-3 take the items: idle ones until none is left, the ones that
-// quantize Q (kFusedQ) while the next Q buffer is still in use. With INT8 Q K^T the items are K's
-// groups and V's blocks; with QK16/V8's 16-bit Q K^T, V's blocks alone.
-constexpr bool sage_kv_in_kernel_fits(int consumer_groups, bool pv_fp8, bool walks) {
-  return consumer_groups >= 3 && pv_fp8 && !walks;
+// the in-order groups (3, or 4 at hd64) with FP8 P V and INT8 Q K^T, without block-sparse lists or
+// a key walk (`walks`). Their producer warps 1-3 take the items: idle ones until none is left, the
+// ones that quantize Q (kFusedQ) while the next Q buffer is still in use.
+constexpr bool sage_kv_in_kernel_fits(int consumer_groups, bool pv_fp8, bool qk8, bool walks) {
+  return consumer_groups >= 3 && pv_fp8 && qk8 && !walks;
 }
 
 // Whether a call that can (sage_kv_in_kernel_fits) quantizes K and V inside the attention kernel.
@@ -105,23 +104,13 @@ constexpr bool sage_kv_in_kernel_fits(int consumer_groups, bool pv_fp8, bool wal
 // slower; in the kernel that quantizes Q itself 1.4-2.8 % faster from 10k keys (Wan2.2-5B
 // 1.83-1.85 -> 1.80-1.82 ms, HunyuanVideo-1.5 1.80-1.81 -> 1.75-1.76, the 16k square 3.58 ->
 // 3.49-3.50) but 5-34 % slower below 8k (its Q warps take items only between tiles' Q, and a
-// tile's Q waits for its pair). QK16/V8 (`qk16`, V alone) has not been timed in the kernel yet, so
-// its calls keep the V pass unless asked. `requested`: -1 the rule, 0 never, 1 wherever it fits.
+// tile's Q waits for its pair). `requested`: -1 the rule, 0 never, 1 wherever it fits.
 inline constexpr std::int64_t kSageKvInKernelMinKeys = 4096;
 inline constexpr std::int64_t kSageKvInKernelFusedMinKeys = 10240;
 
-constexpr bool sage_kv_in_kernel(bool fused_q, std::int64_t seqlen_k, int requested = -1, bool qk16 = false) {
+constexpr bool sage_kv_in_kernel(bool fused_q, std::int64_t seqlen_k, int requested = -1) {
   if (requested >= 0) return requested == 1;
-  if (qk16) return false;
   return seqlen_k >= (fused_q ? kSageKvInKernelFusedMinKeys : kSageKvInKernelMinKeys);
-}
-
-// Whether a K/V kernel (sage_kv_in_kernel_fits) has a variant that gathers the statistics and means
-// of its pairs too (SageTraits::kStatsInKernel): the three-group kernel that quantizes Q itself, at
-// hd128, on whole tiles (the long video rows, where the statistics pass is most of what still runs
-// before the kernel). Those items made ptxas spill in the other kernels.
-constexpr bool sage_stats_in_kernel_fits(bool fused_q, int head_size, bool splits_tail) {
-  return fused_q && head_size == 128 && !splits_tail;
 }
 
 // K and V quantized inside the attention kernel (SageParams::kv_ready): the (batch, kv head) pairs

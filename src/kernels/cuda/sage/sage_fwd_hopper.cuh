@@ -66,7 +66,7 @@ struct SageTmaMaps {
 // groups gained 4-9 %: the groups' latency, not the MUFU unit, bounds hd64.
 template <int kD_, bool kBf16_, bool kPvFp8_, int kConsumers_ = 2, bool kQk16_ = false,
           int kPolyEvery_ = kConsumers_ == 2 ? 4 : 0, bool kListed_ = false, bool kSplit_ = false,
-          bool kFusedQ_ = false, bool kWalk_ = false, bool kKvInKernel_ = false, bool kStatsInKernel_ = false>
+          bool kFusedQ_ = false, bool kWalk_ = false, bool kKvInKernel_ = false>
 struct SageTraits {
   // The launch of a key-masked call with a key walk (SageParams::kv_walk; run_sage_attn.cu): a
   // kernel of its own, so that calls without a key mask run exactly the code they ran before the
@@ -85,11 +85,6 @@ struct SageTraits {
   // made ptxas spill more in the kernels it was added to (4-group hd64 40 -> 88 bytes, the
   // two-group kernel 0 -> 48). sage_kv_in_kernel_fits says which kernels have one.
   static constexpr bool kKvInKernel = kKvInKernel_;
-  // The same with the statistics and means of those pairs as items too (SageParams::kv_s_items;
-  // sage_config.h's sage_stats_in_kernel_fits says which kernels have it): a kernel of its own again,
-  // since those items made ptxas spill more in the K/V kernels they were added to (hd128
-  // three-group 4 -> 168 bytes).
-  static constexpr bool kStatsInKernel = kStatsInKernel_;
   static constexpr int kPolyEvery = kPolyEvery_;  // see SageConsumer::exp2_col
   static constexpr int kD = kD_;
   static constexpr bool kBf16 = kBf16_;    // the caller's dtype: the output, and P and V in the FP16 mode
@@ -185,18 +180,13 @@ struct SageTraits {
                 "the producer quantizes Q for the in-order groups' INT8 Q K^T, into the buffer they do not read");
   static_assert(!kFusedQ || kBlockM == 3 * 64, "warp w of the producer quantizes consumer group w's 64 rows");
   static_assert(!kWalk || !kListed, "block-sparse lists take no key mask");
-  static_assert(!kKvInKernel || sage_kv_in_kernel_fits(kConsumers, kPvFp8, kListed || kWalk),
-                "K and V in the kernel: in-order groups with FP8 P V, no lists or walk");
-  static_assert(!kStatsInKernel || (kKvInKernel && sage_stats_in_kernel_fits(kFusedQ, kD, kSplit)),
-                "the statistics in the kernel: the K/V kernel that quantizes Q itself, hd128, whole tiles");
-  // (No split kernel gathers the statistics: the launcher leaves them to the passes when it splits.)
+  static_assert(!kKvInKernel || sage_kv_in_kernel_fits(kConsumers, kPvFp8, !kQk16, kListed || kWalk),
+                "K and V in the kernel: in-order groups with FP8 P V and INT8 Q K^T, no lists or walk");
   using Split =
       SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, true, kFusedQ_, kWalk_, kKvInKernel_>;
   using Walk = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, kSplit_, kFusedQ_, true>;
   using KvInKernel = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, kSplit_, kFusedQ_,
                                 kWalk_, true>;
-  using StatsInKernel = SageTraits<kD_, kBf16_, kPvFp8_, kConsumers_, kQk16_, kPolyEvery_, kListed_, kSplit_, kFusedQ_,
-                                   kWalk_, true, true>;
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 
@@ -505,7 +495,7 @@ struct SageQQuantizer {
               : "=r"(free)
               : "r"(ptx::smem_addr(sm.q_empty(buf))), "r"(parity)
               : "memory");
-        if (__shfl_sync(0xffffffffu, free, 0) != 0 || !sage_kv_item<T::kBf16, T::kD, T::kStatsInKernel>(p, lane)) return;
+        if (__shfl_sync(0xffffffffu, free, 0) != 0 || !sage_kv_item<T::kBf16, T::kD>(p, lane)) return;
       }
     }
   }
@@ -518,7 +508,7 @@ struct SageQQuantizer {
         int ready = 0;
         if (lane == 0) ready = sage_kv_ready(p, pair) ? 1 : 0;
         if (__shfl_sync(0xffffffffu, ready, 0) != 0) break;
-        if (!sage_kv_item<T::kBf16, T::kD, T::kStatsInKernel>(p, lane)) __nanosleep(64);
+        if (!sage_kv_item<T::kBf16, T::kD>(p, lane)) __nanosleep(64);
       }
       __syncwarp();
     }
@@ -950,13 +940,6 @@ struct SageConsumer {
     }
   }
 
-  // With kStatsInKernel a plain load, not __ldg: the kernel's means items may have written it (after
-  // this CTA's producer acquired the pair's count, before this tile's first K/V stage landed).
-  __device__ static float v_scale_at(const float* vs, int col) {
-    if constexpr (T::kStatsInKernel) return vs[col];
-    else return __ldg(vs + col);
-  }
-
   __device__ const float* v_scales(const SageTile& c) const {
     const int hkv = c.h / (p.heads_q / p.heads_kv);
     return p.v_scale + (static_cast<std::int64_t>(c.b) * p.heads_kv + hkv) * T::kD;
@@ -978,8 +961,8 @@ struct SageConsumer {
         const int col = j * 8 + (lane % 4) * 2;
         float x0 = o[j * 4 + 2 * r], x1 = o[j * 4 + 2 * r + 1];
         if constexpr (T::kPvFp8) {
-          x0 *= v_scale_at(vs, col);
-          x1 *= v_scale_at(vs, col + 1);
+          x0 *= __ldg(vs + col);
+          x1 *= __ldg(vs + col + 1);
         }
         *reinterpret_cast<float2*>(dst + j * 8) = make_float2(x0, x1);
       }
@@ -1005,8 +988,8 @@ struct SageConsumer {
         const int col = j * 8 + (lane % 4) * 2;
         float x0 = o[j * 4 + 2 * r], x1 = o[j * 4 + 2 * r + 1];
         if constexpr (T::kPvFp8) {
-          x0 *= v_scale_at(vs, col);  // o sums (448 p) (v / vs) and l sums 448 p
-          x1 *= v_scale_at(vs, col + 1);
+          x0 *= __ldg(vs + col);  // o sums (448 p) (v / vs) and l sums 448 p
+          x1 *= __ldg(vs + col + 1);
         }
         x0 *= inv;
         x1 *= inv;
@@ -1259,7 +1242,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         SageQQuantizer<T>{p, sm, static_cast<int>(threadIdx.x / 32) - 1, static_cast<int>(threadIdx.x % 32)}.run();
     } else if constexpr (T::kKvInKernel) {
       if (threadIdx.x >= 32 && p.kv_ready != nullptr)  // idle warps 1-3: K and V until none is left
-        while (sage_kv_item<T::kBf16, T::kD, T::kStatsInKernel>(p, static_cast<int>(threadIdx.x % 32))) {
+        while (sage_kv_item<T::kBf16, T::kD>(p, static_cast<int>(threadIdx.x % 32))) {
         }
     }
   } else {

@@ -63,16 +63,11 @@ template <class T>
 Status launch_sage_hopper(SageParams p, int sm_count, cudaStream_t stream) {
   if constexpr (!T::kWalk && !T::kListed)
     if (p.kv_walk != nullptr) return launch_sage_hopper<typename T::Walk>(p, sm_count, stream);
-  if constexpr (!T::kKvInKernel && sage_kv_in_kernel_fits(T::kConsumers, T::kPvFp8, T::kListed || T::kWalk))
+  if constexpr (!T::kKvInKernel && sage_kv_in_kernel_fits(T::kConsumers, T::kPvFp8, !T::kQk16, T::kListed || T::kWalk))
     if (p.kv_ready != nullptr) return launch_sage_hopper<typename T::KvInKernel>(p, sm_count, stream);
-  if constexpr (T::kKvInKernel && !T::kStatsInKernel && sage_stats_in_kernel_fits(T::kFusedQ, T::kD, T::kSplit))
-    if (p.kv_s_items > 0) return launch_sage_hopper<typename T::StatsInKernel>(p, sm_count, stream);
   if (p.kv_ready != nullptr && !T::kKvInKernel)  // the launcher asked for a kernel that has no such variant
     return Internal(std::string(T::kQk16 ? kQk16V8Name : kSageName) +
                     ": K and V were left for the attention kernel, but this kernel cannot quantize them");
-  if (p.kv_s_items > 0 && !T::kStatsInKernel)
-    return Internal(std::string(T::kQk16 ? kQk16V8Name : kSageName) +
-                    ": K's and V's statistics were left for the attention kernel, but this kernel cannot gather them");
   constexpr int D = T::kD;
   constexpr const char* who = T::kQk16 ? kQk16V8Name : kSageName;
   SageTmaMaps maps;

@@ -95,11 +95,6 @@ struct SageParams {
   int* kv_next = nullptr;
   float* v_inv = nullptr;  // [B, Hkv, D]
   int kv_from = 0, kv_head_items = 0, kv_k_items = 0;
-  // With kv_s_items > 0 the statistics and the means of the pairs [kv_from, B * Hkv) are the
-  // kernel's too (sage_config.h's sage_stats_in_kernel): each such pair's items are then kv_s_items
-  // statistics chunks, kv_m_items means slices of 32 channels, then its K groups and V blocks, in the
-  // rounds sage_kv_item describes; the statistics pass and the means kernel take [0, kv_from) only.
-  int kv_s_items = 0, kv_m_items = 0;
 };
 
 // What messages call the kernels' two uses (kernel parameters carry no names).

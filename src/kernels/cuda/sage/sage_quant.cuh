@@ -376,8 +376,7 @@ __global__ void __launch_bounds__(256, DIFFATTN_SAGE_PREPASS_MIN_BLOCKS)
     if (q_heads_first) sage_quant_q_block<kBf16, kD>(p, block / bhq, block % bhq);
     else sage_quant_q_block<kBf16, kD>(p, block % qb, block / qb);
   } else {
-    // With kv_s_items the pairs [0, kv_from) only: the attention kernel gathers the rest.
-    const int s = block - q_blocks, bhkv = p.kv_s_items > 0 ? p.kv_from : p.batch * p.heads_kv;
+    const int s = block - q_blocks, bhkv = p.batch * p.heads_kv;
     if (keys_first) sage_stats_block<kBf16, kD>(p, k_stats, v_stats, s / bhkv, s % bhkv);
     else sage_stats_block<kBf16, kD>(p, k_stats, v_stats, s % p.stat_chunks, s / p.stat_chunks);
   }
@@ -607,158 +606,18 @@ __device__ __forceinline__ void sage_v_block_item(const SageParams& p, int kvblo
   }
 }
 
-// The statistics and the means as items of one warp each, for the attention kernel's producer
-// warps when the statistics of the pairs [kv_from, B * Hkv) are left to it too (SageParams::
-// kv_s_items), with the same bits as sage_stats_block and sage_means_kernel:
-//  - A statistics item is one chunk of kStatChunk keys of one pair. The block gives channel c the sum
-//    over its key lanes l = 0, 1, ... (in order) of each lane's sum over the keys l, l + kKeyLanes,
-//    ... (in order); the warp adds the same sums in the same order, a lane holding four channels of
-//    one key (hd128) or of one of two keys (hd64, whose two halves take the even and the odd key
-//    lanes and pass their sums across for the ordered total).
-//  - A means item is 32 channels of one pair: lane c sums chunk lane l's chunks l, l + kMeanLanes,
-//    ... in order, and adds those sums in lane order, as the means kernel's block does.
-template <bool kBf16, int kD>
-__device__ __forceinline__ void sage_stats_item(const SageParams& p, int chunk, bool v_kind, int bh, int lane) {
-  constexpr int kLanesPerKey = kD / 4, kKeyLanes = 256 / kLanesPerKey, kSub = 32 / kLanesPerKey;
-  const int b = bh / p.heads_kv, hkv = bh % p.heads_kv;
-  const int c0 = (lane % kLanesPerKey) * 4, sub = lane / kLanesPerKey;
-  const int key0 = chunk * kStatChunk, key1 = min(key0 + kStatChunk, p.seqlen_k);
-  const void* src = v_kind ? p.v : p.k;
-  const bool vec = v_kind ? p.vec_v : p.vec_k;
-  const std::int64_t stride = v_kind ? p.v_stride_s : p.k_stride_s;
-  const std::int64_t base = v_kind ? b * p.v_stride_b + hkv * p.v_stride_h + c0 : b * p.k_stride_b + hkv * p.k_stride_h + c0;
-  // The chunk's rows into L2 first (no registers held): the loop below keeps few loads in flight
-  // under the producer's register budget, and waits on L2 rather than DRAM.
-  {
-    const char* rows = static_cast<const char*>(src) + 2 * (v_kind ? b * p.v_stride_b + hkv * p.v_stride_h
-                                                                   : b * p.k_stride_b + hkv * p.k_stride_h);
-    for (int key = key0 + lane; key < key1; key += 32)
-#pragma unroll
-      for (int line = 0; line < 2 * kD; line += 128) {
-#if defined(__CUDA_ARCH__)
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(rows + 2 * static_cast<std::int64_t>(key) * stride + line));
-#endif
-      }
-  }
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);  // K: the ordered total; V: the maxima
-  int count = 0;
-#pragma unroll 1
-  for (int t = 0; t < kKeyLanes / kSub; ++t) {
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 2
-    for (int key = key0 + t * kSub + sub; key < key1; key += kKeyLanes) {
-      if (!key_valid(p, b, key)) continue;
-      const float4 x = unpack4<kBf16>(load4_raw(src, base + static_cast<std::int64_t>(key) * stride, vec));
-      if (v_kind) {
-        acc.x = fmaxf(acc.x, fabsf(x.x)), acc.y = fmaxf(acc.y, fabsf(x.y));
-        acc.z = fmaxf(acc.z, fabsf(x.z)), acc.w = fmaxf(acc.w, fabsf(x.w));
-        ++count;
-      } else {
-        sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
-      }
-    }
-    if (!v_kind) {
-#pragma unroll
-      for (int h = 0; h < kSub; ++h) {  // key lane t * kSub + h's sums, in key-lane order
-        const int from = lane % kLanesPerKey + h * kLanesPerKey;
-        acc.x += __shfl_sync(0xffffffffu, sum.x, from), acc.y += __shfl_sync(0xffffffffu, sum.y, from);
-        acc.z += __shfl_sync(0xffffffffu, sum.z, from), acc.w += __shfl_sync(0xffffffffu, sum.w, from);
-      }
-    }
-  }
-  if (v_kind && kSub == 2) {
-    acc.x = fmaxf(acc.x, __shfl_xor_sync(0xffffffffu, acc.x, kLanesPerKey));
-    acc.y = fmaxf(acc.y, __shfl_xor_sync(0xffffffffu, acc.y, kLanesPerKey));
-    acc.z = fmaxf(acc.z, __shfl_xor_sync(0xffffffffu, acc.z, kLanesPerKey));
-    acc.w = fmaxf(acc.w, __shfl_xor_sync(0xffffffffu, acc.w, kLanesPerKey));
-    count += __shfl_xor_sync(0xffffffffu, count, kLanesPerKey);
-  }
-  if (sub != 0) return;
-  const std::int64_t part = (static_cast<std::int64_t>(bh) * p.stat_chunks + chunk) * kD + c0;
-  *reinterpret_cast<float4*>((v_kind ? p.v_amax_parts : p.k_sum_parts) + part) = acc;
-  if (v_kind && hkv == 0 && lane == 0) p.valid_parts[b * p.stat_chunks + chunk] = count;
-}
-
-template <int kD>
-__device__ __forceinline__ void sage_means_item(const SageParams& p, int slice, int bh, int lane) {
-  const int b = bh / p.heads_kv, c = slice * 32 + lane;
-  const float* sums = p.k_sum_parts + static_cast<std::int64_t>(bh) * p.stat_chunks * kD + c;
-  const float* maxima = p.v_amax_parts + static_cast<std::int64_t>(bh) * p.stat_chunks * kD + c;
-  float s = 0.f, amax = 0.f;
-  int n = 0;
-#pragma unroll 1
-  for (int l = 0; l < kMeanLanes; ++l) {
-    float part = 0.f;
-#pragma unroll 4
-    for (int ch = l; ch < p.stat_chunks; ch += kMeanLanes) {
-      part += sums[static_cast<std::int64_t>(ch) * kD];
-      n += p.valid_parts[b * p.stat_chunks + ch];
-      amax = fmaxf(amax, maxima[static_cast<std::int64_t>(ch) * kD]);
-    }
-    s += part;
-  }
-  const std::int64_t at = static_cast<std::int64_t>(bh) * kD + c;
-  p.k_mean[at] = n > 0 ? __fdiv_rn(s, static_cast<float>(n)) : 0.f;
-  p.v_amax[at] = amax;
-  p.v_scale[at] = __fdiv_rn(amax, kE4m3Max);
-  p.v_inv[at] = amax > 0.f ? __fdiv_rn(kE4m3Max, amax) : 0.f;
-}
-
-// Until pair bh has counted `need` finished items (acquire, every lane).
-__device__ __forceinline__ void sage_wait_items(const SageParams& p, int bh, int need) {
-  for (;;) {
-    int done;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(done) : "l"(p.kv_ready + bh) : "memory");
-    if (done >= need) return;
-    __nanosleep(64);
-  }
-}
-
 // One item of SageParams::kv_ready's pairs, taken from kv_next, quantized and counted on its pair's
 // kv_ready (release: its codes and scales are visible to a thread that acquires the count, the TMA
 // loads after that thread's proxy fence included); false when none was left.
-// Without the statistics (kStats false: kv_s_items 0) the items go pair by pair, K groups then V
-// blocks. With them, the counter runs rounds of kv_head_items items: round r holds pair kv_from + r's statistics,
-// pair kv_from + r - 1's means and pair kv_from + r - 2's K groups and V blocks (slots without a pair
-// at either end are taken and skipped). So a means item waits (sage_wait_items) for statistics taken
-// a round before it, and a K or V item for means taken a round before it, not for items just taken.
-template <bool kBf16, int kD, bool kStats = false>
+template <bool kBf16, int kD>
 __device__ __forceinline__ bool sage_kv_item(const SageParams& p, int lane) {
   int i = 0;
   if (lane == 0) i = atomicAdd(p.kv_next, 1);
   i = __shfl_sync(0xffffffffu, i, 0);
-  const int pairs = p.batch * p.heads_kv - p.kv_from;
-  int bh, j;
-  if (!kStats) {
-    if (i >= pairs * p.kv_head_items) return false;
-    bh = p.kv_from + i / p.kv_head_items, j = i % p.kv_head_items;
-  } else {
-    if (i >= (pairs + 2) * p.kv_head_items) return false;
-    const int r = i / p.kv_head_items, slot = i % p.kv_head_items, sm = p.kv_s_items + p.kv_m_items;
-    const int back = slot < p.kv_s_items ? 0 : slot < sm ? 1 : 2;  // statistics, means, K and V
-    if (r - back < 0 || r - back >= pairs) return true;  // an empty slot
-    bh = p.kv_from + r - back;
-    if (back == 0) {
-      // V's chunks, then K's (QK16/V8, whose K is not smoothed: V's alone); K's sums stay zero
-      // without them, as the statistics pass leaves them.
-      const int v_chunks = p.stat_chunks;
-      sage_stats_item<kBf16, kD>(p, slot < v_chunks ? slot : slot - v_chunks, slot < v_chunks, bh, lane);
-      j = -1;
-    } else if (back == 1) {
-      // The means read the valid-key counts that the batch's first kv head's statistics write.
-      if (const int first = bh - bh % p.heads_kv; first >= p.kv_from) sage_wait_items(p, first, p.kv_s_items);
-      sage_wait_items(p, bh, p.kv_s_items);
-      sage_means_item<kD>(p, slot - p.kv_s_items, bh, lane);
-      j = -1;
-    } else {
-      sage_wait_items(p, bh, sm);
-      j = slot - sm;
-    }
-  }
-  if (j >= 0) {
-    if (j < p.kv_k_items) sage_k_group_item<kBf16, kD>(p, j, bh, lane);
-    else sage_v_block_item<kBf16, kD>(p, j - p.kv_k_items, bh, lane);
-  }
+  if (i >= (p.batch * p.heads_kv - p.kv_from) * p.kv_head_items) return false;
+  const int bh = p.kv_from + i / p.kv_head_items, j = i % p.kv_head_items;
+  if (j < p.kv_k_items) sage_k_group_item<kBf16, kD>(p, j, bh, lane);
+  else sage_v_block_item<kBf16, kD>(p, j - p.kv_k_items, bh, lane);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
 #endif
