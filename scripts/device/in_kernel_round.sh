@@ -3,10 +3,11 @@
 # and the peers' wheels in .whl carried: what SAGE_ATTN and QK16/V8 leave to their attention kernel,
 # in one job.
 #  1. the same-bits test of the in-kernel K/V and statistics items (a hang shows here first);
-#  2. dev/sage_time on WORKLOADS in MODES, ROUNDS rounds of the arms: `pass` (the K/V pass
+#  2. dev/sage_time on WORKLOADS in MODES, ROUNDS rounds of the arms in ARMS: `pass` (the K/V pass
 #     everywhere, DIFFATTN_SAGE_KV_IN_KERNEL=0), `rule` (nothing set), `kv` (=1: wherever a kernel
-#     fits, QK16/V8's V included), `stats` (the rule plus DIFFATTN_SAGE_STATS_IN_KERNEL=1);
-#     then `rule` on standard normal inputs (SAGE_INPUTS=normal, the product benchmark's);
+#     fits); an arm of another name runs with the environment given in ARM_ENV_<name> (e.g.
+#     ARMS="pass rule x" ARM_ENV_x="DIFFATTN_SOME_KNOB=1"); then `rule` on standard normal inputs
+#     (SAGE_INPUTS=normal, the product benchmark's);
 #  3. (BENCH=1) the product benchmark with every peer on BENCH_WORKLOADS;
 #  4. the GPU tests of TESTS, and compute-sanitizer's SANITIZE_TOOLS over SANITIZE_TESTS.
 # $OUT gets the benchmark table (gpu-*.md) and logs.tar.gz with every log, rewritten after each step.
@@ -25,11 +26,11 @@ arm() {
     pass) env DIFFATTN_SAGE_KV_IN_KERNEL=0 "${@:2}" ;;
     rule) env "${@:2}" ;;
     kv) env DIFFATTN_SAGE_KV_IN_KERNEL=1 "${@:2}" ;;
-    stats) env DIFFATTN_SAGE_STATS_IN_KERNEL=1 "${@:2}" ;;
+    *) local var="ARM_ENV_$1"; env ${!var:-} "${@:2}" ;;
   esac
 }
 for round in $(seq "${ROUNDS:-2}"); do
-  for a in ${ARMS:-pass rule kv stats}; do
+  for a in ${ARMS:-pass rule kv}; do
     echo "== $a, round $round" | tee -a "$out/r/ab.txt"
     arm "$a" timeout -s KILL 90 $bd/sage_time "${WORKLOADS:-wan2.2,hunyuan,square-16k-hd128,sd3,square-4k}" 3 \
       "${MODES:-fp8/3,qk16/3}" 2>&1 | tee -a "$out/r/ab.txt"

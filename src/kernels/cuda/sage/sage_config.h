@@ -104,7 +104,11 @@ constexpr bool sage_kv_in_kernel_fits(int consumer_groups, bool pv_fp8, bool qk8
 // slower; in the kernel that quantizes Q itself 1.4-2.8 % faster from 10k keys (Wan2.2-5B
 // 1.83-1.85 -> 1.80-1.82 ms, HunyuanVideo-1.5 1.80-1.81 -> 1.75-1.76, the 16k square 3.58 ->
 // 3.49-3.50) but 5-34 % slower below 8k (its Q warps take items only between tiles' Q, and a
-// tile's Q waits for its pair). `requested`: -1 the rule, 0 never, 1 wherever it fits.
+// tile's Q waits for its pair). Timed again on 2026-12-07 (H100, bench/results/
+// sage-in-kernel-2026-12-07-h100/): SD3 2-3 %, the 16k square 1-3 % faster than the pass. Tried
+// there and removed: QK16/V8's V in its kernel (0-2.8 % slower than its V pass) and the statistics
+// in the fused-Q kernel too (5-10 % slower on Wan2.2-5B). `requested`: -1 the rule, 0 never, 1
+// wherever it fits.
 inline constexpr std::int64_t kSageKvInKernelMinKeys = 4096;
 inline constexpr std::int64_t kSageKvInKernelFusedMinKeys = 10240;
 
