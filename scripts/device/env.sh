@@ -32,3 +32,14 @@ run_sanitizers() {
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$3/sanitize-$tool.log" | tail -n 3
   done
 }
+
+# The start of a round script whose logs go to $out/r and, packed, to $out/logs.tar.gz: sets out
+# ($OUT, default build/round, made absolute) and bd (build/pre, where the carried
+# .devcarry/bundle.tar.xz is unpacked), and writes the GPU's name, clock and driver to
+# $out/r/gpu.txt. pack_logs rewrites the tarball (after each step, so a job cut short keeps what ran).
+round_start() {
+  out="${OUT:-build/round}"; mkdir -p "$out/r"; out="$(cd "$out" && pwd)"
+  bd=build/pre; mkdir -p "$bd" && tar -xJf .devcarry/bundle.tar.xz -C "$bd" || return 1
+  nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee "$out/r/gpu.txt"
+}
+pack_logs() { tar -czf "$out/logs.tar.gz" -C "$out" r; }

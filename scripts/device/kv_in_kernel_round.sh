@@ -9,18 +9,15 @@
 #  4. (BASE=1) sage_time_base against sage_time on BASE_WORKLOADS in BASE_MODES, alternating.
 # $OUT gets logs.tar.gz with every log, rewritten after each step.
 set -uo pipefail
-out="${OUT:-build/round}"; mkdir -p "$out/r"; out="$(cd "$out" && pwd)"
-pack() { tar -czf "$out/logs.tar.gz" -C "$out" r; }
 source scripts/device/env.sh
-bd=build/pre; mkdir -p "$bd" && tar -xJf .devcarry/bundle.tar.xz -C "$bd" || exit 1
-nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee "$out/r/gpu.txt"
+round_start || exit 1
 echo "== tests"
 timeout 300 $bd/tests/diffattn_tests --gtest_filter="${TESTS:-GpuSageAttn*:GpuQk16V8*:SageConfig*}" >"$out/r/tests.log" 2>&1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|Failure|unwritten|what" "$out/r/tests.log" | head -n 30
-pack
+pack_logs
 run_sanitizers "$bd" "${SANITIZE_TESTS:-GpuSageAttn.KAndVQuantizedInTheKernel*}" "$out/r" \
   "${SANITIZE_TOOLS:-memcheck racecheck}" "${SANITIZE_TIMEOUT:-150}"
-pack
+pack_logs
 for round in $(seq "${ROUNDS:-2}"); do
   for kv in 0 1; do
     echo "== K/V in the kernel: $kv, round $round" | tee -a "$out/r/ab-kv.txt"
@@ -29,7 +26,7 @@ for round in $(seq "${ROUNDS:-2}"); do
       "${MODES:-fp8/3,fp8/3q}" 2>&1 | tee -a "$out/r/ab-kv.txt"
   done
   unset DIFFATTN_SAGE_KV_IN_KERNEL
-  pack
+  pack_logs
 done
 if [ "${BASE:-0}" = 1 ]; then
   for round in $(seq "${ROUNDS:-2}"); do
@@ -38,6 +35,6 @@ if [ "${BASE:-0}" = 1 ]; then
       timeout -s KILL 100 $bd/$b "${BASE_WORKLOADS:-hunyuan,wan2.2}" 5 "${BASE_MODES:-qk16/3}" 2>&1 | tee -a "$out/r/ab-base.txt"
     done
   done
-  pack
+  pack_logs
 fi
 exit 0
