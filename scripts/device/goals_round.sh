@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, with .devcarry/bundle.tar.xz (the tests, the three
+# GPU benchmarks of attention, masks and sparse paths, gpu_sparse_bench) and the peers' wheels in .whl
+# carried: the rows that the open goals of the 8-bit, masked and sparse backends are judged on, at
+# one commit, in one job. STEPS picks and orders them (default: all):
+#  bench     the product benchmark with every peer on BENCH_WORKLOADS (BACKENDS);
+#  mask      bench/gpu_mask_bench.cu and the PyTorch SDPA peer with the same masks;
+#  paths     FASTVIDEO_VSA and RAINFUSION_ATTN end to end beside dense FLASH_ATTN, and
+#            FlexAttention on the lists they chose (PATHS_WORK);
+#  sagewalk  the 8-bit block-sparse walk (RAINFUSION_ATTN's fp8 / mix) beside the bf16 walk on the
+#            same random lists (WALK_WORK), then ncu on one listed and one dense SAGE_ATTN call.
+# $OUT gets the benchmark table (gpu-*.md) and logs.tar.gz with every log, rewritten after each step.
+#   STEPS="bench mask" COMMIT=sha scripts/device/goals_round.sh
+set -uo pipefail
+source scripts/device/env.sh
+round_start || exit 1
+for step in ${STEPS:-bench mask paths sagewalk}; do
+  case "$step" in
+    bench)
+      if ls .whl/*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+        export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+      fi
+      echo "== product benchmark with peers"
+      args=(--prebuilt "$bd" --no-tests --backends "${BACKENDS:-FLASH_ATTN,SAGE_ATTN,FLASHINFER_ATTN}")
+      [ -n "${BENCH_WORKLOADS:-}" ] && args+=(--workloads "$BENCH_WORKLOADS")
+      OUT="$out/r" COMMIT="${COMMIT:-unknown}" timeout "${BENCH_TIMEOUT:-400}" scripts/gpu_bench.sh "${args[@]}" 2>&1 |
+        tail -n 60
+      cp "$out"/r/gpu-*.md "$out/" 2>/dev/null ;;
+    mask)
+      echo "== gpu_mask_bench"
+      timeout -s KILL 150 $bd/bin/gpu_mask_bench --rounds "${ROUNDS:-10}" 2>&1 | tee "$out/r/mask-bench.txt"
+      echo "== PyTorch SDPA with the same masks"
+      timeout 120 python3 bench/mask_peer.py --rounds "${ROUNDS:-10}" 2>&1 | tee "$out/r/mask-peer.txt" ;;
+    paths)
+      echo "== the whole sparse paths, and FlexAttention on the lists they chose"
+      rm -rf /tmp/paths && mkdir -p /tmp/paths
+      timeout 300 $bd/bin/gpu_sparse_paths_bench --work "${PATHS_WORK:-wan2.1-14b-480p-self,wan2.1-14b-720p-self}" \
+        --rounds "${PATHS_ROUNDS:-3}" --dump /tmp/paths --csv "$out/r/paths.csv" 2>&1 | tee "$out/r/paths.log"
+      PYTHONUNBUFFERED=1 timeout 200 python3 bench/flex_peer.py --paths /tmp/paths --rounds "${PATHS_ROUNDS:-3}" \
+        --csv "$out/r/paths-flex.csv" 2>&1 | tee "$out/r/paths-flex.log" ;;
+    sagewalk)
+      echo "== the 8-bit walk against the bf16 walk, same lists (timings against dense FLASH_ATTN)"
+      for flags in "" "--sage fp8" "--sage fp16"; do
+        timeout 200 $bd/bin/gpu_sparse_bench $flags --work "${WALK_WORK:-wan2.1-14b-480p-self,wan2.1-14b-720p-self}" \
+          --densities 1,0.5,0.25,0.125 --rounds "${WALK_ROUNDS:-3}" --csv "$out/r/sage-walk${flags:+-${flags##* }}.csv" 2>&1
+      done | tee "$out/r/sage-walk-time.log"
+      if command -v ncu >/dev/null; then
+        echo "== ncu: the listed kernel (density 1) and the dense SAGE_ATTN kernel, Wan2.1 480p"
+        timeout 150 ncu --kernel-name regex:sage_fwd_hopper --launch-count 1 --section SpeedOfLight \
+          --section WarpStateStats --section LaunchStats --section Occupancy \
+          $bd/bin/gpu_sparse_bench --sage fp8 --work wan2.1-14b-480p-self --densities 1 --rounds 1 \
+          >"$out/r/ncu-listed.txt" 2>&1; echo "rc $?"
+        timeout 120 ncu --kernel-name regex:sage_fwd_hopper --launch-count 1 --section SpeedOfLight \
+          --section WarpStateStats --section LaunchStats --section Occupancy \
+          $bd/sage_time wan2.1-14b-480p-self 1 fp8/2 >"$out/r/ncu-dense2.txt" 2>&1; echo "rc $?"
+        grep -E "Duration|Registers Per|Warp Cycles Per Issued|Compute \(SM\) Throughput|Memory Throughput" \
+          "$out"/r/ncu-*.txt | head -n 30
+      fi ;;
+  esac
+  pack_logs
+done
+exit 0
