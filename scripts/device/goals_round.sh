@@ -8,7 +8,10 @@
 #  paths     FASTVIDEO_VSA and RAINFUSION_ATTN end to end beside dense FLASH_ATTN, and
 #            FlexAttention on the lists they chose (PATHS_WORK);
 #  sagewalk  the 8-bit block-sparse walk (RAINFUSION_ATTN's fp8 / mix) beside the bf16 walk on the
-#            same random lists (WALK_WORK), then ncu on one listed and one dense SAGE_ATTN call.
+#            same random lists (WALK_WORK), then ncu on one listed and one dense SAGE_ATTN call;
+#  tests     the GPU tests of TESTS, then compute-sanitizer memcheck over SANITIZE_TESTS;
+#  ab        dev/sage_time on AB_WORKLOADS in AB_MODES, AB_ROUNDS rounds of the arms in AB_ARMS, each
+#            run with the environment in ARM_ENV_<arm> (none: the defaults).
 # $OUT gets the benchmark table (gpu-*.md) and logs.tar.gz with every log, rewritten after each step.
 #   STEPS="bench mask" COMMIT=sha scripts/device/goals_round.sh
 set -uo pipefail
@@ -57,6 +60,21 @@ for step in ${STEPS:-bench mask paths sagewalk}; do
         grep -E "Duration|Registers Per|Warp Cycles Per Issued|Compute \(SM\) Throughput|Memory Throughput" \
           "$out"/r/ncu-*.txt | head -n 30
       fi ;;
+    tests)
+      echo "== tests"
+      timeout -s KILL 240 $bd/tests/diffattn_tests --gtest_filter="${TESTS:-GpuSageAttn*:GpuQk16V8*:SageConfig*}" \
+        >"$out/r/tests.log" 2>&1
+      grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|Failure|unwritten" "$out/r/tests.log" | head -n 30
+      [ -n "${SANITIZE_TESTS:-}" ] && run_sanitizers "$bd" "$SANITIZE_TESTS" "$out/r" memcheck 150 ;;
+    ab)
+      for round in $(seq "${AB_ROUNDS:-2}"); do
+        for a in ${AB_ARMS:-base}; do
+          var="ARM_ENV_$a"
+          echo "== $a (${!var:-defaults}), round $round" | tee -a "$out/r/ab.txt"
+          env ${!var:-} timeout -s KILL 120 $bd/sage_time "${AB_WORKLOADS:-wan2.2,hunyuan,square-16k-hd128}" 3 \
+            "${AB_MODES:-qk16/3}" 2>&1 | tee -a "$out/r/ab.txt"
+        done
+      done ;;
   esac
   pack_logs
 done
