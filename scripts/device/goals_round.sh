@@ -9,7 +9,8 @@
 #            FlexAttention on the lists they chose (PATHS_WORK);
 #  sagewalk  the 8-bit block-sparse walk (RAINFUSION_ATTN's fp8 / mix) beside the bf16 walk on the
 #            same random lists (WALK_WORK), then ncu on one listed and one dense SAGE_ATTN call;
-#  tests     the GPU tests of TESTS, then compute-sanitizer memcheck over SANITIZE_TESTS;
+#  tests     the GPU tests of TESTS;
+#  sanitize  compute-sanitizer's SANITIZE_TOOLS (memcheck) over SANITIZE_TESTS;
 #  ab        dev/sage_time on AB_WORKLOADS in AB_MODES, AB_ROUNDS rounds of the arms in AB_ARMS, each
 #            run with the environment in ARM_ENV_<arm> (none: the defaults).
 # $OUT gets the benchmark table (gpu-*.md) and logs.tar.gz with every log, rewritten after each step.
@@ -65,7 +66,10 @@ for step in ${STEPS:-bench mask paths sagewalk}; do
       timeout -s KILL 240 $bd/tests/diffattn_tests --gtest_filter="${TESTS:-GpuSageAttn*:GpuQk16V8*:SageConfig*}" \
         >"$out/r/tests.log" 2>&1
       grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|Failure|unwritten" "$out/r/tests.log" | head -n 30
-      [ -n "${SANITIZE_TESTS:-}" ] && run_sanitizers "$bd" "$SANITIZE_TESTS" "$out/r" memcheck 150 ;;
+      ;;
+    sanitize)
+      run_sanitizers "$bd" "${SANITIZE_TESTS:-GpuSageAttn.Qk16Split*}" "$out/r" "${SANITIZE_TOOLS:-memcheck}" \
+        "${SANITIZE_TIMEOUT:-150}" ;;
     ab)
       for round in $(seq "${AB_ROUNDS:-2}"); do
         for a in ${AB_ARMS:-base}; do
