@@ -578,9 +578,9 @@ TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
       }
 }
 
-// Past the keys one CTA's shared memory holds, QK16/V8 still reads V once: each slice's keys are
-// split over the CTAs of a cluster (v_split), which take the slice's channel maxima from each
-// other. The same bits as the three launches: two to eight parts, GQA, key padding with a batch
+// Past the keys one CTA's shared memory holds, QK16/V8 can still read V once (where
+// DIFFATTN_SAGE_KV_SLICES=1 asks; by default not until it is timed): each slice's keys are split
+// over the CTAs of a cluster (v_split), which take the slice's channel maxima from each other. The same bits as the three launches: two to eight parts, GQA, key padding with a batch
 // that keeps no key (the slices then run after the key walk, as a dependent launch), causal, both
 // head sizes and dtypes; and past eight full parts the three launches run.
 TEST(GpuSageAttn, Qk16SplitsLongVOverAClusterWithTheThreeLaunchPassesBits) {
@@ -603,9 +603,13 @@ TEST(GpuSageAttn, Qk16SplitsLongVOverAClusterWithTheThreeLaunchPassesBits) {
       auto data = testing::make_case_data(c, rng);
       testing::DeviceCase device(*data);
       ASSERT_TRUE(device.ok()) << what;
+      EXPECT_FALSE(sage::sage_reads_kv_once(device.problem(), major, minor, sage::QkMode::k16))
+          << what << ": by default (until the split is timed) the three launches";
+      ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", "1", 1), 0);
       EXPECT_TRUE(sage::sage_reads_kv_once(device.problem(), major, minor, sage::QkMode::k16)) << what;
       EXPECT_FALSE(sage::sage_reads_kv_once(device.problem(), major, minor, sage::QkMode::kInt8))
           << what << ": INT8 K is read once only up to " << sage::kSliceMaxKeys << " keys";
+      unsetenv("DIFFATTN_SAGE_KV_SLICES");
       const auto run = [&](const AttentionProblem& p) { return sage::run_qk16_v8_cuda(p, nullptr, {3, 0}); };
       RunBits runs[2];  // V read once, then the three launches
       for (int three = 0; three < 2; ++three) {
@@ -621,7 +625,9 @@ TEST(GpuSageAttn, Qk16SplitsLongVOverAClusterWithTheThreeLaunchPassesBits) {
   auto data = testing::make_case_data(longest, rng);
   testing::DeviceCase device(*data);
   ASSERT_TRUE(device.ok());
+  ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", "1", 1), 0);
   EXPECT_FALSE(sage::sage_reads_kv_once(device.problem(), major, minor, sage::QkMode::k16));
+  unsetenv("DIFFATTN_SAGE_KV_SLICES");
 }
 
 // The quantization passes take their blocks in either of two orders: the Q pass every head of a

@@ -369,9 +369,11 @@ bool sage_reads_kv_once(const AttentionProblem& problem, int major, int minor, Q
   // Unset: QK16/V8 only (V alone; H100, bench/results/kv-once-2026-12-06-h100/: FLUX.1's whole call
   // 0.376-0.379 -> 0.369-0.372 ms, SD3's 0.279-0.284 -> 0.272 ms). With INT8 K the K slices were
   // slower than the three launches there (FLUX.1's passes 91-95 -> 100-102 us, SD3's 53-54 -> 68-70).
-  // Past kSliceMaxKeys keys only V alone (QK16/V8) is read once, its keys split over a cluster (v_split).
-  const bool wanted = knob == nullptr ? qk == QkMode::k16 : std::string(knob) != "0";
+  // Past kSliceMaxKeys keys only V alone (QK16/V8) is read once, its keys split over a cluster
+  // (v_split), and only where the knob asks for it: that kernel has not yet run on a GPU in a timed
+  // job, so by default those calls keep the three launches until it is measured.
   const std::int64_t kv_padded = flash::ceil_div(problem.k.size(1), kKvBlock) * kKvBlock;
+  const bool wanted = knob == nullptr ? qk == QkMode::k16 && kv_padded <= kSliceMaxKeys : std::string(knob) != "0";
   return wanted && major == 9 && minor == 0 &&
          (kv_padded <= kSliceMaxKeys || (qk == QkMode::k16 && v_split(kv_padded).parts > 0)) &&
          copies_in_16_byte_pieces(problem.k) && copies_in_16_byte_pieces(problem.v);
