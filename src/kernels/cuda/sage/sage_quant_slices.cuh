@@ -277,7 +277,6 @@ __global__ void __launch_bounds__(kSliceThreads, 1)
 #endif
 }
 
-
 // V alone in one read for key sequences longer than one CTA's shared memory holds (QK16/V8's V on
 // long rows): the keys of each 16-channel slice are split over the `parts` CTAs of a thread-block
 // cluster, `part_keys` keys each (a multiple of 128; the last part may hold fewer). Each CTA stages
