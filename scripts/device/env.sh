@@ -43,3 +43,19 @@ round_start() {
   nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee "$out/r/gpu.txt"
 }
 pack_logs() { tar -czf "$out/logs.tar.gz" -C "$out" r; }
+
+# The product benchmark (scripts/gpu_bench.sh) on the bundle's binaries in $bd with every peer whose
+# wheel is carried in .whl: BACKENDS (default FLASH_ATTN, SAGE_ATTN, FLASHINFER_ATTN) on
+# BENCH_WORKLOADS (default: all), under a timeout of $1 seconds, its last $2 lines printed; the table
+# goes to $out/r and is copied to $out.
+product_bench_with_peers() {
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+  fi
+  echo "== product benchmark with peers"
+  local args=(--prebuilt "$bd" --no-tests --backends "${BACKENDS:-FLASH_ATTN,SAGE_ATTN,FLASHINFER_ATTN}")
+  [ -n "${BENCH_WORKLOADS:-}" ] && args+=(--workloads "$BENCH_WORKLOADS")
+  OUT="$out/r" COMMIT="${COMMIT:-unknown}" timeout "$1" scripts/gpu_bench.sh "${args[@]}" 2>&1 | tail -n "$2"
+  cp "$out"/r/gpu-*.md "$out/" 2>/dev/null
+}

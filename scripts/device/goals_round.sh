@@ -21,16 +21,7 @@ round_start || exit 1
 for step in ${STEPS:-bench mask paths sagewalk}; do
   case "$step" in
     bench)
-      if ls .whl/*.whl >/dev/null 2>&1; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-        export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-      fi
-      echo "== product benchmark with peers"
-      args=(--prebuilt "$bd" --no-tests --backends "${BACKENDS:-FLASH_ATTN,SAGE_ATTN,FLASHINFER_ATTN}")
-      [ -n "${BENCH_WORKLOADS:-}" ] && args+=(--workloads "$BENCH_WORKLOADS")
-      OUT="$out/r" COMMIT="${COMMIT:-unknown}" timeout "${BENCH_TIMEOUT:-400}" scripts/gpu_bench.sh "${args[@]}" 2>&1 |
-        tail -n 60
-      cp "$out"/r/gpu-*.md "$out/" 2>/dev/null ;;
+      product_bench_with_peers "${BENCH_TIMEOUT:-400}" 60 ;;
     mask)
       echo "== gpu_mask_bench"
       timeout -s KILL 150 $bd/bin/gpu_mask_bench --rounds "${ROUNDS:-10}" 2>&1 | tee "$out/r/mask-bench.txt"

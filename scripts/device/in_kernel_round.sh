@@ -39,15 +39,7 @@ SAGE_INPUTS=normal timeout -s KILL 60 $bd/sage_time "${NORMAL_WORKLOADS:-wan2.2,
   tee -a "$out/r/ab.txt"
 pack_logs
 if [ "${BENCH:-1}" = 1 ]; then
-  if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-  fi
-  echo "== product benchmark with peers"
-  args=(--prebuilt "$bd" --no-tests --backends "${BACKENDS:-FLASH_ATTN,SAGE_ATTN,FLASHINFER_ATTN}")
-  [ -n "${BENCH_WORKLOADS:-}" ] && args+=(--workloads "$BENCH_WORKLOADS")
-  OUT="$out/r" COMMIT="${COMMIT:-unknown}" timeout "${BENCH_TIMEOUT:-330}" scripts/gpu_bench.sh "${args[@]}" 2>&1 | tail -n 40
-  cp "$out"/r/gpu-*.md "$out/" 2>/dev/null
+  product_bench_with_peers "${BENCH_TIMEOUT:-330}" 40
   pack_logs
 fi
 echo "== tests"
