@@ -186,54 +186,46 @@ bool sage_kv_keys_first() {
   return knob == nullptr || std::string(knob) != "heads";
 }
 
-// sage_kv_slices_kernel's launch: clusters of kD / 16 CTAs (the slices of one kind of one head).
-template <bool kBf16, int kD>
-cudaError_t launch_kv_slices(const SageParams& p, bool k_kind, bool v_kind, bool dependent, cudaStream_t stream) {
-  const std::size_t smem = slice_smem_bytes(p.kv_padded, p.k_groups);
-  cudaError_t e = cudaFuncSetAttribute(sage_kv_slices_kernel<kBf16, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem));
+// `kernel` on `grid` CTAs of kSliceThreads threads in clusters of `cluster` CTAs, with `smem` bytes
+// of dynamic shared memory, as a dependent launch where `dependent` (and dependent launches are on).
+template <class... Params, class... Args>
+cudaError_t launch_in_clusters(void (*kernel)(Params...), int grid, int cluster, std::size_t smem, bool dependent,
+                               cudaStream_t stream, Args... args) {
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  const int kinds = (k_kind ? 1 : 0) + (v_kind ? 1 : 0);
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(p.batch * p.heads_kv * kinds * (kD / kSliceChannels)));
+  config.gridDim = dim3(static_cast<unsigned>(grid));
   config.blockDim = dim3(kSliceThreads);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   cudaLaunchAttribute attribute[2];
   attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = kD / kSliceChannels;
+  attribute[0].val.clusterDim.x = static_cast<unsigned>(cluster);
   attribute[0].val.clusterDim.y = 1;
   attribute[0].val.clusterDim.z = 1;
   attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[1].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   config.numAttrs = dependent && cuda::dependent_launch_enabled() ? 2 : 1;
-  return cudaLaunchKernelEx(&config, sage_kv_slices_kernel<kBf16, kD>, p, k_kind, v_kind);
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
+// sage_kv_slices_kernel's launch: clusters of kD / 16 CTAs (the slices of one kind of one head).
+template <bool kBf16, int kD>
+cudaError_t launch_kv_slices(const SageParams& p, bool k_kind, bool v_kind, bool dependent, cudaStream_t stream) {
+  const int kinds = (k_kind ? 1 : 0) + (v_kind ? 1 : 0);
+  return launch_in_clusters(sage_kv_slices_kernel<kBf16, kD>, p.batch * p.heads_kv * kinds * (kD / kSliceChannels),
+                            kD / kSliceChannels, slice_smem_bytes(p.kv_padded, p.k_groups), dependent, stream, p,
+                            k_kind, v_kind);
 }
 
 // sage_v_split_kernel's launch: clusters of the parts of one slice (v_split).
 template <bool kBf16, int kD>
 cudaError_t launch_v_split(const SageParams& p, bool dependent, cudaStream_t stream) {
   const VSplit split = v_split(p.kv_padded);
-  const std::size_t smem = v_split_smem_bytes(split.part_keys);
-  cudaError_t e = cudaFuncSetAttribute(sage_v_split_kernel<kBf16, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem));
-  if (e != cudaSuccess) return e;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(p.batch * p.heads_kv * (kD / kSliceChannels) * split.parts));
-  config.blockDim = dim3(kSliceThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[2];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned>(split.parts);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = dependent && cuda::dependent_launch_enabled() ? 2 : 1;
-  return cudaLaunchKernelEx(&config, sage_v_split_kernel<kBf16, kD>, p, split.parts, split.part_keys);
+  return launch_in_clusters(sage_v_split_kernel<kBf16, kD>, p.batch * p.heads_kv * (kD / kSliceChannels) * split.parts,
+                            split.parts, v_split_smem_bytes(split.part_keys), dependent, stream, p, split.parts,
+                            split.part_keys);
 }
 
 // qk8 false (QkMode::k16): V's statistics and the V pass only. p.fused_q: no Q pass. `dependent`
