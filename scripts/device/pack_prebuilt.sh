@@ -12,7 +12,7 @@ nvcc -std=c++20 -O3 -Iinclude -Isrc -DDIFFATTN_HAVE_CUDA=1 --expt-relaxed-conste
 nvcc "$bd/sage_time.o" -o "$bd/sage_time" "$bd/src/libdiffattn_kernels.a" "$bd/src/libdiffattn_core.a" -lcuda
 mkdir -p .devcarry
 grep -qx "/.devcarry/" .git/info/exclude || echo "/.devcarry/" >> .git/info/exclude
-tar -C "$bd" -cJf .devcarry/bundle.tar.xz tests/diffattn_tests bin/gpu_attention_bench bin/gpu_sparse_bench bin/gpu_sparse_paths_bench bin/gpu_mask_bench \
+tar -C "$bd" -cf - tests/diffattn_tests bin/gpu_attention_bench bin/gpu_sparse_bench bin/gpu_sparse_paths_bench bin/gpu_mask_bench \
   bin/diffattn sage_time \
-  $(cd "$bd" && ls src/libdiffattn.so*)
+  $(cd "$bd" && ls src/libdiffattn.so*) | xz -T"$(nproc)" --lzma2=preset=6,dict=192MiB > .devcarry/bundle.tar.xz
 echo "packed $(du -h .devcarry/bundle.tar.xz | cut -f1) from $(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty')"
