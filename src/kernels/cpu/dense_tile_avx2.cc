@@ -1,8 +1,9 @@
-// The tile kernel for AVX2 + FMA + F16C machines; compiled with -mavx2 -mfma -mf16c (CpuKernels.cmake)
-// and only entered after a run-time check of the CPU.
+// The tile kernels (dense and SAGE_ATTN's) for AVX2 + FMA + F16C machines; compiled with -mavx2
+// -mfma -mf16c (CpuKernels.cmake) and only entered after a run-time check of the CPU.
 #include <immintrin.h>
 
 #include "kernels/cpu/dense_tile_impl.h"
+#include "kernels/cpu/sage_tile_impl.h"
 
 namespace diffattn::cpu {
 namespace {
@@ -64,5 +65,6 @@ struct Avx2 {
 }  // namespace
 
 TileKernel avx2_tile_kernel() { return DenseTile<Avx2>::kernel("avx2"); }
+SageTileKernel avx2_sage_tile_kernel() { return SageTile<Avx2>::kernel("avx2"); }
 
 }  // namespace diffattn::cpu

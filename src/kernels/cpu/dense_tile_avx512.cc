@@ -1,8 +1,9 @@
-// The tile kernel for AVX-512F machines; this file is compiled with -mavx512f -mfma (CpuKernels.cmake)
-// and only entered after a run-time check of the CPU.
+// The tile kernels (dense and SAGE_ATTN's) for AVX-512F machines; this file is compiled with
+// -mavx512f -mfma (CpuKernels.cmake) and only entered after a run-time check of the CPU.
 #include <immintrin.h>
 
 #include "kernels/cpu/dense_tile_impl.h"
+#include "kernels/cpu/sage_tile_impl.h"
 
 namespace diffattn::cpu {
 namespace {
@@ -52,5 +53,6 @@ struct Avx512 {
 }  // namespace
 
 TileKernel avx512_tile_kernel() { return DenseTile<Avx512>::kernel("avx512"); }
+SageTileKernel avx512_sage_tile_kernel() { return SageTile<Avx512>::kernel("avx512"); }
 
 }  // namespace diffattn::cpu

@@ -1,9 +1,10 @@
-// The tile kernel in portable C++ for any CPU: 4-lane vectors through the GCC/Clang vector
-// extension, which map to SSE2 on x86-64 and NEON on AArch64 without any target flags.
+// The tile kernels (dense and SAGE_ATTN's) in portable C++ for any CPU: 4-lane vectors through the
+// GCC/Clang vector extension, which map to SSE2 on x86-64 and NEON on AArch64 without target flags.
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/dense_tile_impl.h"
+#include "kernels/cpu/sage_tile_impl.h"
 
 namespace diffattn::cpu {
 namespace {
@@ -68,5 +69,6 @@ struct Portable {
 }  // namespace
 
 TileKernel portable_tile_kernel() { return DenseTile<Portable>::kernel("portable"); }
+SageTileKernel portable_sage_tile_kernel() { return SageTile<Portable>::kernel("portable"); }
 
 }  // namespace diffattn::cpu

@@ -10,6 +10,8 @@
 
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/sage_quant_cpu.h"
+#include "kernels/cpu/sage_tile_params.h"
+#include "kernels/cpu/sdpa_cpu.h"
 
 namespace diffattn::sage {
 namespace {
@@ -22,7 +24,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 struct Operands {
   QuantizedQ q;
   QuantizedK k;
-  std::vector<std::int16_t> q16, k16;  // as q.values, k.values
+  std::vector<std::int16_t> q16, k16;  // as q.values, k.values (the reference loops)
+  std::vector<float> q_codes;          // as q.values (the tile kernel)
   std::vector<float> qf, kf;           // QkMode::k16: q and k as floats, [B, H, S, D] (padding keys 0)
   float scale_log2 = 0.f;              // QkMode::k16: softmax scale * log2(e), applied to the fp32 score
   std::vector<float> v;                // [B, Hkv, Skv, Dv]: decoded E4M3 (fp8) or float(v) (fp16)
@@ -128,6 +131,35 @@ struct RowState {
   std::int32_t sum = 0;
   for (std::int64_t d = 0; d < n; ++d) sum += static_cast<std::int32_t>(a[d]) * static_cast<std::int32_t>(b[d]);
   return sum;
+}
+
+// Normalises an item's rows (o / l, times V's scales) into the output, and the LSE with the
+// smoothing shift added back; rows whose keys are all masked get 0 and LSE -inf.
+void store_rows(const AttentionProblem& p, const Operands& ops, const WorkItem& w, std::int64_t kv_head,
+                const float* o_rows, const float* m, const float* l_rows) {
+  const std::int64_t dv = p.v.size(3);
+  const float* v_scale = ops.v_scales.data() + (w.batch * p.k.size(2) + kv_head) * dv;
+  const TensorView& out = p.out;
+  auto* dst = static_cast<std::uint16_t*>(out.data);
+  // The shifts exist only when the call asks for the LSE.
+  const float* shift = ops.lse_shifts.empty()
+                           ? nullptr
+                           : ops.lse_shifts.data() + (w.batch * p.q.size(2) + w.head) * p.q.size(1) + w.q_begin;
+  for (std::int64_t r = 0; r < w.q_rows; ++r) {
+    const std::int64_t i = w.q_begin + r;
+    const float l = l_rows[r];
+    const float* o = o_rows + r * dv;
+    for (std::int64_t c = 0; c < dv; ++c) {
+      const float value = l == 0.f ? 0.f : o[c] * v_scale[c] / l;
+      dst[w.batch * out.stride(0) + i * out.stride(1) + w.head * out.stride(2) + c * out.stride(3)] =
+          out.dtype == DType::kFloat16 ? cpu::float_to_half(value) : cpu::float_to_bf16(value);
+    }
+    if (p.lse) {
+      const TensorView& lse = *p.lse;
+      static_cast<float*>(lse.data)[w.batch * lse.stride(0) + w.head * lse.stride(1) + i * lse.stride(2)] =
+          l == 0.f ? kNegInf : (m[r] + std::log2(l) + (shift != nullptr ? shift[r] : 0.f)) * 0.6931471805599453f;
+    }
+  }
 }
 
 class ItemRunner {
@@ -281,28 +313,7 @@ class ItemRunner {
   }
 
   void store(const WorkItem& w, std::int64_t kv_head, const RowState& st) const {
-    const float* v_scale = ops_.v_scales.data() + (w.batch * p_.k.size(2) + kv_head) * dv_;
-    const TensorView& out = p_.out;
-    auto* dst = static_cast<std::uint16_t*>(out.data);
-    // The shifts exist only when the call asks for the LSE.
-    const float* shift =
-        ops_.lse_shifts.empty() ? nullptr
-                                : ops_.lse_shifts.data() + (w.batch * p_.q.size(2) + w.head) * p_.q.size(1) + w.q_begin;
-    for (std::int64_t r = 0; r < w.q_rows; ++r) {
-      const std::int64_t i = w.q_begin + r;
-      const float l = st.l[r];
-      const float* o = st.o.data() + r * dv_;
-      for (std::int64_t c = 0; c < dv_; ++c) {
-        const float value = l == 0.f ? 0.f : o[c] * v_scale[c] / l;
-        dst[w.batch * out.stride(0) + i * out.stride(1) + w.head * out.stride(2) + c * out.stride(3)] =
-            out.dtype == DType::kFloat16 ? cpu::float_to_half(value) : cpu::float_to_bf16(value);
-      }
-      if (p_.lse) {
-        const TensorView& lse = *p_.lse;
-        static_cast<float*>(lse.data)[w.batch * lse.stride(0) + w.head * lse.stride(1) + i * lse.stride(2)] =
-            l == 0.f ? kNegInf : (st.m[r] + std::log2(l) + (shift != nullptr ? shift[r] : 0.f)) * 0.6931471805599453f;
-      }
-    }
+    store_rows(p_, ops_, w, kv_head, st.o.data(), st.m.data(), st.l.data());
   }
 
   const AttentionProblem& p_;
@@ -348,19 +359,23 @@ Status check_runs_here(const AttentionProblem& p) {
   return Status::Ok();
 }
 
-void run_items(const AttentionProblem& problem, const ItemRunner& runner, const BlockSparseLayout* layout = nullptr) {
+// The items, with a padded layout's rows past its tiles' valid rows dropped (they are not written).
+std::vector<WorkItem> items_to_run(const AttentionProblem& problem, const BlockSparseLayout* layout) {
   std::vector<WorkItem> items = work_items(problem);
-  if (layout != nullptr && !layout->tile_rows.empty()) {
-    // Rows past a padded tile's valid rows are not written.
-    std::vector<WorkItem> valid;
-    for (WorkItem w : items) {
-      const std::int64_t t = w.q_begin / kKvBlock;
-      const std::int64_t end = t * kKvBlock + layout->tile_rows[static_cast<std::size_t>(t)];
-      w.q_rows = std::min(w.q_rows, end - w.q_begin);
-      if (w.q_rows > 0) valid.push_back(w);
-    }
-    items = std::move(valid);
+  if (layout == nullptr || layout->tile_rows.empty()) return items;
+  std::vector<WorkItem> valid;
+  for (WorkItem w : items) {
+    const std::int64_t t = w.q_begin / kKvBlock;
+    const std::int64_t end = t * kKvBlock + layout->tile_rows[static_cast<std::size_t>(t)];
+    w.q_rows = std::min(w.q_rows, end - w.q_begin);
+    if (w.q_rows > 0) valid.push_back(w);
   }
+  return valid;
+}
+
+// The reference: the plain loops of ItemRunner.
+void run_reference_items(const AttentionProblem& problem, const ItemRunner& runner, const BlockSparseLayout* layout) {
+  const std::vector<WorkItem> items = items_to_run(problem, layout);
   const auto count = static_cast<std::int64_t>(items.size());
 #pragma omp parallel
   {
@@ -370,8 +385,100 @@ void run_items(const AttentionProblem& problem, const ItemRunner& runner, const 
   }
 }
 
+cpu::SageTileKernel sage_tile_kernel(CpuIsa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (isa == CpuIsa::kAvx512) return cpu::avx512_sage_tile_kernel();
+  if (isa == CpuIsa::kAvx2) return cpu::avx2_sage_tile_kernel();
+#endif
+  return cpu::portable_sage_tile_kernel();
+}
+
+// Whether the tile kernel takes the problem: value widths of whole vectors of every instruction
+// set, and head sizes whose INT8 dot products stay exact in float32 (127 * 127 * D < 2^24).
+bool tiles_take(const AttentionProblem& p) {
+  return p.v.size(3) % 16 == 0 && p.q.size(3) <= 1024;
+}
+
+// K's rows [pairs, Skv, D] (INT8 codes or 16-bit values) as floats in the kernel's panels: for
+// each (batch, kv head) pair, ceil(Skv / keys) panels of [D, keys], keys past Skv 0.
+template <typename T>
+std::vector<float> k_panels(const std::vector<T>& k, std::int64_t pairs, std::int64_t skv, std::int64_t d, int keys) {
+  const std::int64_t panels = (skv + keys - 1) / keys;
+  std::vector<float> out(static_cast<std::size_t>(pairs * panels * d * keys), 0.f);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t bh = 0; bh < pairs; ++bh)
+    for (std::int64_t j = 0; j < skv; ++j) {
+      const T* row = k.data() + (bh * skv + j) * d;
+      float* panel = out.data() + ((bh * panels + j / keys) * d) * keys + j % keys;
+      for (std::int64_t e = 0; e < d; ++e) panel[e * keys] = static_cast<float>(row[e]);
+    }
+  return out;
+}
+
+// The tile kernel of `isa` over the items: the same quantized operands, scores and roundings as the
+// reference, the sums in other orders.
+void run_tile_items(const AttentionProblem& problem, PvMode pv, QkMode qk, const Operands& ops,
+                    const BlockSparseLayout* layout, CpuIsa isa) {
+  cpu::SageTileParams tp;
+  const bool int8 = qk == QkMode::kInt8;
+  tp.q = int8 ? ops.q_codes.data() : ops.qf.data();  // the INT8 codes as floats: exact
+  tp.q_scales = int8 ? ops.q.scales.data() : nullptr;
+  const cpu::SageTileKernel kernel = sage_tile_kernel(isa);
+  const std::int64_t pairs = problem.k.size(0) * problem.k.size(2);
+  const std::vector<float> panels =
+      int8 ? k_panels(ops.k.values, pairs, problem.k.size(1), problem.k.size(3), kernel.panel_keys)
+           : k_panels(ops.kf, pairs, problem.k.size(1), problem.k.size(3), kernel.panel_keys);
+  tp.k_panels = panels.data();
+  tp.k_scales = int8 ? ops.k.scales.data() : nullptr;
+  tp.v = ops.v.data();
+  tp.valid = ops.valid.data();
+  tp.heads_q = problem.q.size(2), tp.heads_kv = problem.k.size(2);
+  tp.sq = problem.q.size(1), tp.skv = problem.k.size(1), tp.d = problem.q.size(3), tp.dv = problem.v.size(3);
+  tp.k_group = kKGroup, tp.kv_block = kKvBlock, tp.block_q = kBlockQ;
+  tp.score_scale = int8 ? 1.f : ops.scale_log2;
+  tp.causal = problem.causal;
+  tp.rounding = pv == PvMode::kFp8                       ? cpu::PRounding::kE4m3
+                : problem.q.dtype == DType::kFloat16 ? cpu::PRounding::kF16
+                                                         : cpu::PRounding::kBf16;
+  if (layout != nullptr) {
+    tp.sparse_offsets = layout->offsets.data();
+    tp.sparse_indices = layout->indices.data();
+    tp.sparse_tile_rows = layout->tile_rows.empty() ? nullptr : layout->tile_rows.data();
+    tp.sparse_q_tiles = layout->q_tiles;
+  }
+  const std::vector<WorkItem> items = items_to_run(problem, layout);
+  const auto count = static_cast<std::int64_t>(items.size());
+  const std::size_t rows = kBlockQ + 16;  // the kernel's rows rounded up to its micro-kernel's
+#pragma omp parallel
+  {
+    std::vector<float> workspace(kernel.workspace_floats(tp)), o(rows * static_cast<std::size_t>(tp.dv));
+    std::vector<float> m(rows), l(rows);
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t i = 0; i < count; ++i) {
+      const WorkItem& w = items[static_cast<std::size_t>(i)];
+      const cpu::SageItem item{w.batch, w.head, w.q_begin, w.q_rows};
+      kernel.run(tp, item, workspace.data(), o.data(), m.data(), l.data());
+      store_rows(problem, ops, w, w.head / (problem.q.size(2) / problem.k.size(2)), o.data(), m.data(), l.data());
+    }
+  }
+}
+
+void run_items(const AttentionProblem& problem, PvMode pv, QkMode qk, Operands& ops, const BlockSparseLayout* layout,
+               SageCpuKernel which) {
+  if (which.reference || !tiles_take(problem)) {
+    if (qk == QkMode::kInt8) {
+      ops.q16 = widened(ops.q.values);
+      ops.k16 = widened(ops.k.values);
+    }
+    run_reference_items(problem, ItemRunner(problem, pv, qk, ops, layout), layout);
+    return;
+  }
+  if (qk == QkMode::kInt8) ops.q_codes.assign(ops.q.values.begin(), ops.q.values.end());
+  run_tile_items(problem, pv, qk, ops, layout, which.isa.value_or(default_cpu_isa()));
+}
+
 // QkMode::k16: fp32 scores of the 16-bit q and k, then the same softmax and P*V as SAGE_ATTN's.
-Status run_qk16(const AttentionProblem& problem, PvMode pv, Operands& ops) {
+Status run_qk16(const AttentionProblem& problem, PvMode pv, Operands& ops, SageCpuKernel which) {
   ops.qf = as_floats(problem.q, nullptr);
   ops.kf = as_floats(problem.k, &ops.valid);
   ops.scale_log2 = problem.softmax_scale() * 1.4426950408889634f;
@@ -380,7 +487,7 @@ Status run_qk16(const AttentionProblem& problem, PvMode pv, Operands& ops) {
   if (!std::isfinite(p_max * static_cast<float>(problem.v.size(1))))
     return InvalidInput("v is too large for float32 output sums over " + std::to_string(problem.v.size(1)) +
                         " keys; scale v down before the call and the output up after it");
-  run_items(problem, ItemRunner(problem, pv, QkMode::k16, ops));
+  run_items(problem, pv, QkMode::k16, ops, nullptr, which);
   return Status::Ok();
 }
 
@@ -391,15 +498,22 @@ Status quantize_operands(const AttentionProblem& problem, PvMode pv, Operands& o
   fill_values(problem, pv, ops);
   DIFFATTN_RETURN_IF_ERROR(check_operands_fit_float32(problem, pv, ops));
   if (problem.lse) ops.lse_shifts = lse_shifts(problem, ops.k);
-  ops.q16 = widened(ops.q.values);
-  ops.k16 = widened(ops.k.values);
+  return Status::Ok();
+}
+
+Status check_kernel_runs_here(SageCpuKernel which) {
+  if (which.isa && !cpu_isa_available(*which.isa))
+    return Unsupported("SAGE_ATTN's " + std::string(cpu_isa_name(*which.isa)) +
+                       " CPU kernel cannot run on this CPU or build; leave the instruction set to the run-time choice");
   return Status::Ok();
 }
 
 }  // namespace
 
-Status run_sage_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout, PvMode pv) {
+Status run_sage_block_sparse_cpu(const AttentionProblem& problem, const BlockSparseLayout& layout, PvMode pv,
+                                 SageCpuKernel which) {
   DIFFATTN_RETURN_IF_ERROR(check_runs_here(problem));
+  DIFFATTN_RETURN_IF_ERROR(check_kernel_runs_here(which));
   static_assert(kKvBlock % kBlockQ == 0, "a work item lies in one query tile");
   if (layout.q_tile != kKvBlock || layout.k_tile != kKvBlock)
     return InvalidInput("SAGE_ATTN's block-sparse walk takes lists of " + std::to_string(kKvBlock) + " x " +
@@ -413,17 +527,18 @@ Status run_sage_block_sparse_cpu(const AttentionProblem& problem, const BlockSpa
   Operands ops;
   ops.valid = valid_keys(problem);
   DIFFATTN_RETURN_IF_ERROR(quantize_operands(problem, pv, ops));
-  run_items(problem, ItemRunner(problem, pv, QkMode::kInt8, ops, &layout), &layout);
+  run_items(problem, pv, QkMode::kInt8, ops, &layout, which);
   return Status::Ok();
 }
 
-Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv, QkMode qk) {
+Status run_sage_attn_cpu(const AttentionProblem& problem, PvMode pv, QkMode qk, SageCpuKernel which) {
   DIFFATTN_RETURN_IF_ERROR(check_runs_here(problem));
+  DIFFATTN_RETURN_IF_ERROR(check_kernel_runs_here(which));
   Operands ops;
   ops.valid = valid_keys(problem);
-  if (qk == QkMode::k16) return run_qk16(problem, pv, ops);
+  if (qk == QkMode::k16) return run_qk16(problem, pv, ops, which);
   DIFFATTN_RETURN_IF_ERROR(quantize_operands(problem, pv, ops));
-  run_items(problem, ItemRunner(problem, pv, QkMode::kInt8, ops));
+  run_items(problem, pv, QkMode::kInt8, ops, nullptr, which);
   return Status::Ok();
 }
 
