@@ -3,7 +3,8 @@
 // CPU runs and the reference loops, in both P*V modes and QK16/V8. No GPU.
 //   g++ -O2 -std=c++20 -fopenmp -Iinclude -Isrc dev/sage_cpu_time.cc -o build/dev/sage_cpu_time \
 //       build/default/src/libdiffattn_kernels.a build/default/src/libdiffattn_core.a -lpthread
-//   OMP_NUM_THREADS=1 build/dev/sage_cpu_time 2048
+//   OMP_NUM_THREADS=1 build/dev/sage_cpu_time 2048 [ISA [MODE]]   (only that kernel and mode, e.g.
+//   avx512 int8/fp8, for a profiler; the reference loops are "reference")
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,8 +46,9 @@ int main(int argc, char** argv) {
     }
     return best;
   };
+  const std::string only_isa = argc > 2 ? argv[2] : "", only_mode = argc > 3 ? argv[3] : "";
   const double flops = 4.0 * heads * s * s * d;
-  const double sdpa = best_of_three([&] { return run_sdpa_cpu(p); });
+  const double sdpa = only_isa.empty() ? best_of_three([&] { return run_sdpa_cpu(p); }) : 1.0;
   std::printf("S=%ld  TORCH_SDPA %.3f s (%.1f GF/s)\n", s, sdpa, flops / sdpa / 1e9);
   struct Mode {
     const char* name;
@@ -57,7 +59,15 @@ int main(int argc, char** argv) {
                         {"int8/fp16", sage::PvMode::kFp16, sage::QkMode::kInt8},
                         {"qk16/fp8", sage::PvMode::kFp8, sage::QkMode::k16}};
   for (const Mode& m : modes) {
+    if (!only_mode.empty() && only_mode != m.name) continue;
     std::string line = std::string(m.name) + ":";
+    if (!only_isa.empty() && only_isa != "reference") {
+      const auto isa = parse_cpu_isa(only_isa);
+      if (!isa) return 2;
+      const double t = best_of_three([&] { return sage::run_sage_attn_cpu(p, m.pv, m.qk, {false, *isa}); });
+      std::printf("%s %s %.3f s\n", m.name, only_isa.c_str(), t);
+      continue;
+    }
     const double ref = best_of_three([&] { return sage::run_sage_attn_cpu(p, m.pv, m.qk, {true, std::nullopt}); });
     line += "  reference " + std::to_string(ref).substr(0, 5) + " s (x" + std::to_string(sdpa / ref).substr(0, 4) + ")";
     for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512}) {

@@ -42,12 +42,6 @@ std::size_t index3(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t 
 
 }  // namespace
 
-std::int8_t quantize_int8(float x, float reciprocal) {
-  const float r = std::nearbyint(x * reciprocal);
-  if (std::isnan(r)) return 0;  // INT8 has no NaN
-  return static_cast<std::int8_t>(std::clamp(r, -kInt8Max, kInt8Max));
-}
-
 std::vector<std::uint8_t> valid_keys(const AttentionProblem& p) {
   const std::int64_t batch = p.k.size(0), seqlen = p.k.size(1);
   std::vector<std::uint8_t> valid(static_cast<std::size_t>(batch * seqlen), 1);

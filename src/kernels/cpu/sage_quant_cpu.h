@@ -3,6 +3,7 @@
 // kernels/sage/sage_quant.h and docs/backends/sage_attn.md state them. The CPU attention uses them,
 // and tests compare the CUDA quantizer's tensors and scales against them bit for bit.
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -11,8 +12,15 @@
 
 namespace diffattn::sage {
 
-// clamp(rint(x * reciprocal), -127, 127), rint rounding ties to even.
-std::int8_t quantize_int8(float x, float reciprocal);
+// clamp(rint(x * reciprocal), -127, 127), rint rounding ties to even; NaN gives 0. Below 2^22 in
+// magnitude, adding and taking away 1.5 * 2^23 rounds to the nearest integer (ties to even) exactly
+// as rint in the default rounding mode, without a library call, so the loops over it vectorise.
+inline std::int8_t quantize_int8(float x, float reciprocal) {
+  const float y = x * reciprocal;
+  const float r = std::fabs(y) < 4194304.f ? (y + 12582912.f) - 12582912.f : y;
+  const float clamped = r < -kInt8Max ? -kInt8Max : (r > kInt8Max ? kInt8Max : r);
+  return r != r ? std::int8_t{0} : static_cast<std::int8_t>(clamped);  // INT8 has no NaN
+}
 
 // Q scaled by softmax scale * log2(e), INT8 per group of kQGroup rows (1: every row its own scale)
 // of one (batch, head).

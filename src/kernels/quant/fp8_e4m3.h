@@ -54,10 +54,12 @@ inline std::uint8_t e4m3_rn_satfinite(float x) {
   const std::uint8_t sign = std::signbit(r) ? 0x80u : 0x00u;
   const float a = std::fabs(r);
   if (a < 0.015625f) return static_cast<std::uint8_t>(sign | static_cast<std::uint8_t>(a * 512.f));  // subnormal
-  int exponent = 0;
-  const float fraction = std::frexp(a, &exponent);  // a = fraction * 2^exponent, fraction in [0.5, 1)
-  const auto mantissa = static_cast<std::uint8_t>(fraction * 16.f - 8.f);
-  return static_cast<std::uint8_t>(sign | ((exponent + 6) << 3) | mantissa);
+  // A normal E4M3 value as a float: exponent e (E4M3's bias is 7) and 3 mantissa bits, read from
+  // the float's fields.
+  std::uint32_t bits;
+  std::memcpy(&bits, &a, sizeof bits);
+  const std::uint32_t exponent = (bits >> 23) - 127u + 7u, mantissa = (bits >> 20) & 7u;
+  return static_cast<std::uint8_t>(sign | (exponent << 3) | mantissa);
 }
 
 // Per-channel E4M3 of `n` rows of `width` values (row-major): scales[c] = amax_c / 448 over the rows
@@ -68,7 +70,10 @@ inline void quantize_channels_e4m3(const float* rows, const std::uint8_t* keep, 
   for (std::int64_t c = 0; c < width; ++c) scales[c] = 0.f;  // amax first, the scale after
   for (std::int64_t j = 0; j < n; ++j)
     if (keep[j])
-      for (std::int64_t c = 0; c < width; ++c) scales[c] = std::fmax(scales[c], std::fabs(rows[j * width + c]));
+      for (std::int64_t c = 0; c < width; ++c) {
+        const float m = std::fabs(rows[j * width + c]);
+        scales[c] = scales[c] < m ? m : scales[c];  // fmax's value (NaN skipped), without a library call
+      }
   for (std::int64_t j = 0; j < n; ++j)
     for (std::int64_t c = 0; c < width; ++c) {
       const float amax = scales[c];
