@@ -18,15 +18,39 @@ float element(const TensorView& t, std::int64_t b, std::int64_t s, std::int64_t 
 std::vector<float> rows_of(const TensorView& t, std::int64_t b, std::int64_t h) {
   const std::int64_t seqlen = t.size(1), width = t.size(3);
   std::vector<float> rows(static_cast<std::size_t>(seqlen * width));
-  for (std::int64_t s = 0; s < seqlen; ++s)
-    for (std::int64_t d = 0; d < width; ++d) rows[static_cast<std::size_t>(s * width + d)] = element(t, b, s, h, d);
+  if (t.stride(3) != 1) {
+    for (std::int64_t s = 0; s < seqlen; ++s)
+      for (std::int64_t d = 0; d < width; ++d) rows[static_cast<std::size_t>(s * width + d)] = element(t, b, s, h, d);
+    return rows;
+  }
+  const auto* base = static_cast<const std::uint16_t*>(t.data) + b * t.stride(0) + h * t.stride(2);
+  for (std::int64_t s = 0; s < seqlen; ++s) {
+    const std::uint16_t* src = base + s * t.stride(1);
+    float* dst = rows.data() + s * width;
+    if (t.dtype == DType::kFloat16) {
+      for (std::int64_t d = 0; d < width; ++d) dst[d] = cpu::half_to_float(src[d]);
+    } else {
+      for (std::int64_t d = 0; d < width; ++d) dst[d] = cpu::bf16_to_float(src[d]);
+    }
+  }
   return rows;
 }
 
 // Quantizes rows [begin, end) of `rows` (width D) as one INT8 group; returns its scale.
 float quantize_group(const float* rows, std::int64_t count, std::int64_t width, std::int8_t* out) {
+  // The largest magnitude, over 16 lanes of partial maxima (a maximum is the same in any order; NaN
+  // is skipped as std::max skips it) so that the loop vectorises.
+  constexpr int kLanes = 16;
+  float lanes[kLanes] = {};
+  const std::int64_t total = count * width, whole = total / kLanes * kLanes;
+  for (std::int64_t i = 0; i < whole; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float m = std::fabs(rows[i + l]);
+      lanes[l] = lanes[l] < m ? m : lanes[l];
+    }
   float amax = 0.f;
-  for (std::int64_t i = 0; i < count * width; ++i) amax = std::max(amax, std::fabs(rows[i]));
+  for (std::int64_t i = whole; i < total; ++i) amax = std::max(amax, std::fabs(rows[i]));
+  for (float m : lanes) amax = std::max(amax, m);
   if (amax == 0.f) {
     std::fill(out, out + count * width, std::int8_t{0});
     return 0.f;

@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/dense_tile_impl.h"
 #include "kernels/cpu/sage_tile_params.h"
+#include "kernels/quant/fp8_e4m3.h"
 
 namespace diffattn::cpu {
 
@@ -26,18 +27,7 @@ namespace diffattn::cpu {
 // branches so that the compiler vectorises their loops. Each equals the scalar definition
 // (fp8::e4m3_round, float_to_bf16, float_to_half) on that range; tests/kernels/sage_tile_test.cc
 // checks it.
-inline float round_e4m3_nonneg(float x) {
-  x = x < 448.0f ? x : 448.0f;
-  // Below 2^-6 the E4M3 grid is the subnormals' 2^-9: adding 2^14 (whose float ulp is 2^-9)
-  // rounds to it, ties to even.
-  const float sub = (x + 16384.0f) - 16384.0f;
-  std::uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  const std::uint32_t kept = (bits + 0x7ffffu + ((bits >> 20) & 1u)) & ~0xfffffu;  // 3 mantissa bits
-  float normal;
-  std::memcpy(&normal, &kept, sizeof normal);
-  return x < 0.015625f ? sub : normal;
-}
+inline float round_e4m3_nonneg(float x) { return fp8::e4m3_round_nonneg(x); }
 
 inline float round_bf16_nonneg(float x) {
   std::uint32_t bits;

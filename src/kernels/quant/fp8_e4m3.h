@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace diffattn::fp8 {
 
@@ -47,19 +48,34 @@ inline float e4m3_round(float x) {
   return rounded;
 }
 
-// The E4M3 code of e4m3_round(x).
-inline std::uint8_t e4m3_rn_satfinite(float x) {
-  const float r = e4m3_round(x);
-  if (std::isnan(r)) return std::signbit(r) ? 0xffu : 0x7fu;
-  const std::uint8_t sign = std::signbit(r) ? 0x80u : 0x00u;
-  const float a = std::fabs(r);
-  if (a < 0.015625f) return static_cast<std::uint8_t>(sign | static_cast<std::uint8_t>(a * 512.f));  // subnormal
-  // A normal E4M3 value as a float: exponent e (E4M3's bias is 7) and 3 mantissa bits, read from
-  // the float's fields.
+// e4m3_round of a magnitude (x >= 0, or NaN), without branches so that loops over it vectorise.
+// Below 2^-6 the grid is the subnormals' 2^-9: adding 2^14 (whose float ulp is 2^-9) rounds to it,
+// ties to even; above, 3 of float's 23 mantissa bits are kept, ties to even.
+inline float e4m3_round_nonneg(float x) {
+  x = x < kE4m3Max ? x : (x != x ? x : kE4m3Max);  // saturates, infinity included; NaN stays
+  const float sub = (x + 16384.f) - 16384.f;
   std::uint32_t bits;
-  std::memcpy(&bits, &a, sizeof bits);
-  const std::uint32_t exponent = (bits >> 23) - 127u + 7u, mantissa = (bits >> 20) & 7u;
-  return static_cast<std::uint8_t>(sign | (exponent << 3) | mantissa);
+  std::memcpy(&bits, &x, sizeof bits);
+  const std::uint32_t kept = (bits + 0x7ffffu + ((bits >> 20) & 1u)) & ~0xfffffu;
+  float normal;
+  std::memcpy(&normal, &kept, sizeof normal);
+  return x < 0.015625f ? sub : normal;
+}
+
+// The E4M3 code of e4m3_round(x), without branches: the magnitude rounded, then its code read from
+// the float's fields (exponent with E4M3's bias of 7, 3 mantissa bits) or, below 2^-6, as a count of
+// 2^-9 steps (2^-6 itself gives 8, the first normal code, either way).
+inline std::uint8_t e4m3_rn_satfinite(float x) {
+  std::uint32_t in;
+  std::memcpy(&in, &x, sizeof in);
+  const auto sign = static_cast<std::uint8_t>((in >> 24) & 0x80u);
+  const float r = e4m3_round_nonneg(std::fabs(x));
+  std::uint32_t bits;
+  std::memcpy(&bits, &r, sizeof bits);
+  const std::uint32_t normal = (((bits >> 23) - 120u) << 3) | ((bits >> 20) & 7u);
+  const std::uint32_t sub = static_cast<std::uint32_t>(r < 0.015625f ? r * 512.f : 0.f);
+  const std::uint32_t code = r != r ? 0x7fu : (r < 0.015625f ? sub : normal);
+  return static_cast<std::uint8_t>(sign | code);
 }
 
 // Per-channel E4M3 of `n` rows of `width` values (row-major): scales[c] = amax_c / 448 over the rows
@@ -74,11 +90,21 @@ inline void quantize_channels_e4m3(const float* rows, const std::uint8_t* keep, 
         const float m = std::fabs(rows[j * width + c]);
         scales[c] = scales[c] < m ? m : scales[c];  // fmax's value (NaN skipped), without a library call
       }
-  for (std::int64_t j = 0; j < n; ++j)
+  // Each channel's factor 448 / amax once (the same quotient as per value); all-zero channels give 0.
+  std::vector<float> factors(static_cast<std::size_t>(width));
+  std::vector<std::uint8_t> live(static_cast<std::size_t>(width));
+  for (std::int64_t c = 0; c < width; ++c) {
+    live[static_cast<std::size_t>(c)] = scales[c] != 0.f;
+    factors[static_cast<std::size_t>(c)] = scales[c] != 0.f ? kE4m3Max / scales[c] : 0.f;
+  }
+  for (std::int64_t j = 0; j < n; ++j) {
+    std::uint8_t* out = codes + j * width;
+    const float* row = rows + j * width;
     for (std::int64_t c = 0; c < width; ++c) {
-      const float amax = scales[c];
-      codes[j * width + c] = keep[j] && amax != 0.f ? e4m3_rn_satfinite(rows[j * width + c] * (kE4m3Max / amax)) : 0;
+      const auto k = static_cast<std::size_t>(c);
+      out[c] = keep[j] && live[k] ? e4m3_rn_satfinite(row[c] * factors[k]) : std::uint8_t{0};
     }
+  }
   for (std::int64_t c = 0; c < width; ++c) scales[c] /= kE4m3Max;
 }
 
