@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/sage_cpu.h"
 #include "kernels/cpu/sdpa_cpu.h"
+#include "kernels/sage_test_lists.h"
 #include "parity/cases.h"
 #include "parity/oracle.h"
 #include "parity/quantized_tolerance.h"
@@ -211,28 +212,6 @@ TEST(SageCpu, RefusesWhatItDoesNotComputeBeforeWriting) {
   }
 }
 
-// Block-sparse lists of 128 x 128 tiles: each (batch, head, query tile) lists round(density x key
-// tiles) random distinct key tiles; every `empty_every`-th row lists none.
-BlockSparseLayout random_lists(const ParityCase& c, double density, int empty_every, std::mt19937_64& rng) {
-  BlockSparseLayout l;
-  l.q_tile = l.k_tile = sage::kKvBlock;
-  l.batch = c.batch, l.heads = c.heads_q;
-  l.q_tiles = tile_count(c.seq_q, l.q_tile), l.k_tiles = tile_count(c.seq_kv, l.k_tile);
-  const auto keep = std::max<std::int64_t>(1, std::llround(density * static_cast<double>(l.k_tiles)));
-  std::vector<std::int32_t> all(static_cast<std::size_t>(l.k_tiles));
-  l.offsets.push_back(0);
-  for (std::int64_t r = 0; r < l.batch * l.heads * l.q_tiles; ++r) {
-    if (empty_every == 0 || r % empty_every != empty_every - 1) {
-      std::iota(all.begin(), all.end(), 0);
-      std::shuffle(all.begin(), all.end(), rng);
-      std::sort(all.begin(), all.begin() + keep);
-      l.indices.insert(l.indices.end(), all.begin(), all.begin() + keep);
-    }
-    l.offsets.push_back(static_cast<std::int32_t>(l.indices.size()));
-  }
-  return l;
-}
-
 std::vector<double> values_of(const TensorView& t) {
   std::vector<double> v;
   testing::for_each_offset(t, [&](std::int64_t off) { v.push_back(testing::read_element(t, off)); });
@@ -271,7 +250,7 @@ TEST(SageBlockSparseCpu, ListedKeysMatchBlockSparseAttentionWithinTheEightBitBou
   for (PvMode pv : {PvMode::kFp8, PvMode::kFp16}) {
     auto data = testing::make_case_data(c, rng);
     AttentionProblem& p = data->problem;
-    BlockSparseLayout lists = random_lists(c, 0.5, 7, rng);
+    BlockSparseLayout lists = testing::random_sage_lists(c, 0.5, 7, rng);
     for (std::int64_t t = 0; t < lists.q_tiles; ++t) lists.tile_rows.push_back(t % 2 ? 1 + rng() % 127 : 128);
     ASSERT_TRUE(run_block_sparse_cpu(p, lists).ok());
     const std::vector<double> want = values_of(p.out);

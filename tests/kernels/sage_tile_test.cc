@@ -1,10 +1,11 @@
 // SAGE_ATTN's CPU tile kernel (kernels/cpu/sage_tile_impl.h) against its oracle, the plain loops
-// (SageCpuKernel::reference): the branch-free roundings of P equal the scalar definitions, and on
+// (SageCpuKernel::reference): the branch-free roundings of P equal their definitions, and on
 // fresh random inputs every instruction set's kernel gives the reference's output to within the
 // order of its sums (both modes, both Q K^T modes, both dtypes, GQA, causal, key padding with rows
 // that keep no key, the LSE, block-sparse lists with padded tiles).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "kernels/cpu/sage_tile_impl.h"
 #include "kernels/cpu/sdpa_cpu.h"
 #include "kernels/quant/fp8_e4m3.h"
+#include "kernels/sage_test_lists.h"
 #include "parity/cases.h"
 
 namespace diffattn {
@@ -65,9 +67,18 @@ void expect_same_rounding(const char* what, float top, std::uint32_t step, const
 }
 
 TEST(SageTileCpu, BranchFreeRoundingsOfPEqualTheScalarDefinitions) {
+  // E4M3 against the nearest value of its grid (codes 0 .. 0x7e, ascending), ties to the even code.
   std::vector<float> e4m3;
   for (int code = 0; code < 0x7f; ++code) e4m3.push_back(fp8::e4m3_to_float(static_cast<std::uint8_t>(code)));
-  expect_same_rounding("e4m3", 448.0f, 211, e4m3, cpu::round_e4m3_nonneg, fp8::e4m3_round);
+  const auto nearest_e4m3 = [&](float x) {
+    const auto above = std::lower_bound(e4m3.begin(), e4m3.end(), x);
+    if (above == e4m3.end()) return e4m3.back();
+    if (*above == x || above == e4m3.begin()) return *above;
+    const auto hi = static_cast<std::size_t>(above - e4m3.begin()), lo = hi - 1;
+    const double up = static_cast<double>(e4m3[hi]) - x, down = x - static_cast<double>(e4m3[lo]);
+    return up < down || (up == down && hi % 2 == 0) ? e4m3[hi] : e4m3[lo];
+  };
+  expect_same_rounding("e4m3", 448.0f, 211, e4m3, fp8::e4m3_round_nonneg, nearest_e4m3);
 
   std::vector<float> bf16, f16;
   for (std::uint32_t h = 0; h <= 0x3f80u; ++h) bf16.push_back(cpu::bf16_to_float(static_cast<std::uint16_t>(h)));
@@ -158,23 +169,9 @@ TEST(SageTileCpu, EveryInstructionSetMatchesTheReferenceLoops) {
   EXPECT_GE(checked, 16);
 }
 
-BlockSparseLayout random_lists(const ParityCase& c, double density, std::mt19937_64& rng) {
-  BlockSparseLayout l;
-  l.q_tile = l.k_tile = sage::kKvBlock;
-  l.batch = c.batch, l.heads = c.heads_q;
-  l.q_tiles = tile_count(c.seq_q, l.q_tile), l.k_tiles = tile_count(c.seq_kv, l.k_tile);
-  const auto keep = std::max<std::int64_t>(1, std::llround(density * static_cast<double>(l.k_tiles)));
-  std::vector<std::int32_t> all(static_cast<std::size_t>(l.k_tiles));
-  l.offsets.push_back(0);
-  for (std::int64_t r = 0; r < l.batch * l.heads * l.q_tiles; ++r) {
-    if (r % 5 != 4) {  // every fifth row lists nothing
-      std::iota(all.begin(), all.end(), 0);
-      std::shuffle(all.begin(), all.end(), rng);
-      std::sort(all.begin(), all.begin() + keep);
-      l.indices.insert(l.indices.end(), all.begin(), all.begin() + keep);
-    }
-    l.offsets.push_back(static_cast<std::int32_t>(l.indices.size()));
-  }
+// Random lists (every fifth row empty) whose odd query tiles are padded to 1-127 valid rows.
+BlockSparseLayout random_padded_lists(const ParityCase& c, double density, std::mt19937_64& rng) {
+  BlockSparseLayout l = testing::random_sage_lists(c, density, 5, rng);
   for (std::int64_t t = 0; t < l.q_tiles; ++t)
     l.tile_rows.push_back(t % 2 ? static_cast<std::int32_t>(1 + rng() % 127) : 128);
   return l;
@@ -188,7 +185,7 @@ TEST(SageTileCpu, BlockSparseListsMatchTheReferenceLoops) {
   c.head_size = c.head_size_v = 64, c.lse = true;
   auto data = testing::make_case_data(c, rng);
   AttentionProblem& p = data->problem;
-  const BlockSparseLayout lists = random_lists(c, 0.5, rng);
+  const BlockSparseLayout lists = random_padded_lists(c, 0.5, rng);
   for (PvMode pv : {PvMode::kFp8, PvMode::kFp16}) {
     testing::poison(p.out);
     testing::poison(*p.lse);

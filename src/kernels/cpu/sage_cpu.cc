@@ -448,6 +448,7 @@ void run_tile_items(const AttentionProblem& problem, PvMode pv, QkMode qk, const
   }
   const std::vector<WorkItem> items = items_to_run(problem, layout);
   const auto count = static_cast<std::int64_t>(items.size());
+  static_assert(kBlockQ + 16 <= cpu::kSageTileMaxRows, "an item's rows fit the tile kernel's buffers");
   const std::size_t rows = kBlockQ + 16;  // the kernel's rows rounded up to its micro-kernel's
 #pragma omp parallel
   {

@@ -23,12 +23,10 @@
 
 namespace diffattn::cpu {
 
-// The roundings of P, for 0 <= x and x finite (P times 448 is at most 448), written without
-// branches so that the compiler vectorises their loops. Each equals the scalar definition
-// (fp8::e4m3_round, float_to_bf16, float_to_half) on that range; tests/kernels/sage_tile_test.cc
-// checks it.
-inline float round_e4m3_nonneg(float x) { return fp8::e4m3_round_nonneg(x); }
-
+// The roundings of P to the accurate mode's 16-bit types, for 0 <= x and x finite, written without
+// branches so that the compiler vectorises their loops (E4M3: fp8::e4m3_round_nonneg). Each equals
+// the scalar definition (float_to_bf16, float_to_half) on that range;
+// tests/kernels/sage_tile_test.cc checks it.
 inline float round_bf16_nonneg(float x) {
   std::uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
@@ -57,6 +55,7 @@ struct SageTile {
   static constexpr int MR = I::kRows;
   static constexpr int NR = I::kWidth * I::kVecs;
   static constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  static constexpr int kMaxRows = kSageTileMaxRows;
 
   static std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
 
@@ -120,31 +119,20 @@ struct SageTile {
     }
     const float alpha = m == kNegInf ? 1.0f : std::exp2(m - m_new);
     const V neg_max = I::set1(-m_new);
+    for (std::int64_t c = 0; c < n_pad; c += W)
+      I::store(s + c, I::exp2(I::add(I::load(s + c), neg_max)));  // -inf (masked) gives exactly 0
+    // FP8: the row sum adds the rounded values / 448 (what multiplies V); 16-bit: p before rounding.
+    const bool fp8_p = p.rounding == PRounding::kE4m3;
+    if (fp8_p)
+      for (std::int64_t c = 0; c < n_pad; ++c) s[c] = fp8::e4m3_round_nonneg(s[c] * 448.0f);
+    const V weight = I::set1(fp8_p ? 1.0f / 448.0f : 1.0f);
     V vsum = I::zero();
-    for (std::int64_t c = 0; c < n_pad; c += W) {
-      const V e = I::exp2(I::add(I::load(s + c), neg_max));  // -inf (masked) gives exactly 0
-      I::store(s + c, e);
-      vsum = I::add(vsum, e);
-    }
-    float row_sum = 0.0f;
-    switch (p.rounding) {
-      case PRounding::kE4m3: {
-        for (std::int64_t c = 0; c < n_pad; ++c) s[c] = round_e4m3_nonneg(s[c] * 448.0f);
-        const V inv = I::set1(1.0f / 448.0f);
-        V rsum = I::zero();
-        for (std::int64_t c = 0; c < n_pad; c += W) rsum = I::fma(I::load(s + c), inv, rsum);
-        row_sum = I::reduce_add(rsum);
-        break;
-      }
-      case PRounding::kBf16:
-        row_sum = I::reduce_add(vsum);
-        for (std::int64_t c = 0; c < n_pad; ++c) s[c] = round_bf16_nonneg(s[c]);
-        break;
-      case PRounding::kF16:
-        row_sum = I::reduce_add(vsum);
-        for (std::int64_t c = 0; c < n_pad; ++c) s[c] = round_f16_nonneg(s[c]);
-        break;
-    }
+    for (std::int64_t c = 0; c < n_pad; c += W) vsum = I::fma(I::load(s + c), weight, vsum);
+    const float row_sum = I::reduce_add(vsum);
+    if (p.rounding == PRounding::kBf16)
+      for (std::int64_t c = 0; c < n_pad; ++c) s[c] = round_bf16_nonneg(s[c]);
+    if (p.rounding == PRounding::kF16)
+      for (std::int64_t c = 0; c < n_pad; ++c) s[c] = round_f16_nonneg(s[c]);
     l = l * alpha + row_sum;
     m = m_new;
     return alpha;
@@ -165,7 +153,7 @@ struct SageTile {
     std::memcpy(qp, p.q + (qh * p.sq + w.q_begin) * d, static_cast<std::size_t>(rows * d) * sizeof(float));
     std::memset(qp + rows * d, 0, static_cast<std::size_t>((rows_pad - rows) * d) * sizeof(float));
     std::memset(o, 0, static_cast<std::size_t>(rows_pad * dv) * sizeof(float));
-    float alpha[256];  // block_q <= 256, checked by the driver
+    float alpha[kMaxRows];  // rows_pad <= round_up(block_q, MR); sage_cpu.cc keeps block_q within it
     for (std::int64_t r = 0; r < rows_pad; ++r) {
       m[r] = kNegInf;
       l[r] = 0.0f;

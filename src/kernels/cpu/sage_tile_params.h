@@ -8,6 +8,9 @@
 
 namespace diffattn::cpu {
 
+// The most rows an item's buffers hold: block_q rounded up to a micro-kernel's rows (at most 16).
+inline constexpr int kSageTileMaxRows = 256;
+
 // What P is rounded to before it multiplies V.
 enum class PRounding : std::uint8_t {
   kE4m3,  // E4M3 of p * 448; the row sum adds the rounded values / 448 (SAGE_ATTN's FP8 P*V)
@@ -29,7 +32,7 @@ struct SageTileParams {
   std::int64_t heads_q = 0, heads_kv = 0, sq = 0, skv = 0, d = 0, dv = 0;
   int k_group = 64;    // keys per K scale
   int kv_block = 128;  // keys per online-softmax block (and per sparse tile)
-  int block_q = 64;    // the most query rows of one item
+  int block_q = 64;    // the most query rows of one item; at most kSageTileMaxRows - 16
   float score_scale = 1.0f;
   bool causal = false;
   PRounding rounding = PRounding::kE4m3;

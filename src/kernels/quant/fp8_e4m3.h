@@ -22,35 +22,10 @@ inline float e4m3_to_float(std::uint8_t code) {
   return sign * std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);      // (1 + m/8) * 2^(e-7)
 }
 
-// Round to nearest even E4M3, values beyond +-448 (infinities included) saturate to +-448, NaN stays
-// NaN: the GPU's cvt.rn.satfinite.e4m3x2.f32. Returns the rounded value as a float.
-inline float e4m3_round(float x) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  const std::uint32_t sign = bits & 0x80000000u;
-  const std::uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return x;
-  float rounded;
-  if (magnitude >= 0x43e00000u) {  // |x| >= 448
-    rounded = kE4m3Max;
-  } else if (magnitude < 0x3c800000u) {  // |x| < 2^-6: the subnormal grid of step 2^-9 (scaling is exact)
-    float a;
-    std::memcpy(&a, &magnitude, sizeof a);
-    rounded = std::nearbyint(a * 512.f) * (1.f / 512.f);
-  } else {  // keep 3 of float's 23 mantissa bits, ties to even; a carry moves to the next binade
-    const std::uint32_t kept = (magnitude + 0x7ffffu + ((magnitude >> 20) & 1u)) & ~0xfffffu;
-    std::memcpy(&rounded, &kept, sizeof rounded);
-  }
-  std::uint32_t out;
-  std::memcpy(&out, &rounded, sizeof out);
-  out |= sign;
-  std::memcpy(&rounded, &out, sizeof rounded);
-  return rounded;
-}
-
 // e4m3_round of a magnitude (x >= 0, or NaN), without branches so that loops over it vectorise.
 // Below 2^-6 the grid is the subnormals' 2^-9: adding 2^14 (whose float ulp is 2^-9) rounds to it,
-// ties to even; above, 3 of float's 23 mantissa bits are kept, ties to even.
+// ties to even; above, 3 of float's 23 mantissa bits are kept, ties to even (a carry moves to the
+// next binade).
 inline float e4m3_round_nonneg(float x) {
   x = x < kE4m3Max ? x : (x != x ? x : kE4m3Max);  // saturates, infinity included; NaN stays
   const float sub = (x + 16384.f) - 16384.f;
@@ -61,6 +36,10 @@ inline float e4m3_round_nonneg(float x) {
   std::memcpy(&normal, &kept, sizeof normal);
   return x < 0.015625f ? sub : normal;
 }
+
+// Round to nearest even E4M3, values beyond +-448 (infinities included) saturate to +-448, NaN stays
+// NaN: the GPU's cvt.rn.satfinite.e4m3x2.f32. Returns the rounded value as a float.
+inline float e4m3_round(float x) { return std::copysign(e4m3_round_nonneg(std::fabs(x)), x); }
 
 // The E4M3 code of e4m3_round(x), without branches: the magnitude rounded, then its code read from
 // the float's fields (exponent with E4M3's bias of 7, 3 mantissa bits) or, below 2^-6, as a count of
