@@ -578,58 +578,6 @@ TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
       }
 }
 
-// Past the keys one CTA's shared memory holds, QK16/V8 can still read V once (where
-// DIFFATTN_SAGE_KV_SLICES=1 asks; by default not until it is timed): each slice's keys are split
-// over the CTAs of a cluster (v_split), which take the slice's channel maxima from each other. The same bits as the three launches: two to eight parts, GQA, key padding with a batch
-// that keeps no key (the slices then run after the key walk, as a dependent launch), causal, both
-// head sizes and dtypes; and past eight full parts the three launches run.
-TEST(GpuSageAttn, Qk16SplitsLongVOverAClusterWithTheThreeLaunchPassesBits) {
-  SKIP_WITHOUT_SAGE_GPU();
-  int major = 0, minor = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0), cudaSuccess);
-  if (major != 9 || minor != 0) GTEST_SKIP() << "V is read once on sm_90 only";
-  const auto seed = fresh_seed();
-  std::mt19937_64 rng(seed);
-  const BitsShape shapes[] = {{1, 3, 1, 100, 6200, false, false},    // two parts
-                              {2, 4, 2, 130, 11440, false, true},    // four parts; the second batch keeps no key
-                              {1, 2, 2, 200, 9000, true, false},     // causal
-                              {1, 2, 1, 64, 40000, false, false}};   // eight parts of 5120 keys
-  int idx = 0;
-  for (std::int64_t d : {64, 128})
-    for (const BitsShape& sh : shapes) {
-      const ParityCase c = bits_case(d, idx++ % 2 ? DType::kFloat16 : DType::kBFloat16, sh);
-      const std::string what = c.name() + " seed " + std::to_string(seed);
-      auto data = testing::make_case_data(c, rng);
-      testing::DeviceCase device(*data);
-      ASSERT_TRUE(device.ok()) << what;
-      EXPECT_FALSE(sage::sage_reads_kv_once(device.problem(), major, minor, sage::QkMode::k16))
-          << what << ": by default (until the split is timed) the three launches";
-      ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", "1", 1), 0);
-      EXPECT_TRUE(sage::sage_reads_kv_once(device.problem(), major, minor, sage::QkMode::k16)) << what;
-      EXPECT_FALSE(sage::sage_reads_kv_once(device.problem(), major, minor, sage::QkMode::kInt8))
-          << what << ": INT8 K is read once only up to " << sage::kSliceMaxKeys << " keys";
-      unsetenv("DIFFATTN_SAGE_KV_SLICES");
-      const auto run = [&](const AttentionProblem& p) { return sage::run_qk16_v8_cuda(p, nullptr, {3, 0}); };
-      RunBits runs[2];  // V read once, then the three launches
-      for (int three = 0; three < 2; ++three) {
-        ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", three ? "0" : "1", 1), 0);
-        const std::string ran = run_poisoned(device, *data, run, runs[three]);
-        unsetenv("DIFFATTN_SAGE_KV_SLICES");
-        ASSERT_EQ(ran, "") << what;
-      }
-      expect_same_bits(runs[0], runs[1], what);
-    }
-  // Past eight parts of kSliceMaxKeys keys: the three launches.
-  ParityCase longest = bits_case(128, DType::kBFloat16, {1, 1, 1, 64, 8 * sage::kSliceMaxKeys + 1, false, false});
-  auto data = testing::make_case_data(longest, rng);
-  testing::DeviceCase device(*data);
-  ASSERT_TRUE(device.ok());
-  ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", "1", 1), 0);
-  EXPECT_FALSE(sage::sage_reads_kv_once(device.problem(), major, minor, sage::QkMode::k16));
-  unsetenv("DIFFATTN_SAGE_KV_SLICES");
-}
-
 // The quantization passes take their blocks in either of two orders: the Q pass every head of a
 // row block first (the default) or head by head (DIFFATTN_SAGE_Q_ORDER=rows), the statistics and
 // K/V passes every kv head of a key chunk first (the default) or head by head

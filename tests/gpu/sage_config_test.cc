@@ -150,35 +150,5 @@ TEST(SageConfig, KAndVGoToTheKernelWhereThatMeasuredFaster) {
   EXPECT_TRUE(sage_kv_in_kernel(false, 512, 1));
 }
 
-// QK16/V8's V past one CTA's keys: split over the fewest parts of at most 3072 keys (two CTAs an
-// SM), at most eight, each a multiple of 128 keys that together cover every key with none left
-// empty; eight parts of up to 6144 keys where 3072 do not reach; nothing past that, or at or below
-// 6144 keys (the one-CTA slices run there).
-TEST(SageConfig, LongVSplitsOverAClusterOfAtMostEightParts) {
-  EXPECT_EQ(v_split(6144).parts, 0);
-  EXPECT_EQ(v_split(6272).parts, 3);
-  EXPECT_EQ(v_split(11520).parts, 4);   // Wan2.2-5B
-  EXPECT_EQ(v_split(11520).part_keys, 2944);
-  EXPECT_EQ(v_split(14080).parts, 5);   // HunyuanVideo-1.5
-  EXPECT_EQ(v_split(16384).parts, 6);   // the 16k square
-  EXPECT_EQ(v_split(32768).parts, 8);   // Wan2.1 480p: one CTA an SM
-  EXPECT_EQ(v_split(32768).part_keys, 4096);
-  EXPECT_EQ(v_split(8 * kSliceMaxKeys).parts, 8);
-  EXPECT_EQ(v_split(8 * kSliceMaxKeys + 128).parts, 0);
-  EXPECT_EQ(v_split(75648).parts, 0);   // Wan2.1 720p: the three launches
-  for (std::int64_t keys = kSliceMaxKeys + 128; keys <= 8 * kSliceMaxKeys; keys += 128) {
-    const VSplit s = v_split(keys);
-    ASSERT_GE(s.parts, 2) << keys;
-    ASSERT_LE(s.parts, kVSplitMaxParts) << keys;
-    EXPECT_EQ(s.part_keys % 128, 0) << keys;
-    EXPECT_LE(s.part_keys, s.parts == kVSplitMaxParts ? kSliceMaxKeys : kVSplitKeys) << keys;
-    EXPECT_GE(std::int64_t{s.parts} * s.part_keys, keys) << keys;
-    EXPECT_LT(std::int64_t{s.parts - 1} * s.part_keys, keys) << keys << ": the last part is empty";
-    if (s.parts < kVSplitMaxParts) {
-      EXPECT_GT(keys, std::int64_t{s.parts - 1} * kVSplitKeys) << keys << ": fewer parts would do";
-    }
-  }
-}
-
 }  // namespace
 }  // namespace diffattn::sage

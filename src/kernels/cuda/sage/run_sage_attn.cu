@@ -219,15 +219,6 @@ cudaError_t launch_kv_slices(const SageParams& p, bool k_kind, bool v_kind, bool
                             k_kind, v_kind);
 }
 
-// sage_v_split_kernel's launch: clusters of the parts of one slice (v_split).
-template <bool kBf16, int kD>
-cudaError_t launch_v_split(const SageParams& p, bool dependent, cudaStream_t stream) {
-  const VSplit split = v_split(p.kv_padded);
-  return launch_in_clusters(sage_v_split_kernel<kBf16, kD>, p.batch * p.heads_kv * (kD / kSliceChannels) * split.parts,
-                            split.parts, v_split_smem_bytes(split.part_keys), dependent, stream, p, split.parts,
-                            split.part_keys);
-}
-
 // qk8 false (QkMode::k16): V's statistics and the V pass only. p.fused_q: no Q pass. `dependent`
 // (sm_90): the means and the K/V pass are launched as dependent launches (cuda/dependent_launch.cuh),
 // so that the K/V pass loads K and V while the statistics pass finishes and the means run.
@@ -257,9 +248,7 @@ Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, bool 
     after_own = true;
   }
   if (slices) {
-    if (e == cudaSuccess)
-      e = !qk8 && p.kv_padded > kSliceMaxKeys ? launch_v_split<kBf16, kD>(p, dependent && after_own, stream)
-                                              : launch_kv_slices<kBf16, kD>(p, qk8, v_fp8, dependent && after_own, stream);
+    if (e == cudaSuccess) e = launch_kv_slices<kBf16, kD>(p, qk8, v_fp8, dependent && after_own, stream);
   } else {
     if (e == cudaSuccess)
       e = cuda::launch_maybe_dependent(dependent, sage_means_kernel<kD>, dim3(bhkv, kD / 32), dim3(32 * kMeanLanes),
@@ -361,13 +350,12 @@ bool sage_reads_kv_once(const AttentionProblem& problem, int major, int minor, Q
   // Unset: QK16/V8 only (V alone; H100, bench/results/kv-once-2026-12-06-h100/: FLUX.1's whole call
   // 0.376-0.379 -> 0.369-0.372 ms, SD3's 0.279-0.284 -> 0.272 ms). With INT8 K the K slices were
   // slower than the three launches there (FLUX.1's passes 91-95 -> 100-102 us, SD3's 53-54 -> 68-70).
-  // Past kSliceMaxKeys keys only V alone (QK16/V8) is read once, its keys split over a cluster
-  // (v_split), and only where the knob asks for it: that kernel has not yet run on a GPU in a timed
-  // job, so by default those calls keep the three launches until it is measured.
-  const std::int64_t kv_padded = flash::ceil_div(problem.k.size(1), kKvBlock) * kKvBlock;
-  const bool wanted = knob == nullptr ? qk == QkMode::k16 && kv_padded <= kSliceMaxKeys : std::string(knob) != "0";
+  // Past kSliceMaxKeys keys, the three launches: V's keys split over a cluster ran level with them on
+  // Wan2.1 480p, Wan2.2-5B, HunyuanVideo-1.5 and the 16k square (bench/results/goals-2026-12-07-h100/)
+  // and were removed.
+  const bool wanted = knob == nullptr ? qk == QkMode::k16 : std::string(knob) != "0";
   return wanted && major == 9 && minor == 0 &&
-         (kv_padded <= kSliceMaxKeys || (qk == QkMode::k16 && v_split(kv_padded).parts > 0)) &&
+         flash::ceil_div(problem.k.size(1), kKvBlock) * kKvBlock <= kSliceMaxKeys &&
          copies_in_16_byte_pieces(problem.k) && copies_in_16_byte_pieces(problem.v);
 }
 

@@ -65,9 +65,7 @@ Status count_division_mismatches(std::uint64_t (&mismatches)[3]);
 // slice in a CTA's shared memory) instead of the statistics pass, the means and the K/V pass: on
 // sm_90 (major.minor 9.0), up to 6144 keys after padding to 128 (kSliceMaxKeys), K and V 16-byte
 // aligned with strides of whole 8 elements; by default for QK16/V8 (V alone), where it measured
-// faster, not for SAGE_ATTN's INT8 K, where it measured slower. QK16/V8's V alone can be read once
-// up to eight times as many keys, each slice's keys split over a cluster (sage_config.h, v_split);
-// not yet timed on a GPU, that runs only where DIFFATTN_SAGE_KV_SLICES=1 asks for it. The environment's
+// faster, not for SAGE_ATTN's INT8 K, where it measured slower. The environment's
 // DIFFATTN_SAGE_KV_SLICES=1 takes it for both, 0 for neither (read at every call; A/B runs and
 // tests). Both ways give the same bits.
 bool sage_reads_kv_once(const AttentionProblem& problem, int major, int minor, QkMode qk);

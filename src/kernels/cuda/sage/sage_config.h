@@ -134,26 +134,4 @@ constexpr std::int64_t sage_kv_from(std::int64_t tiles, std::int64_t m_blocks, s
 // Key blocks [begin, end) of piece k of a tile of n_blocks split `pieces` ways.
 constexpr std::int64_t sage_piece_begin(std::int64_t n_blocks, int pieces, int k) { return n_blocks * k / pieces; }
 
-// K and V in one read (sage_quant_slices.cuh): a CTA stages every key of a 16-channel slice of one
-// kv head, up to kSliceMaxKeys keys (kv_padded, a multiple of 128: 192 KiB of staged rows). Past
-// that only V alone (QK16/V8) is read once, its keys split over the CTAs of a thread-block cluster
-// (sage_v_split_kernel): into the fewest parts of at most kVSplitKeys keys (two CTAs an SM), at most
-// kVSplitMaxParts of them (a portable cluster), else into kVSplitMaxParts parts of up to
-// kSliceMaxKeys keys (one CTA an SM). parts 0 where even that does not hold them: the statistics
-// pass, the means and the V pass then run.
-inline constexpr int kSliceMaxKeys = 6 * 1024;
-inline constexpr int kVSplitKeys = 3 * 1024;
-inline constexpr int kVSplitMaxParts = 8;
-struct VSplit {
-  int parts = 0, part_keys = 0;  // part_keys: a multiple of 128; the last part may hold fewer
-};
-constexpr VSplit v_split(std::int64_t kv_padded) {
-  if (kv_padded <= kSliceMaxKeys || kv_padded > std::int64_t{kVSplitMaxParts} * kSliceMaxKeys) return {};
-  const int keys = static_cast<int>(kv_padded);
-  const int n = std::min((keys + kVSplitKeys - 1) / kVSplitKeys, kVSplitMaxParts);
-  const int part_keys = ((keys + n - 1) / n + 127) / 128 * 128;
-  if (part_keys > kSliceMaxKeys) return {};
-  return {n, part_keys};
-}
-
 }  // namespace diffattn::sage

@@ -24,7 +24,6 @@
 
 #include "kernels/cuda/dense/mma_utils.cuh"
 #include "kernels/cuda/dependent_launch.cuh"
-#include "kernels/cuda/sage/sage_config.h"
 #include "kernels/cuda/sage/sage_params.h"
 #include "kernels/cuda/sage/sage_quant.cuh"
 #include "kernels/sage/sage_quant.h"
@@ -32,6 +31,7 @@
 namespace diffattn::sage {
 
 inline constexpr int kSliceChannels = 16;         // channels of a CTA: 32 bytes of a 16-bit key row
+inline constexpr int kSliceMaxKeys = 6 * 1024;    // kv_padded limit: 192 KiB of staged rows
 inline constexpr int kSliceThreads = 256;
 
 // Shared memory of one CTA for kv_padded keys and k_groups K groups: the staged rows, each key's
@@ -55,61 +55,6 @@ __device__ __forceinline__ void load_slice_row(const std::uint8_t* row, float (&
   put(4, unpack4<kBf16>(make_uint2(a.z, a.w)));
   put(8, unpack4<kBf16>(make_uint2(b.x, b.y)));
   put(12, unpack4<kBf16>(make_uint2(b.z, b.w)));
-}
-
-// V's channel maxima over the `keys` staged rows of a slice (a maximum: any order, so every way of
-// taking it gives the same bits), a key a lane, then a warp tree: each warp's 16 maxima go to
-// red[warp * 17 + c].
-template <bool kBf16>
-__device__ __forceinline__ void v_slice_maxima(const std::uint8_t* rows, int keys, float* red) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float acc[kSliceChannels];
-#pragma unroll
-  for (int c = 0; c < kSliceChannels; ++c) acc[c] = 0.f;
-  for (int key = threadIdx.x; key < keys; key += kSliceThreads) {
-    float x[kSliceChannels];
-    load_slice_row<kBf16>(rows + key * 32, x);
-#pragma unroll
-    for (int c = 0; c < kSliceChannels; ++c) acc[c] = fmaxf(acc[c], fabsf(x[c]));
-  }
-#pragma unroll
-  for (int c = 0; c < kSliceChannels; ++c) {
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) acc[c] = fmaxf(acc[c], __shfl_xor_sync(0xffffffffu, acc[c], o));
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int c = 0; c < kSliceChannels; ++c) red[warp * (kSliceChannels + 1) + c] = acc[c];
-  }
-}
-
-// V's FP8 codes of staged keys [key0, key1) (multiples of 32; rows holds them from row 0 on) with the
-// channel maxima `stat`: a warp converts a 32-key chunk of the slice's 16 channels at a time, a
-// thread one 32-bit word (positions 4 word .. 4 word + 3: keys kb, kb + 1, kb + 8, kb + 9) of four
-// channels, as sage_quant_v_block does. `dst`: the slice's first channel row of the transposed V
-// (row_bytes apart), at key 0.
-template <bool kBf16>
-__device__ __forceinline__ void v_slice_codes(const std::uint8_t* rows, const float* stat, int key0, int key1,
-                                              std::uint8_t* dst, std::int64_t row_bytes) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int word = lane % 8, cg4 = lane / 8, kb = 16 * (word / 4) + 2 * (word % 4);
-  float inv[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const float m = stat[4 * cg4 + e];
-    inv[e] = m > 0.f ? __fdiv_rn(kE4m3Max, m) : 0.f;
-  }
-  for (int chunk = warp; chunk < (key1 - key0) / 32; chunk += kSliceThreads / 32) {
-    float x[4][4];  // [key kb, kb + 1, kb + 8, kb + 9][channel]
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int key = chunk * 32 + kb + (k / 2) * 8 + k % 2;
-      const float4 v = unpack4<kBf16>(*reinterpret_cast<const uint2*>(rows + key * 32 + cg4 * 8));
-#pragma unroll
-      for (int e = 0; e < 4; ++e) x[k][e] = __fmul_rn(at4(v, e), inv[e]);
-    }
-    store_v_words(x, dst + 4 * cg4 * row_bytes + key0 + chunk * 32 + 4 * word, row_bytes);
-  }
 }
 
 // grid (B * Hkv * kinds * kD / 16), cluster (kD / 16), 256 threads, slice_smem_bytes of dynamic
@@ -200,8 +145,26 @@ __global__ void __launch_bounds__(kSliceThreads, 1)
       p.k_mean[static_cast<std::int64_t>(bh) * kD + c0 + ch_c] = mean;
     }
   } else {
-    // 2V. V's channel maxima over the keys.
-    v_slice_maxima<kBf16>(rows, keys, red);
+    // 2V. V's channel maxima over the keys (a maximum: any order), a key a lane, then a warp tree
+    // and the warps.
+    float acc[kSliceChannels];
+#pragma unroll
+    for (int c = 0; c < kSliceChannels; ++c) acc[c] = 0.f;
+    for (int key = threadIdx.x; key < keys; key += kSliceThreads) {
+      float x[kSliceChannels];
+      load_slice_row<kBf16>(rows + key * 32, x);
+#pragma unroll
+      for (int c = 0; c < kSliceChannels; ++c) acc[c] = fmaxf(acc[c], fabsf(x[c]));
+    }
+#pragma unroll
+    for (int c = 0; c < kSliceChannels; ++c) {
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) acc[c] = fmaxf(acc[c], __shfl_xor_sync(0xffffffffu, acc[c], o));
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int c = 0; c < kSliceChannels; ++c) red[warp * (kSliceChannels + 1) + c] = acc[c];
+    }
     __syncthreads();
     if (threadIdx.x < kSliceChannels) {
       float m = 0.f;
@@ -215,9 +178,28 @@ __global__ void __launch_bounds__(kSliceThreads, 1)
   __syncthreads();
 
   if (!is_k) {
-    // 3V. V's scales, then the codes.
-    v_slice_codes<kBf16>(rows, stat, 0, keys, p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0) * p.kv_padded,
-                         p.kv_padded);
+    // 3V. V's scales, then the codes: a warp converts a 32-key chunk of the slice's 16 channels at a
+    // time, a thread one 32-bit word (positions 4 word .. 4 word + 3: keys kb, kb + 1, kb + 8, kb + 9)
+    // of four channels, as sage_quant_v_block does.
+    const int word = lane % 8, cg4 = lane / 8, kb = 16 * (word / 4) + 2 * (word % 4);
+    float inv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float m = stat[4 * cg4 + e];
+      inv[e] = m > 0.f ? __fdiv_rn(kE4m3Max, m) : 0.f;
+    }
+    for (int chunk = warp; chunk < keys / 32; chunk += 8) {
+      float x[4][4];  // [key kb, kb + 1, kb + 8, kb + 9][channel]
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int key = chunk * 32 + kb + (k / 2) * 8 + k % 2;
+        const float4 v = unpack4<kBf16>(*reinterpret_cast<const uint2*>(rows + key * 32 + cg4 * 8));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[k][e] = __fmul_rn(at4(v, e), inv[e]);
+      }
+      store_v_words(x, p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0 + 4 * cg4) * p.kv_padded + chunk * 32 + 4 * word,
+                    p.kv_padded);
+    }
     return;
   }
 
@@ -274,80 +256,6 @@ __global__ void __launch_bounds__(kSliceThreads, 1)
           make_uint4(packed[0], packed[1], packed[2], packed[3]);
     }
   }
-#endif
-}
-
-// V alone in one read for key sequences longer than one CTA's shared memory holds (QK16/V8's V on
-// long rows): the keys of each 16-channel slice are split over the `parts` CTAs of a thread-block
-// cluster, `part_keys` keys each (a multiple of 128; the last part may hold fewer). Each CTA stages
-// its part, takes its channel maxima, reads the other parts' from their shared memory (a maximum is
-// exact in any order, so every CTA finds the slice's maxima with the three launches' bits), and
-// writes its part's codes. grid (B * Hkv * kD / 16 * parts), cluster (parts), kSliceThreads
-// threads, v_split_smem_bytes(part_keys) of dynamic shared memory; block x: part x % parts, then
-// the slice, then batch * kv head. Launched as sage_kv_slices_kernel is.
-__host__ __device__ constexpr std::size_t v_split_smem_bytes(int part_keys) {
-  return static_cast<std::size_t>(part_keys) * kSliceChannels * 2 + (8 * (kSliceChannels + 1) + 2 * kSliceChannels) * 4;
-}
-
-static_assert(2 * (v_split_smem_bytes(kVSplitKeys) + 1024) <= 228 * 1024, "two parts of kVSplitKeys keys an SM");
-static_assert(v_split_smem_bytes(kSliceMaxKeys) <= 227 * 1024, "a part of kSliceMaxKeys keys fits one CTA");
-
-template <bool kBf16, int kD>
-__global__ void __launch_bounds__(kSliceThreads, 2) sage_v_split_kernel(const SageParams p, int parts, int part_keys) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  constexpr int kSlices = kD / kSliceChannels;
-  cuda::allow_dependents_to_start();  // the attention kernel waits for this one to finish
-  const int part = static_cast<int>(blockIdx.x) % parts, rest = static_cast<int>(blockIdx.x) / parts;
-  const int s = rest % kSlices, bh = rest / kSlices, b = bh / p.heads_kv, hkv = bh % p.heads_kv;
-  const int key0 = part * part_keys, key1 = min(p.kv_padded, key0 + part_keys), keys = key1 - key0;
-  const int c0 = s * kSliceChannels;
-
-  extern __shared__ __align__(16) std::uint8_t smem[];
-  std::uint8_t* rows = smem;                                                             // [keys][32 bytes]
-  float* red = reinterpret_cast<float*>(rows + static_cast<std::size_t>(part_keys) * 32);  // [8][17]
-  float* part_max = red + 8 * (kSliceChannels + 1);                                       // [16]: this part's
-  float* stat = part_max + kSliceChannels;                                               // [16]: the slice's
-
-  // 1. Stage the part: two 16-byte pieces a key; dropped keys and keys past the end as zeros.
-  const std::uint16_t* src = static_cast<const std::uint16_t*>(p.v);
-  const std::int64_t at = b * p.v_stride_b + hkv * p.v_stride_h + c0;
-  for (int i = threadIdx.x; i < 2 * keys; i += kSliceThreads) {
-    const int key = key0 + i / 2, half = i % 2;
-    const bool live = key_valid(p, b, key);
-    cuda::cp_async_16(rows + (i / 2) * 32 + half * 16,
-                      src + at + (live ? static_cast<std::int64_t>(key) * p.v_stride_s : 0) + half * 8, live);
-  }
-  cuda::cp_async_commit();
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-  cuda::wait_for_prior_kernel();  // nothing is written before the kernel before (and its own waits) finished
-  __syncthreads();
-
-  // 2. The part's channel maxima, then the slice's from every part of the cluster.
-  v_slice_maxima<kBf16>(rows, keys, red);
-  __syncthreads();
-  if (threadIdx.x < kSliceChannels) {
-    float m = 0.f;
-    for (int w = 0; w < kSliceThreads / 32; ++w) m = fmaxf(m, red[w * (kSliceChannels + 1) + threadIdx.x]);
-    part_max[threadIdx.x] = m;
-  }
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  if (threadIdx.x < kSliceChannels) {
-    float m = 0.f;
-    for (int r = 0; r < parts; ++r) m = fmaxf(m, *cluster.map_shared_rank(part_max + threadIdx.x, r));
-    stat[threadIdx.x] = m;
-    if (part == 0) {
-      const std::int64_t o = static_cast<std::int64_t>(bh) * kD + c0 + threadIdx.x;
-      p.v_amax[o] = m;
-      p.v_scale[o] = __fdiv_rn(m, kE4m3Max);
-    }
-  }
-  cluster.sync();  // no CTA leaves while another reads its shared memory; stat is visible
-
-  // 3. The part's codes.
-  v_slice_codes<kBf16>(rows, stat, key0, key1, p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0) * p.kv_padded,
-                       p.kv_padded);
 #endif
 }
 
