@@ -54,13 +54,19 @@ TEST(GpuDenseMask, TheDeviceListsEqualTheCpuOracle) {
   if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
-  // 517 keys: rows off 16 bytes, packed a byte per lane; 656: rows on 16 bytes, 16-byte loads.
+  // 517 keys: rows off 16 bytes, packed a byte per lane; 656: rows on 16 bytes, 16-byte loads. Tiles
+  // of 128 x 128 (the listed walk's), and others, so that a key block is not always four words and a
+  // query tile's rows split over a different number of CTAs (mask_row_splits).
+  struct Tiles {
+    int q, k;
+  };
+  for (Tiles tiles : {Tiles{128, 128}, Tiles{64, 96}, Tiles{192, 64}})
   for (MaskShape shape : {MaskShape::kDense, MaskShape::kDenseBroadcast, MaskShape::kDensePerHead})
     for (std::int64_t skv : {517, 656}) {
       const ParityCase c = masked_case(DType::kBFloat16, 64, shape, 333 + 64 * static_cast<int>(shape), skv);
       auto data = testing::make_case_data(c, rng);
       const TensorView& m = *data->problem.mask;
-      const DenseMaskBlockLists want = dense_mask_block_lists(m, 128, 128);
+      const DenseMaskBlockLists want = dense_mask_block_lists(m, tiles.q, tiles.k);
       testing::DeviceCase device(*data);
       ASSERT_TRUE(device.ok());
       const TensorView& dm = *device.problem().mask;
@@ -71,19 +77,20 @@ TEST(GpuDenseMask, TheDeviceListsEqualTheCpuOracle) {
       view.stride_i = dm.stride(2), view.stride_j = dm.stride(3);
       view.seqlen_q = static_cast<int>(c.seq_q), view.seqlen_k = static_cast<int>(c.seq_kv);
       flash::DenseMaskLists got;
-      const flash::DenseMaskStatus built = flash::build_dense_mask_lists(view, 128, 128, nullptr, &got);
+      const flash::DenseMaskStatus built = flash::build_dense_mask_lists(view, tiles.q, tiles.k, nullptr, &got);
       ASSERT_TRUE(built.ok) << built.message;
+      const std::string name = c.name() + " tiles " + std::to_string(tiles.q) + "x" + std::to_string(tiles.k);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       const std::size_t rows = want.offsets.size() - 1;
       std::vector<std::int32_t> offsets(rows + 1), indices(want.indices.size());
       std::vector<std::uint8_t> partial(want.partial.size());
       ASSERT_EQ(cudaMemcpy(offsets.data(), got.offsets, offsets.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      EXPECT_EQ(offsets, want.offsets) << c.name() << " (seed " << seed << ")";
+      EXPECT_EQ(offsets, want.offsets) << name << " (seed " << seed << ")";
       if (offsets == want.offsets && !indices.empty()) {
         ASSERT_EQ(cudaMemcpy(indices.data(), got.indices, indices.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
         ASSERT_EQ(cudaMemcpy(partial.data(), got.partial, partial.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-        EXPECT_EQ(indices, want.indices) << c.name();
-        EXPECT_EQ(partial, want.partial) << c.name();
+        EXPECT_EQ(indices, want.indices) << name;
+        EXPECT_EQ(partial, want.partial) << name;
       }
       // The bits of every row: key j of row i is bit j % 32 of word j / 32, zero past Skv.
       const std::int64_t mb = dm.size(0), mh = dm.size(1);
@@ -98,13 +105,30 @@ TEST(GpuDenseMask, TheDeviceListsEqualTheCpuOracle) {
               const std::uint32_t word = bits[static_cast<std::size_t>(((b * mh + h) * c.seq_q + i) * got.words + j / 32)];
               wrong += keep != (((word >> (j % 32)) & 1u) != 0);
             }
-      EXPECT_EQ(wrong, 0u) << c.name() << ": mask bits that differ from the mask";
+      EXPECT_EQ(wrong, 0u) << name << ": mask bits that differ from the mask";
       // Some blocks of every kind, so that the comparison means something.
       std::size_t partial_blocks = 0;
       for (auto p : want.partial) partial_blocks += p;
-      EXPECT_LT(want.indices.size(), rows * want.k_blocks) << c.name() << ": no block was emptied";
-      EXPECT_GT(partial_blocks, 0u) << c.name();
+      EXPECT_LT(want.indices.size(), rows * want.k_blocks) << name << ": no block was emptied";
+      EXPECT_GT(partial_blocks, 0u) << name;
       cudaFree(got.workspace);
+    }
+}
+
+// The packing pass's split of a tile's rows: one CTA a tile where tiles fill the GPU, more where
+// they are few, never fewer than 8 rows a CTA, and never so many that no tile reaches the bound.
+TEST(DenseMaskSplits, FewTilesShareTheirRowsAmongMoreCtas) {
+  EXPECT_EQ(flash::mask_row_splits(864, 128), 1);  // FLUX.1, a mask per head: 24 x 36 tiles
+  EXPECT_EQ(flash::mask_row_splits(36, 128), 15);  // FLUX.1, one mask for every head
+  EXPECT_EQ(flash::mask_row_splits(1, 128), 16);   // 8 rows a CTA at least
+  EXPECT_EQ(flash::mask_row_splits(1, 4), 1);
+  for (std::int64_t tiles = 1; tiles <= 1200; ++tiles)
+    for (int q_tile : {64, 128, 192}) {
+      const int s = flash::mask_row_splits(tiles, q_tile);
+      ASSERT_GE(s, 1);
+      ASSERT_LE(s, q_tile / 8);
+      EXPECT_TRUE(tiles * s >= flash::kMaskPackMinCtas || s == q_tile / 8) << tiles << " tiles of " << q_tile;
+      if (s > 1) EXPECT_LT(tiles * (s - 1), flash::kMaskPackMinCtas) << tiles << ": fewer splits would do";
     }
 }
 

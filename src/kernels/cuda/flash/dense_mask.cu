@@ -1,12 +1,16 @@
-// Dense keep-masks for the listed walk of the Hopper flash kernel (dense_mask.h): three launches on
-// the call's stream. (1) the bytes of each query row become words of bits (16-byte loads where the
-// rows allow, else one warp per word); (2) one
-// warp per (query tile, key block) marks the block empty, partial or full from those words;
-// (3) one CTA turns the marks into CSR lists, each thread over a run of consecutive tiles.
+// Dense keep-masks for the listed walk of the Hopper flash kernel (dense_mask.h): four launches on
+// the call's stream after a memset. (1) Each query tile's rows, split over as many CTAs as keep the
+// GPU busy, become words of bits (16-byte loads where the rows allow, else one warp per word), and
+// each CTA marks the key blocks its rows keep a key of and drop a key of: bits in shared memory,
+// then OR-ed into the tile's marks in global memory. (2) One CTA turns the marks into the lists'
+// offsets (a count per tile, a block scan). (3) One warp per tile writes its list.
+// Every pass reads the mask's bytes once; nothing walks a tile's blocks one load after another.
 
 #include "kernels/cuda/flash/dense_mask.h"
 
 #include <cuda_runtime.h>
+
+#include <algorithm>
 
 #include <cub/block/block_scan.cuh>
 
@@ -18,65 +22,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kListThreads = 1024;
-enum : std::uint8_t { kEmpty = 0, kPartial = 1, kFull = 2 };
-
-__global__ void pack_rows_kernel(DenseMaskView m, int words, std::uint32_t* bits) {
-  const std::int64_t total = m.batch * m.heads * static_cast<std::int64_t>(m.seqlen_q) * words;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
-  for (std::int64_t wi = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; wi < total;
-       wi += warps) {  // uniform per warp
-    std::int64_t t = wi;
-    const int w = static_cast<int>(t % words);
-    t /= words;
-    const std::int64_t i = t % m.seqlen_q;
-    t /= m.seqlen_q;
-    const std::int64_t h = t % m.heads, b = t / m.heads;
-    const int key = w * 32 + lane;
-    const bool keep =
-        key < m.seqlen_k && m.data[b * m.stride_b + h * m.stride_h + i * m.stride_i + key * m.stride_j] != 0;
-    const std::uint32_t word = __ballot_sync(0xffffffffu, keep);
-    if (lane == 0) bits[wi] = word;
-  }
-}
-
-// The same with 16 keys per thread, each read as one 16-byte load (rows start on 16 bytes, keys
-// contiguous); a pair of neighbouring lanes makes one word. Chunks that run past Skv read bytes one
-// at a time. One byte per score at a warp's 512 contiguous bytes per load, where the kernel above
-// moves 32.
-__device__ __forceinline__ std::uint32_t nonzero_nibble(std::uint32_t x) {
-  const std::uint32_t m = __vcmpne4(x, 0u) & 0x01010101u;  // bit 8k: byte k is nonzero
-  return (m | m >> 7 | m >> 14 | m >> 21) & 0xfu;
-}
-
-__global__ void pack_rows_vec_kernel(DenseMaskView m, int words, std::uint32_t* bits) {
-  const std::int64_t per_row = 2 * static_cast<std::int64_t>(words);
-  const std::int64_t chunks = m.batch * m.heads * static_cast<std::int64_t>(m.seqlen_q) * per_row;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x - lane; c0 < chunks;
-       c0 += stride) {  // uniform per warp: the pairs below exchange through shuffles
-    const std::int64_t c = c0 + lane;
-    std::uint32_t v = 0;
-    if (c < chunks) {
-      std::int64_t t = c;
-      const int key0 = static_cast<int>(t % per_row) * 16;
-      t /= per_row;
-      const std::int64_t i = t % m.seqlen_q;
-      t /= m.seqlen_q;
-      const std::int64_t h = t % m.heads, b = t / m.heads;
-      const std::uint8_t* row = m.data + b * m.stride_b + h * m.stride_h + i * m.stride_i;
-      if (key0 + 16 <= m.seqlen_k) {
-        const uint4 x = __ldg(reinterpret_cast<const uint4*>(row + key0));
-        v = nonzero_nibble(x.x) | nonzero_nibble(x.y) << 4 | nonzero_nibble(x.z) << 8 | nonzero_nibble(x.w) << 12;
-      } else {
-        for (int k = 0; k < 16 && key0 + k < m.seqlen_k; ++k) v |= (row[key0 + k] != 0 ? 1u : 0u) << k;
-      }
-    }
-    const std::uint32_t hi = __shfl_down_sync(0xffffffffu, v, 1);
-    if (c < chunks && (c & 1) == 0) bits[c >> 1] = v | hi << 16;
-  }
-}
 
 // The bits of word w that stand for keys below Skv.
 __device__ __forceinline__ std::uint32_t valid_bits(int w, int seqlen_k) {
@@ -86,56 +31,146 @@ __device__ __forceinline__ std::uint32_t valid_bits(int w, int seqlen_k) {
   return (1u << (seqlen_k - key0)) - 1u;
 }
 
-__global__ void classify_kernel(const std::uint32_t* bits, int words, int seqlen_q, int seqlen_k, int q_tile,
-                                int k_tile, std::int64_t tiles, int q_tiles, int k_blocks, std::uint8_t* flags) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
-  const int block_words = k_tile / 32;
-  for (std::int64_t wi = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-       wi < tiles * k_blocks; wi += warps) {
-    const int nb = static_cast<int>(wi % k_blocks);
-    const std::int64_t tile = wi / k_blocks;  // (bh, t)
-    const int t = static_cast<int>(tile % q_tiles);
-    const std::int64_t bh = tile / q_tiles;
-    const int row_end = min(seqlen_q, (t + 1) * q_tile);
-    bool any = false, all = true;
-    for (int i = t * q_tile + lane; i < row_end; i += 32) {
-      const std::uint32_t* row = bits + (bh * seqlen_q + i) * words;
-      for (int w = nb * block_words; w < (nb + 1) * block_words; ++w) {
-        const std::uint32_t v = row[w], valid = valid_bits(w, seqlen_k);
-        any = any || v != 0;
-        all = all && v == valid;
-      }
-    }
-    any = __any_sync(0xffffffffu, any);
-    all = __all_sync(0xffffffffu, all);
-    if (lane == 0) flags[wi] = any ? (all ? kFull : kPartial) : kEmpty;
-  }
+// Bit k of the nibble: byte k of x is nonzero.
+__device__ __forceinline__ std::uint32_t nonzero_nibble(std::uint32_t x) {
+  const std::uint32_t m = __vcmpne4(x, 0u) & 0x01010101u;  // bit 8k: byte k is nonzero
+  return (m | m >> 7 | m >> 14 | m >> 21) & 0xfu;
 }
 
-__global__ void __launch_bounds__(kListThreads) lists_kernel(const std::uint8_t* flags, std::int64_t rows, int k_blocks,
-                                                             std::int32_t* offsets, std::int32_t* indices,
-                                                             std::uint8_t* partial) {
-  cuda::allow_dependents_to_start();  // the attention kernel waits for the lists
+// Marks of one tile, n_words = ceil(k_blocks / 32) words each: `keeps` (a row of the tile keeps a
+// key of the block) then `drops` (a row drops a key below Skv of it).
+struct TileMarks {
+  std::uint32_t* marks;  // shared: [keeps | drops]
+  int n_words;
+  __device__ __forceinline__ void mark(int nb, std::uint32_t v, std::uint32_t valid) const {
+    const std::uint32_t bit = 1u << (nb & 31);
+    volatile const std::uint32_t* seen = marks;  // set bits stay set: an old read costs an atomic, no more
+    if (v != 0 && (seen[nb >> 5] & bit) == 0) atomicOr(&marks[nb >> 5], bit);
+    if (v != valid && (seen[n_words + (nb >> 5)] & bit) == 0) atomicOr(&marks[n_words + (nb >> 5)], bit);
+  }
+};
+
+// grid (tiles, splits): CTA (tile, s) packs rows [row0 + s * split_rows, + split_rows) of query tile
+// `tile` (= (b * heads + h) * q_tiles + t) into `bits` (words per row) and ORs its marks into
+// global_marks[tile * 2 * n_words ...] (zeroed before). kVec: rows start on 16 bytes with contiguous
+// keys, a word a lane (a word that runs past Skv reads bytes one at a time); else one warp per word,
+// a key per lane.
+template <bool kVec>
+__global__ void __launch_bounds__(kThreads) pack_and_mark_kernel(DenseMaskView m, int words, int q_tile, int k_tile,
+                                                                 int q_tiles, int split_rows, std::uint32_t* bits,
+                                                                 std::uint32_t* global_marks) {
+  extern __shared__ std::uint32_t shared_marks[];
+  const int k_blocks = words * 32 / k_tile, n_words = (k_blocks + 31) / 32;
+  for (int i = threadIdx.x; i < 2 * n_words; i += kThreads) shared_marks[i] = 0;
+  __syncthreads();
+  const TileMarks marks{shared_marks, n_words};
+  const std::int64_t tile = blockIdx.x;
+  const int t = static_cast<int>(tile % q_tiles);
+  const std::int64_t bh = tile / q_tiles, h = bh % m.heads, b = bh / m.heads;
+  const int row0 = t * q_tile + static_cast<int>(blockIdx.y) * split_rows;
+  const int rows = max(0, min(min(m.seqlen_q, (t + 1) * q_tile), row0 + split_rows) - row0);
+  const std::uint8_t* base = m.data + b * m.stride_b + h * m.stride_h + row0 * m.stride_i;
+  std::uint32_t* out = bits + (bh * m.seqlen_q + row0) * words;
+  if constexpr (kVec) {
+    // A word a lane: its 32 bytes in two 16-byte loads, kUnroll words a thread in flight (ncu,
+    // FLUX.1's 509 MB per-head mask on an H100: 61 % of DRAM bandwidth with one 16-byte load a lane).
+    constexpr int kUnroll = 4;
+    const int total = rows * words, block_words = k_tile / 32;
+    for (int w0 = threadIdx.x; w0 < total; w0 += kUnroll * kThreads) {
+      uint4 x[kUnroll][2];
+      std::uint32_t tail[kUnroll];  // the word of a row's last keys, read a byte at a time
+      int word[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int wi = w0 + u * kThreads;
+        x[u][0] = x[u][1] = make_uint4(0, 0, 0, 0);
+        tail[u] = 0;
+        word[u] = 0;
+        if (wi < total) {
+          const int r = wi / words;
+          word[u] = wi - r * words;
+          const int key0 = 32 * word[u];
+          const std::uint8_t* row = base + r * m.stride_i;
+          if (key0 + 32 <= m.seqlen_k) {
+            x[u][0] = __ldg(reinterpret_cast<const uint4*>(row + key0));
+            x[u][1] = __ldg(reinterpret_cast<const uint4*>(row + key0 + 16));
+          } else {
+            for (int j = 0; j < 32 && key0 + j < m.seqlen_k; ++j) tail[u] |= (row[key0 + j] != 0 ? 1u : 0u) << j;
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int wi = w0 + u * kThreads;
+        if (wi >= total) continue;
+        const std::uint32_t v = tail[u] | nonzero_nibble(x[u][0].x) | nonzero_nibble(x[u][0].y) << 4 |
+                                nonzero_nibble(x[u][0].z) << 8 | nonzero_nibble(x[u][0].w) << 12 |
+                                nonzero_nibble(x[u][1].x) << 16 | nonzero_nibble(x[u][1].y) << 20 |
+                                nonzero_nibble(x[u][1].z) << 24 | nonzero_nibble(x[u][1].w) << 28;
+        out[wi] = v;
+        marks.mark(word[u] / block_words, v, valid_bits(word[u], m.seqlen_k));
+      }
+    }
+  } else {
+    const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+    const int total = rows * words, block_words = k_tile / 32;
+    for (int wi = warp; wi < total; wi += kThreads / 32) {  // uniform per warp
+      const int r = wi / words, w = wi - r * words, key = 32 * w + lane;
+      const bool keep = key < m.seqlen_k && base[r * m.stride_i + key * m.stride_j] != 0;
+      const std::uint32_t v = __ballot_sync(0xffffffffu, keep);
+      if (lane == 0) {
+        out[wi] = v;
+        marks.mark(w / block_words, v, valid_bits(w, m.seqlen_k));
+      }
+    }
+  }
+  __syncthreads();
+  std::uint32_t* global = global_marks + tile * 2 * n_words;
+  for (int i = threadIdx.x; i < 2 * n_words; i += kThreads)
+    if (shared_marks[i] != 0) atomicOr(&global[i], shared_marks[i]);
+}
+
+// One CTA: offsets[r] = the listed blocks of tiles before r (a tile lists the blocks it keeps a key
+// of), offsets[rows] their total.
+__global__ void __launch_bounds__(kListThreads) offsets_kernel(const std::uint32_t* marks, std::int64_t rows,
+                                                               int n_words, std::int32_t* offsets) {
   using Scan = cub::BlockScan<int, kListThreads>;  // the launcher keeps every count below 2^31
   __shared__ typename Scan::TempStorage scan;
   const std::int64_t chunk = (rows + kListThreads - 1) / kListThreads;
   const std::int64_t r0 = min(rows, chunk * threadIdx.x), r1 = min(rows, r0 + chunk);
   int count = 0;
-  for (std::int64_t i = r0 * k_blocks; i < r1 * k_blocks; ++i) count += flags[i] != kEmpty;
+  for (std::int64_t r = r0; r < r1; ++r)
+    for (int j = 0; j < n_words; ++j) count += __popc(marks[r * 2 * n_words + j]);
   int at = 0, total = 0;
   Scan(scan).ExclusiveSum(count, at, total);
   for (std::int64_t r = r0; r < r1; ++r) {
     offsets[r] = at;
-    for (int nb = 0; nb < k_blocks; ++nb) {
-      const std::uint8_t f = flags[r * k_blocks + nb];
-      if (f == kEmpty) continue;
-      indices[at] = nb;
-      partial[at] = f == kPartial;
-      ++at;
-    }
+    for (int j = 0; j < n_words; ++j) at += __popc(marks[r * 2 * n_words + j]);
   }
   if (threadIdx.x == 0) offsets[rows] = total;
+}
+
+// One warp per tile: its kept blocks in ascending order, each flagged partial where a row drops one
+// of its keys.
+__global__ void __launch_bounds__(kThreads) fill_kernel(const std::uint32_t* marks, std::int64_t rows, int n_words,
+                                                        const std::int32_t* offsets, std::int32_t* indices,
+                                                        std::uint8_t* partial) {
+  cuda::allow_dependents_to_start();  // the attention kernel waits for the lists
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kThreads / 32;
+  for (std::int64_t r = (static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x) / 32; r < rows; r += warps) {
+    const std::uint32_t* keeps = marks + r * 2 * n_words;
+    int at = offsets[r];
+    for (int j = 0; j < n_words; ++j) {
+      const std::uint32_t keep = keeps[j], drop = keeps[n_words + j];
+      if ((keep >> lane) & 1u) {
+        const int pos = at + __popc(keep & ((1u << lane) - 1u));
+        indices[pos] = 32 * j + lane;
+        partial[pos] = static_cast<std::uint8_t>((drop >> lane) & 1u);
+      }
+      at += __popc(keep);
+    }
+  }
 }
 
 std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
@@ -156,9 +191,13 @@ DenseMaskStatus build_dense_mask_lists(const DenseMaskView& mask, int q_tile, in
   const std::int64_t rows = bh * l.q_tiles, entries = rows * l.k_blocks;
   if (entries >= (std::int64_t{1} << 31))
     return {false, "dense mask lists: more than 2^31 (tile, key block) pairs; split the batch"};
+  const int n_words = (l.k_blocks + 31) / 32;
+  const std::size_t mark_bytes = static_cast<std::size_t>(rows) * 2 * n_words * 4;
+  if (2 * n_words * 4 > 48 * 1024)
+    return {false, "dense mask lists: more than 196608 key blocks in a row; split the keys"};
   const std::size_t sizes[] = {
       static_cast<std::size_t>(bh) * mask.seqlen_q * l.words * 4,  // row bits
-      static_cast<std::size_t>(entries),                         // flags
+      mark_bytes,                                                // each tile's keep and drop marks
       static_cast<std::size_t>(rows + 1) * 4,                    // offsets
       static_cast<std::size_t>(entries) * 4,                     // indices
       static_cast<std::size_t>(entries)};                        // partial
@@ -178,24 +217,27 @@ DenseMaskStatus build_dense_mask_lists(const DenseMaskView& mask, int q_tile, in
     next += align256(sizes[i]);
   }
   auto* bits = reinterpret_cast<std::uint32_t*>(at[0]);
-  auto* flags = reinterpret_cast<std::uint8_t*>(at[1]);
-  const auto grid = [](std::int64_t warps) {
-    return static_cast<unsigned>(std::min<std::int64_t>((warps + kThreads / 32 - 1) / (kThreads / 32), 65535 * 16));
-  };
+  auto* marks = reinterpret_cast<std::uint32_t*>(at[1]);
+  auto* offsets = reinterpret_cast<std::int32_t*>(at[2]);
+  const int split_rows = (q_tile + mask_row_splits(rows, q_tile) - 1) / mask_row_splits(rows, q_tile);
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((q_tile + split_rows - 1) / split_rows));
   const bool vec = mask.stride_j == 1 && reinterpret_cast<std::uintptr_t>(mask.data) % 16 == 0 &&
                    mask.stride_b % 16 == 0 && mask.stride_h % 16 == 0 && mask.stride_i % 16 == 0;
-  if (vec) {
-    const std::int64_t chunks = bh * mask.seqlen_q * 2 * static_cast<std::int64_t>(l.words);
-    pack_rows_vec_kernel<<<grid((chunks + 31) / 32), kThreads, 0, stream>>>(mask, l.words, bits);
-  } else {
-    pack_rows_kernel<<<grid(bh * mask.seqlen_q * l.words), kThreads, 0, stream>>>(mask, l.words, bits);
+  const std::size_t smem = static_cast<std::size_t>(2 * n_words) * 4;
+  e = cudaMemsetAsync(marks, 0, mark_bytes, stream);
+  if (e == cudaSuccess) {
+    if (vec)
+      pack_and_mark_kernel<true><<<grid, kThreads, smem, stream>>>(mask, l.words, q_tile, k_tile, l.q_tiles, split_rows,
+                                                                   bits, marks);
+    else
+      pack_and_mark_kernel<false><<<grid, kThreads, smem, stream>>>(mask, l.words, q_tile, k_tile, l.q_tiles,
+                                                                    split_rows, bits, marks);
+    offsets_kernel<<<1, kListThreads, 0, stream>>>(marks, rows, n_words, offsets);
+    const std::int64_t fill_ctas = std::min<std::int64_t>((rows + kThreads / 32 - 1) / (kThreads / 32), 65535 * 16);
+    fill_kernel<<<static_cast<unsigned>(fill_ctas), kThreads, 0, stream>>>(
+        marks, rows, n_words, offsets, reinterpret_cast<std::int32_t*>(at[3]), reinterpret_cast<std::uint8_t*>(at[4]));
+    e = cudaGetLastError();
   }
-  classify_kernel<<<grid(entries), kThreads, 0, stream>>>(bits, l.words, mask.seqlen_q, mask.seqlen_k, q_tile, k_tile,
-                                                          rows, l.q_tiles, l.k_blocks, flags);
-  lists_kernel<<<1, kListThreads, 0, stream>>>(flags, rows, l.k_blocks, reinterpret_cast<std::int32_t*>(at[2]),
-                                               reinterpret_cast<std::int32_t*>(at[3]),
-                                               reinterpret_cast<std::uint8_t*>(at[4]));
-  e = cudaGetLastError();
   if (e != cudaSuccess) {
     (void)cudaFreeAsync(ws, stream);
     return {false, std::string("dense mask lists: launch failed: ") + cudaGetErrorString(e)};

@@ -34,6 +34,16 @@ struct DenseMaskStatus {
   std::string message;
 };
 
+// How many CTAs share each query tile's rows in the packing pass (dense_mask.cu): one where there
+// are enough tiles; else enough that tiles x splits reach kMaskPackMinCtas (four 256-thread CTAs an
+// SM of a 132-SM GPU: a mask broadcast over heads has few tiles, and one CTA a tile left most SMs
+// idle), with at least 8 rows to each.
+inline constexpr std::int64_t kMaskPackMinCtas = 4 * 132;
+constexpr int mask_row_splits(std::int64_t tiles, int q_tile) {
+  const std::int64_t want = (kMaskPackMinCtas + tiles - 1) / tiles, most = q_tile / 8 > 1 ? q_tile / 8 : 1;
+  return static_cast<int>(want < 1 ? 1 : want > most ? most : want);
+}
+
 // Queues the mask's packing and list building on `stream` (a cudaStream_t) for tiles of q_tile
 // query rows and k_tile keys (k_tile a multiple of 32). On success *out holds device pointers valid
 // in stream order until out->workspace is freed.
