@@ -3,6 +3,7 @@
 // the format's fields, round-to-nearest-even by brute force, and the scale groups' properties.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -228,6 +229,73 @@ TEST(SageQuantize, VHasOneScalePerChannelOverValidKeys) {
           ASSERT_LE(std::fabs(back - x), std::max(std::fabs(x) / 16, std::ldexp(static_cast<double>(vs), -10)) * 1.0001) << "seed " << c.seed;
         }
       }
+}
+
+// The whole-tensor passes are compiled as vectorised clones (sage_quant_cpu.cc); each value they
+// give must be the scalar definition's, bit for bit: quantize_int8 of the scaled (Q) or smoothed
+// (K) input with the group's factor, e4m3_rn_satfinite of V times its channel's factor. Lengths that
+// are no multiple of a vector, both input types, head sizes 64 and 128, padded keys.
+TEST(SageQuantize, TheVectorisedPassesGiveTheScalarDefinitionsBits) {
+  for (const DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (const std::int64_t d : {64, 128}) {
+      const Case c = random_case(dtype, 29, 77, d, /*padded=*/true);
+      const AttentionProblem& p = c.data->problem;
+      const std::vector<std::uint8_t> valid = sage::valid_keys(p);
+      const sage::QuantizedQ q = sage::quantize_q(p);
+      const sage::QuantizedK k = sage::quantize_k(p, valid);
+      const sage::QuantizedV v = sage::quantize_v(p, valid);
+      const float scale_log2 = p.softmax_scale() * 1.4426950408889634f;
+      // Each group's or channel's largest magnitude, taken here as the definition says.
+      const auto int8_of = [](const std::vector<float>& xs, std::vector<std::int8_t>& out) {
+        float amax = 0.f;
+        for (float x : xs) amax = std::max(amax, std::fabs(x));
+        out.clear();
+        for (float x : xs) out.push_back(amax == 0.f ? std::int8_t{0} : sage::quantize_int8(x, sage::kInt8Max / amax));
+      };
+      std::size_t wrong_q = 0, wrong_k = 0, wrong_v = 0;
+      std::vector<float> xs;
+      std::vector<std::int8_t> want;
+      for (std::int64_t b = 0; b < 2; ++b)
+        for (std::int64_t h = 0; h < 4; ++h)
+          for (std::int64_t g = 0; g < q.groups(); ++g) {
+            const std::int64_t first = g * sage::kQGroup, last = std::min<std::int64_t>(29, first + sage::kQGroup);
+            xs.clear();
+            for (std::int64_t i = first; i < last; ++i)
+              for (std::int64_t e = 0; e < d; ++e) xs.push_back(static_cast<float>(input(p.q, b, i, h, e)) * scale_log2);
+            int8_of(xs, want);
+            for (std::size_t n = 0; n < want.size(); ++n)
+              wrong_q += q.values[static_cast<std::size_t>(((b * 4 + h) * 29 + first) * d) + n] != want[n];
+          }
+      for (std::int64_t b = 0; b < 2; ++b)
+        for (std::int64_t h = 0; h < 2; ++h) {
+          const float* mean = k.means.data() + (b * 2 + h) * d;
+          for (std::int64_t g = 0; g < k.groups(); ++g) {
+            const std::int64_t first = g * sage::kKGroup, last = std::min<std::int64_t>(77, first + sage::kKGroup);
+            xs.clear();
+            for (std::int64_t j = first; j < last; ++j)
+              for (std::int64_t e = 0; e < d; ++e)
+                xs.push_back(valid[static_cast<std::size_t>(b * 77 + j)] ? static_cast<float>(input(p.k, b, j, h, e)) - mean[e]
+                                                                        : 0.f);
+            int8_of(xs, want);
+            for (std::size_t n = 0; n < want.size(); ++n)
+              wrong_k += k.values[static_cast<std::size_t>(((b * 2 + h) * 77 + first) * d) + n] != want[n];
+          }
+          for (std::int64_t e = 0; e < d; ++e) {
+            float amax = 0.f;
+            for (std::int64_t j = 0; j < 77; ++j)
+              if (valid[static_cast<std::size_t>(b * 77 + j)]) amax = std::max(amax, std::fabs(static_cast<float>(input(p.v, b, j, h, e))));
+            for (std::int64_t j = 0; j < 77; ++j) {
+              const bool kept = valid[static_cast<std::size_t>(b * 77 + j)] != 0;
+              const std::uint8_t want_v =
+                  kept && amax != 0.f ? e4m3_rn_satfinite(static_cast<float>(input(p.v, b, j, h, e)) * (448.f / amax)) : 0;
+              wrong_v += v.codes[static_cast<std::size_t>(((b * 2 + h) * 77 + j) * d + e)] != want_v;
+            }
+          }
+        }
+      EXPECT_EQ(wrong_q, 0u) << "Q, head size " << d << " (seed " << c.seed << ")";
+      EXPECT_EQ(wrong_k, 0u) << "K, head size " << d << " (seed " << c.seed << ")";
+      EXPECT_EQ(wrong_v, 0u) << "V, head size " << d << " (seed " << c.seed << ")";
+    }
 }
 
 }  // namespace

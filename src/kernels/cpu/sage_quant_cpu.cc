@@ -5,6 +5,20 @@
 
 #include "kernels/cpu/half_convert.h"
 
+// The per-(batch, head) quantization below is compiled three times by GCC, for AVX-512F, AVX2 and
+// the baseline instruction set, and the CPU's features pick one when the library loads (the
+// compiler's function clones: run-time dispatch without a table of our own). Every callee is
+// inlined into each clone (flatten), so the loops vectorise at the clone's width. None of the three
+// targets has FMA, so no product is fused into a later sum and every clone gives the baseline's
+// bits (tests/kernels/sage_quant_test.cc compares them with the scalar definitions). Clang, which
+// builds the sanitizer preset and does not combine the two attributes, compiles one baseline copy.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DIFFATTN_HOST_QUANT_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), flatten))
+#endif
+#ifndef DIFFATTN_HOST_QUANT_CLONES
+#define DIFFATTN_HOST_QUANT_CLONES
+#endif
+
 namespace diffattn::sage {
 namespace {
 
@@ -64,6 +78,53 @@ std::size_t index3(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t 
   return static_cast<std::size_t>((a * nb + b) * nc + c);
 }
 
+// Q of pair bh = b * heads + h: scaled by softmax scale * log2(e), then INT8 per group of kQGroup rows.
+DIFFATTN_HOST_QUANT_CLONES void quantize_q_pair(const TensorView& t, std::int64_t bh, float scale_log2, QuantizedQ& q) {
+  const std::int64_t b = bh / q.heads, h = bh % q.heads;
+  std::vector<float> rows = rows_of(t, b, h);
+  for (float& x : rows) x *= scale_log2;
+  std::int8_t* out = q.values.data() + bh * q.seqlen * q.head_size;
+  for (std::int64_t g = 0; g < q.groups(); ++g) {
+    const std::int64_t first = g * kQGroup, count = std::min<std::int64_t>(kQGroup, q.seqlen - first);
+    q.scales[index3(b, h, g, q.heads, q.groups())] =
+        quantize_group(rows.data() + first * q.head_size, count, q.head_size, out + first * q.head_size);
+  }
+}
+
+// K of pair bh: the mean over the kept keys taken away (padding keys zero), then INT8 per group of
+// kKGroup keys.
+DIFFATTN_HOST_QUANT_CLONES void quantize_k_pair(const TensorView& t, std::int64_t bh, const std::uint8_t* valid,
+                                                QuantizedK& k) {
+  const std::int64_t b = bh / k.heads, h = bh % k.heads, width = k.head_size;
+  const std::uint8_t* keep = valid + b * k.seqlen;
+  std::vector<float> rows = rows_of(t, b, h);
+  std::vector<float> sum(static_cast<std::size_t>(width), 0.f);
+  std::int64_t n_valid = 0;
+  for (std::int64_t j = 0; j < k.seqlen; ++j) {
+    if (!keep[j]) continue;
+    ++n_valid;
+    for (std::int64_t c = 0; c < width; ++c) sum[c] += rows[j * width + c];
+  }
+  float* mean = k.means.data() + bh * width;
+  for (std::int64_t c = 0; c < width; ++c) mean[c] = n_valid > 0 ? sum[c] / static_cast<float>(n_valid) : 0.f;
+  for (std::int64_t j = 0; j < k.seqlen; ++j)
+    for (std::int64_t c = 0; c < width; ++c) rows[j * width + c] = keep[j] ? rows[j * width + c] - mean[c] : 0.f;
+  std::int8_t* out = k.values.data() + bh * k.seqlen * width;
+  for (std::int64_t g = 0; g < k.groups(); ++g) {
+    const std::int64_t first = g * kKGroup, count = std::min<std::int64_t>(kKGroup, k.seqlen - first);
+    k.scales[index3(b, h, g, k.heads, k.groups())] =
+        quantize_group(rows.data() + first * width, count, width, out + first * width);
+  }
+}
+
+// V of pair bh: E4M3 per channel over the kept keys.
+DIFFATTN_HOST_QUANT_CLONES void quantize_v_pair(const TensorView& t, std::int64_t bh, const std::uint8_t* valid,
+                                                QuantizedV& v) {
+  const std::vector<float> rows = rows_of(t, bh / v.heads, bh % v.heads);
+  quantize_channels_e4m3(rows.data(), valid + (bh / v.heads) * v.seqlen, v.seqlen, v.head_size,
+                         v.codes.data() + bh * v.seqlen * v.head_size, v.scales.data() + bh * v.head_size);
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> valid_keys(const AttentionProblem& p) {
@@ -87,17 +148,7 @@ QuantizedQ quantize_q(const AttentionProblem& p) {
   const float scale_log2 = p.softmax_scale() * 1.4426950408889634f;
   const std::int64_t pairs = q.batch * q.heads;
 #pragma omp parallel for schedule(dynamic, 1)
-  for (std::int64_t bh = 0; bh < pairs; ++bh) {
-    const std::int64_t b = bh / q.heads, h = bh % q.heads;
-    std::vector<float> rows = rows_of(p.q, b, h);
-    for (float& x : rows) x *= scale_log2;
-    std::int8_t* out = q.values.data() + bh * q.seqlen * q.head_size;
-    for (std::int64_t g = 0; g < q.groups(); ++g) {
-      const std::int64_t first = g * kQGroup, count = std::min<std::int64_t>(kQGroup, q.seqlen - first);
-      q.scales[index3(b, h, g, q.heads, q.groups())] =
-          quantize_group(rows.data() + first * q.head_size, count, q.head_size, out + first * q.head_size);
-    }
-  }
+  for (std::int64_t bh = 0; bh < pairs; ++bh) quantize_q_pair(p.q, bh, scale_log2, q);
   return q;
 }
 
@@ -107,30 +158,9 @@ QuantizedK quantize_k(const AttentionProblem& p, const std::vector<std::uint8_t>
   k.values.resize(static_cast<std::size_t>(k.batch * k.heads * k.seqlen * k.head_size));
   k.scales.resize(static_cast<std::size_t>(k.batch * k.heads * k.groups()));
   k.means.resize(static_cast<std::size_t>(k.batch * k.heads * k.head_size));
-  const std::int64_t pairs = k.batch * k.heads, width = k.head_size;
+  const std::int64_t pairs = k.batch * k.heads;
 #pragma omp parallel for schedule(dynamic, 1)
-  for (std::int64_t bh = 0; bh < pairs; ++bh) {
-    const std::int64_t b = bh / k.heads, h = bh % k.heads;
-    const std::uint8_t* keep = valid.data() + b * k.seqlen;
-    std::vector<float> rows = rows_of(p.k, b, h);
-    std::vector<float> sum(static_cast<std::size_t>(width), 0.f);
-    std::int64_t n_valid = 0;
-    for (std::int64_t j = 0; j < k.seqlen; ++j) {
-      if (!keep[j]) continue;
-      ++n_valid;
-      for (std::int64_t c = 0; c < width; ++c) sum[c] += rows[j * width + c];
-    }
-    float* mean = k.means.data() + bh * width;
-    for (std::int64_t c = 0; c < width; ++c) mean[c] = n_valid > 0 ? sum[c] / static_cast<float>(n_valid) : 0.f;
-    for (std::int64_t j = 0; j < k.seqlen; ++j)
-      for (std::int64_t c = 0; c < width; ++c) rows[j * width + c] = keep[j] ? rows[j * width + c] - mean[c] : 0.f;
-    std::int8_t* out = k.values.data() + bh * k.seqlen * width;
-    for (std::int64_t g = 0; g < k.groups(); ++g) {
-      const std::int64_t first = g * kKGroup, count = std::min<std::int64_t>(kKGroup, k.seqlen - first);
-      k.scales[index3(b, h, g, k.heads, k.groups())] =
-          quantize_group(rows.data() + first * width, count, width, out + first * width);
-    }
-  }
+  for (std::int64_t bh = 0; bh < pairs; ++bh) quantize_k_pair(p.k, bh, valid.data(), k);
   return k;
 }
 
@@ -158,13 +188,9 @@ QuantizedV quantize_v(const AttentionProblem& p, const std::vector<std::uint8_t>
   v.batch = p.v.size(0), v.seqlen = p.v.size(1), v.heads = p.v.size(2), v.head_size = p.v.size(3);
   v.codes.resize(static_cast<std::size_t>(v.batch * v.heads * v.seqlen * v.head_size));
   v.scales.resize(static_cast<std::size_t>(v.batch * v.heads * v.head_size));
-  const std::int64_t pairs = v.batch * v.heads, width = v.head_size;
+  const std::int64_t pairs = v.batch * v.heads;
 #pragma omp parallel for schedule(dynamic, 1)
-  for (std::int64_t bh = 0; bh < pairs; ++bh) {
-    const std::vector<float> rows = rows_of(p.v, bh / v.heads, bh % v.heads);
-    quantize_channels_e4m3(rows.data(), valid.data() + (bh / v.heads) * v.seqlen, v.seqlen, width,
-                           v.codes.data() + bh * v.seqlen * width, v.scales.data() + bh * width);
-  }
+  for (std::int64_t bh = 0; bh < pairs; ++bh) quantize_v_pair(p.v, bh, valid.data(), v);
   return v;
 }
 

@@ -3,6 +3,7 @@
 // infinities, codes 0x7f and 0xff are NaN, largest finite 448). SAGE_ATTN's P*V and FLASHINFER_ATTN's
 // QK16/V8 mode round with these, on the CPU exactly as the GPU's cvt.rn.satfinite does.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -69,20 +70,25 @@ inline void quantize_channels_e4m3(const float* rows, const std::uint8_t* keep, 
         const float m = std::fabs(rows[j * width + c]);
         scales[c] = scales[c] < m ? m : scales[c];  // fmax's value (NaN skipped), without a library call
       }
-  // Each channel's factor 448 / amax once (the same quotient as per value); all-zero channels give 0.
+  // Each channel's factor 448 / amax once (the same quotient as per value); all-zero channels give 0
+  // (a mask of 0, so that an infinite or NaN value there gives code 0 too).
   std::vector<float> factors(static_cast<std::size_t>(width));
   std::vector<std::uint8_t> live(static_cast<std::size_t>(width));
   for (std::int64_t c = 0; c < width; ++c) {
-    live[static_cast<std::size_t>(c)] = scales[c] != 0.f;
+    live[static_cast<std::size_t>(c)] = scales[c] != 0.f ? 0xffu : 0u;
     factors[static_cast<std::size_t>(c)] = scales[c] != 0.f ? kE4m3Max / scales[c] : 0.f;
   }
   for (std::int64_t j = 0; j < n; ++j) {
     std::uint8_t* out = codes + j * width;
-    const float* row = rows + j * width;
-    for (std::int64_t c = 0; c < width; ++c) {
-      const auto k = static_cast<std::size_t>(c);
-      out[c] = keep[j] && live[k] ? e4m3_rn_satfinite(row[c] * factors[k]) : std::uint8_t{0};
+    if (!keep[j]) {
+      std::fill(out, out + width, std::uint8_t{0});
+      continue;
     }
+    const float* row = rows + j * width;
+    // Without a branch per value, so that the loop vectorises.
+    for (std::int64_t c = 0; c < width; ++c)
+      out[c] = static_cast<std::uint8_t>(e4m3_rn_satfinite(row[c] * factors[static_cast<std::size_t>(c)]) &
+                                         live[static_cast<std::size_t>(c)]);
   }
   for (std::int64_t c = 0; c < width; ++c) scales[c] /= kE4m3Max;
 }
