@@ -1,10 +1,10 @@
-// Dense keep-masks for the listed walk of the Hopper flash kernel (dense_mask.h): four launches on
-// the call's stream after a memset. (1) Each query tile's rows, split over as many CTAs as keep the
-// GPU busy, become words of bits (16-byte loads where the rows allow, else one warp per word), and
-// each CTA marks the key blocks its rows keep a key of and drop a key of: bits in shared memory,
-// then OR-ed into the tile's marks in global memory. (2) One CTA turns the marks into the lists'
-// offsets (a count per tile, a block scan). (3) One warp per tile writes its list.
-// Every pass reads the mask's bytes once; nothing walks a tile's blocks one load after another.
+// Dense keep-masks for the listed walk of the Hopper flash kernel (dense_mask.h): a memset of the
+// marks, then three launches on the call's stream. (1) Each query tile's rows, split over as many
+// CTAs as keep the GPU busy, become words of bits (16-byte loads where the rows allow, else one warp
+// per word), and each CTA marks the key blocks its rows keep a key of and drop a key of: bits in
+// shared memory, then OR-ed into the tile's marks in global memory. (2) One CTA turns the marks
+// into the lists' offsets (a count per tile, a block scan). (3) One warp per tile writes its list.
+// The mask's bytes are read once; nothing walks a tile's blocks one load after another.
 
 #include "kernels/cuda/flash/dense_mask.h"
 
