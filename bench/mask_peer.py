@@ -3,11 +3,13 @@
 same boolean keep-mask (True keeps a key) on inputs of the same shapes, tried on the cuDNN backend
 first and on the memory-efficient backend when cuDNN refuses the mask; ragged batches run one
 sequence per call. Prints best-of-N milliseconds per workload and the backend that ran; the GPU
-idles 1 s before each timed series.
+idles 1 s before each timed series, and each sample is the mean of enough back-to-back calls for
+about 2 ms (--calls 1: single calls, as before 2026-12-07).
 
-    mask_peer.py [--rounds 10]
+    mask_peer.py [--rounds 10] [--calls N]
 """
 import argparse
+import math
 import time
 
 import torch
@@ -15,19 +17,26 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
+CALLS = 0  # back-to-back calls per timed sample; 0: enough for about 2 ms (1 to 50), as gpu_mask_bench
+
+
+def sample_ms(fn, calls):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / calls
+
+
 def best_ms(fn, rounds):
     fn()
     torch.cuda.synchronize()
     time.sleep(1.0)  # idle GPU before each series, as bench/gpu_mask_bench.cu does
-    best = float("inf")
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end))
-    return best
+    warm = min(sample_ms(fn, 1) for _ in range(2))
+    calls = CALLS if CALLS > 0 else min(50, max(1, math.ceil(2.0 / max(warm, 0.04))))
+    return min(sample_ms(fn, calls) for _ in range(rounds))
 
 
 def run_masked(q, k, v, mask, rounds):
@@ -50,7 +59,11 @@ def qkv(heads, s_q, s_k, d):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--calls", type=int, default=0,
+                    help="back-to-back calls per timed sample (default: enough for about 2 ms; 1: single calls)")
     args = ap.parse_args()
+    global CALLS
+    CALLS = max(0, args.calls)
     print(f"{'workload':22s} {'peer ms':>10s} {'unmasked ms':>12s}  backend")
 
     def padded(name, heads, d, text, keep, image, dense, text_last=False):
