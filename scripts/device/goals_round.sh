@@ -59,7 +59,7 @@ for step in ${STEPS:-bench mask paths sagewalk}; do
       grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|Failure|unwritten" "$out/r/tests.log" | head -n 30
       ;;
     sanitize)
-      run_sanitizers "$bd" "${SANITIZE_TESTS:-GpuSageAttn.Qk16Split*}" "$out/r" "${SANITIZE_TOOLS:-memcheck}" \
+      run_sanitizers "$bd" "${SANITIZE_TESTS:-GpuDenseMask.*}" "$out/r" "${SANITIZE_TOOLS:-memcheck}" \
         "${SANITIZE_TIMEOUT:-150}" ;;
     ab)
       for round in $(seq "${AB_ROUNDS:-2}"); do
