@@ -89,6 +89,13 @@ struct AttentionProblem {
   std::int64_t num_batches() const;
 };
 
+// A dense mask [B, 1|H, Sq, Skv] that repeats one row of keys over every query and head (stride 0
+// there, as torch's expand gives, or size 1) says no more than a key-padding mask: returns the
+// key-padding view [B, Skv] of the same memory, which the layer passes on instead, so that
+// backends take their key-padding path (the same keep bits). nullopt for every other mask, and
+// for a mask broadcast over the batch (size 1 where B > 1).
+std::optional<TensorView> repeated_row_as_key_padding(const AttentionProblem& problem);
+
 // General head-size limits of a problem; backends restrict further through their capabilities.
 inline constexpr std::int64_t kMinHeadSize = 8;
 inline constexpr std::int64_t kMaxHeadSize = 512;

@@ -38,6 +38,22 @@ def test_a_broadcast_four_dimensional_mask_and_strided_inputs(rng):
     np.testing.assert_allclose(out, reference_attention(q, k, v, mask)[0], rtol=1e-4, atol=1e-5)
 
 
+def test_a_mask_that_repeats_one_row_through_zero_strides_runs_as_key_padding(rng):
+    # [B, H, Sq, Skv] reading one row of keys per batch (what torch's expand gives): the same bits as
+    # the [B, Skv] key-padding mask, so SAGE_ATTN, which refuses dense masks, takes it.
+    batch, sq, skv, heads, dim = 2, 9, 13, 2, 64
+    q, k, v = (rng.standard_normal((batch, s, heads, dim)).astype(np.float16) for s in (sq, skv, skv))
+    keep = rng.random((batch, skv)) < 0.6
+    keep[:, 0] = True
+    repeated = np.lib.stride_tricks.as_strided(
+        keep, shape=(batch, heads, sq, skv), strides=(keep.strides[0], 0, 0, keep.strides[1]), writeable=True)
+    sage = {"default": {"backend": "SAGE_ATTN"}}
+    out = diffattn.attention(q, k, v, mask=repeated, config=sage, platform="cpu")
+    np.testing.assert_array_equal(out, diffattn.attention(q, k, v, mask=keep, config=sage, platform="cpu"))
+    with pytest.raises(diffattn.UnsupportedError, match="dense masks"):
+        diffattn.attention(q, k, v, mask=np.ascontiguousarray(repeated), config=sage, platform="cpu")
+
+
 def test_a_layer_writes_into_a_preallocated_output(rng):
     q, k, v = random_qkv(rng, 1, 11, 7, 3, 3, 8)
     layer = diffattn.Attention(num_heads=3, head_size=8, role="cross", config=SDPA, platform="cpu")

@@ -29,6 +29,20 @@ MaskKind AttentionProblem::mask_kind() const {
   return mask->ndim == 2 ? MaskKind::kKeyPadding : MaskKind::kDense;
 }
 
+std::optional<TensorView> repeated_row_as_key_padding(const AttentionProblem& problem) {
+  if (!problem.mask || problem.mask->ndim != 4 || problem.q.ndim != 4 || problem.is_varlen()) return std::nullopt;
+  const TensorView& m = *problem.mask;
+  const bool one_row = (m.size(1) == 1 || m.stride(1) == 0) && (m.size(2) == 1 || m.stride(2) == 0);
+  if (!one_row || m.size(0) != problem.q.size(0)) return std::nullopt;
+  TensorView keys = m;
+  keys.ndim = 2;
+  keys.shape = {};
+  keys.strides = {};
+  keys.shape[0] = m.size(0), keys.shape[1] = m.size(3);
+  keys.strides[0] = m.stride(0), keys.strides[1] = m.stride(3);
+  return keys;
+}
+
 std::int64_t AttentionProblem::num_batches() const {
   if (cu_seqlens_q && cu_seqlens_q->ndim == 1) return cu_seqlens_q->size(0) - 1;
   return q.ndim == 4 ? q.size(0) : 0;

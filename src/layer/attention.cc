@@ -1,6 +1,7 @@
 #include "diffattn/attention.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -134,12 +135,15 @@ Status Attention::forward(const AttentionProblem& problem, void* stream) const {
     return InvalidInput("Attention layer for role='" + desc_.role + "' (" + resolution_.backend + ") got " + mismatch +
                         "; pass tensors shaped for this layer or declare another layer.");
   }
-  // The layer's scale and causal flag hold for every call, whichever backend runs it.
+  // The layer's scale and causal flag hold for every call, whichever backend runs it. A dense mask
+  // that repeats one row of keys goes on as the key-padding mask it is.
   AttentionProblem call = problem;
   if (!call.scale) call.scale = desc_.scale;
   call.causal = call.causal || desc_.causal;
+  if (std::optional<TensorView> keys = repeated_row_as_key_padding(call)) call.mask = *keys;
   ProblemShape call_shape = shape;
   call_shape.causal = call.causal;
+  call_shape.mask = call.mask_kind();
   if (!scheduled_) {
     DIFFATTN_RETURN_IF_ERROR(check_gate(call, takes_gate_, desc_.role, resolution_.backend));
     DIFFATTN_RETURN_IF_ERROR(check_->check(call_shape));

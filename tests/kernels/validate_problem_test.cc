@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -171,6 +172,48 @@ TEST_F(ValidateProblemTest, PackedBatches) {
   p_.cu_seqlens_k = TensorView::Contiguous(cu_k.data(), DType::kInt32, {3});
   p_.mask = TensorView::Contiguous(mask_.data(), DType::kBool, {1, 7});
   EXPECT_MESSAGE_HAS("mask cannot be combined with cu_seqlens");
+}
+
+// repeated_row_as_key_padding: a dense mask whose queries and heads all read one row of keys is
+// the key-padding view [B, Skv] of that memory (batch stride kept); any other mask is not.
+TEST_F(ValidateProblemTest, ADenseMaskThatRepeatsOneRowIsAKeyPaddingView) {
+  TensorView m = TensorView::Contiguous(mask_.data(), DType::kBool, {2, 4, 5, 7});
+  m.strides = {7, 0, 0, 1};
+  p_.mask = m;
+  ASSERT_TRUE(validate_problem(p_).ok());
+  std::optional<TensorView> keys = repeated_row_as_key_padding(p_);
+  ASSERT_TRUE(keys.has_value());
+  EXPECT_EQ(keys->shape_string(), "[2, 7]");
+  EXPECT_EQ(keys->stride(0), 7);
+  EXPECT_EQ(keys->stride(1), 1);
+  EXPECT_EQ(keys->data, mask_.data());
+  p_.mask = *keys;
+  EXPECT_TRUE(validate_problem(p_).ok()) << "the view is a valid key-padding mask";
+
+  m.shape[1] = 1;  // [B, 1, Sq, Skv] with stride 0 over the queries
+  p_.mask = m;
+  EXPECT_TRUE(repeated_row_as_key_padding(p_).has_value());
+
+  TensorView rows_in_memory = TensorView::Contiguous(mask_.data(), DType::kBool, {2, 1, 5, 7});
+  p_.mask = rows_in_memory;
+  EXPECT_FALSE(repeated_row_as_key_padding(p_).has_value()) << "rows held in memory may differ";
+
+  TensorView per_head = m;
+  per_head.shape[1] = 4;
+  per_head.strides = {28, 7, 0, 1};
+  p_.mask = per_head;
+  EXPECT_FALSE(repeated_row_as_key_padding(p_).has_value()) << "each head has its own row";
+
+  TensorView one_batch = m;
+  one_batch.shape[0] = 1;
+  p_.mask = one_batch;
+  ASSERT_TRUE(validate_problem(p_).ok());
+  EXPECT_FALSE(repeated_row_as_key_padding(p_).has_value()) << "a key-padding mask has a row per batch";
+
+  p_.mask = TensorView::Contiguous(mask_.data(), DType::kBool, {2, 7});
+  EXPECT_FALSE(repeated_row_as_key_padding(p_).has_value()) << "already key padding";
+  p_.mask.reset();
+  EXPECT_FALSE(repeated_row_as_key_padding(p_).has_value());
 }
 
 TEST(MaskKindName, NamesEveryKind) {

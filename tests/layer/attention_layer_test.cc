@@ -21,6 +21,7 @@ struct Recorded {
   int forwards = 0;
   std::optional<float> scale;  // of the last call the backend received
   bool causal = false;
+  std::optional<TensorView> mask;
 };
 
 class RecordingBackend final : public Backend {
@@ -31,6 +32,7 @@ class RecordingBackend final : public Backend {
     ++recorded_->forwards;
     recorded_->scale = problem.scale;
     recorded_->causal = problem.causal;
+    recorded_->mask = problem.mask;
     return Status::Ok();
   }
 
@@ -128,6 +130,49 @@ TEST_F(AttentionLayerTest, ExplicitSpecReachesTheBackend) {
   ASSERT_TRUE(recorded_.init.spec.has_value());
   EXPECT_EQ(recorded_.init.spec->backend, "torch_sdpa");
   EXPECT_EQ(recorded_.init.num_kv_heads, 4);
+}
+
+// A dense mask that repeats one row of keys over the queries and heads through zero strides (what
+// torch's expand gives) reaches the backend as the key-padding view of the same memory; a mask
+// whose rows differ, or that holds its rows in memory, stays dense.
+TEST_F(AttentionLayerTest, ADenseMaskThatRepeatsOneRowReachesTheBackendAsKeyPadding) {
+  Selector selector = selector_on(testing::described_cpu());
+  AttentionLayerDesc desc = wan_self_attention();
+  desc.num_heads = 4;
+  desc.num_kv_heads = 2;
+  desc.head_size = 16;
+  auto layer = Attention::Create(desc, AttentionConfig{}, selector);
+  ASSERT_TRUE(layer.ok()) << layer.status().ToString();
+  Tensors t = random_tensors(4, 2, 16);
+  std::vector<std::uint8_t> keep(4 * 4 * 6, 1);
+  keep[3] = 0;
+  AttentionProblem p = problem_for(t, 4, 2, 16);
+
+  TensorView repeated = TensorView::Contiguous(keep.data(), DType::kBool, {1, 4, 4, 6});
+  repeated.strides = {6, 0, 0, 1};  // one row of 6 keys for every head and query
+  p.mask = repeated;
+  ASSERT_TRUE(layer->forward(p).ok());
+  ASSERT_TRUE(recorded_.mask.has_value());
+  EXPECT_EQ(recorded_.mask->ndim, 2);
+  EXPECT_EQ(recorded_.mask->shape_string(), "[1, 6]");
+  EXPECT_EQ(recorded_.mask->data, keep.data());
+  EXPECT_EQ(recorded_.mask->stride(1), 1);
+
+  repeated.shape[1] = 1;  // [1, 1, Sq, Skv], the query dimension through stride 0
+  p.mask = repeated;
+  ASSERT_TRUE(layer->forward(p).ok());
+  EXPECT_EQ(recorded_.mask->ndim, 2);
+
+  TensorView per_head = repeated;
+  per_head.shape[1] = 4;
+  per_head.strides = {96, 24, 0, 1};  // each head its own row
+  p.mask = per_head;
+  ASSERT_TRUE(layer->forward(p).ok());
+  EXPECT_EQ(recorded_.mask->ndim, 4);
+
+  p.mask = TensorView::Contiguous(keep.data(), DType::kBool, {1, 1, 4, 6});  // rows in memory, maybe different
+  ASSERT_TRUE(layer->forward(p).ok());
+  EXPECT_EQ(recorded_.mask->ndim, 4);
 }
 
 // Only the layer completes a call: the backend receives the layer's scale and causal flag on
