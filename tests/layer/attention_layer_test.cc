@@ -67,6 +67,15 @@ AttentionLayerDesc wan_self_attention() {
   return desc;
 }
 
+// A small self-attention layer's declaration (4 query heads, 2 kv heads of 16) for calls on the CPU.
+AttentionLayerDesc small_self_attention() {
+  AttentionLayerDesc desc = wan_self_attention();
+  desc.num_heads = 4;
+  desc.num_kv_heads = 2;
+  desc.head_size = 16;
+  return desc;
+}
+
 struct Tensors {
   std::vector<float> q, k, v, out;
 };
@@ -137,10 +146,7 @@ TEST_F(AttentionLayerTest, ExplicitSpecReachesTheBackend) {
 // whose rows differ, or that holds its rows in memory, stays dense.
 TEST_F(AttentionLayerTest, ADenseMaskThatRepeatsOneRowReachesTheBackendAsKeyPadding) {
   Selector selector = selector_on(testing::described_cpu());
-  AttentionLayerDesc desc = wan_self_attention();
-  desc.num_heads = 4;
-  desc.num_kv_heads = 2;
-  desc.head_size = 16;
+  AttentionLayerDesc desc = small_self_attention();
   auto layer = Attention::Create(desc, AttentionConfig{}, selector);
   ASSERT_TRUE(layer.ok()) << layer.status().ToString();
   Tensors t = random_tensors(4, 2, 16);
@@ -179,10 +185,7 @@ TEST_F(AttentionLayerTest, ADenseMaskThatRepeatsOneRowReachesTheBackendAsKeyPadd
 // every call, and a call's own scale wins over the layer's.
 TEST_F(AttentionLayerTest, TheLayerCompletesEveryCall) {
   Selector selector = selector_on(testing::described_cpu());
-  AttentionLayerDesc desc = wan_self_attention();
-  desc.num_heads = 4;
-  desc.num_kv_heads = 2;
-  desc.head_size = 16;
+  AttentionLayerDesc desc = small_self_attention();
   desc.scale = 0.125f;
   desc.causal = true;
   auto layer = Attention::Create(desc, AttentionConfig{}, selector);
@@ -200,10 +203,7 @@ TEST_F(AttentionLayerTest, TheLayerCompletesEveryCall) {
 // Only the layer checks a call: an invalid one never reaches the backend.
 TEST_F(AttentionLayerTest, InvalidCallsStopAtTheLayer) {
   Selector selector = selector_on(testing::described_cpu());
-  AttentionLayerDesc desc = wan_self_attention();
-  desc.num_heads = 4;
-  desc.num_kv_heads = 2;
-  desc.head_size = 16;
+  AttentionLayerDesc desc = small_self_attention();
   auto layer = Attention::Create(desc, AttentionConfig{}, selector);
   ASSERT_TRUE(layer.ok()) << layer.status().ToString();
   Tensors t = random_tensors(4, 2, 16);
@@ -219,10 +219,7 @@ TEST_F(AttentionLayerTest, InvalidCallsStopAtTheLayer) {
 
 TEST_F(AttentionLayerTest, ForwardChecksTheProblemMatchesTheLayer) {
   Selector selector = selector_on(testing::described_cpu());
-  AttentionLayerDesc desc = wan_self_attention();
-  desc.num_heads = 4;
-  desc.num_kv_heads = 2;
-  desc.head_size = 16;
+  AttentionLayerDesc desc = small_self_attention();
   auto layer = Attention::Create(desc, AttentionConfig{}, selector);
   ASSERT_TRUE(layer.ok()) << layer.status().ToString();
 
