@@ -219,7 +219,7 @@ DenseMaskStatus build_dense_mask_lists(const DenseMaskView& mask, int q_tile, in
   auto* bits = reinterpret_cast<std::uint32_t*>(at[0]);
   auto* marks = reinterpret_cast<std::uint32_t*>(at[1]);
   auto* offsets = reinterpret_cast<std::int32_t*>(at[2]);
-  const int split_rows = (q_tile + mask_row_splits(rows, q_tile) - 1) / mask_row_splits(rows, q_tile);
+  const int splits = mask_row_splits(rows, q_tile), split_rows = (q_tile + splits - 1) / splits;
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((q_tile + split_rows - 1) / split_rows));
   const bool vec = mask.stride_j == 1 && reinterpret_cast<std::uintptr_t>(mask.data) % 16 == 0 &&
                    mask.stride_b % 16 == 0 && mask.stride_h % 16 == 0 && mask.stride_i % 16 == 0;
