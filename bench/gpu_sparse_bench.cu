@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -427,7 +428,10 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaMemcpy(b.offsets, L.offsets.data(), L.offsets.size() * 4, cudaMemcpyHostToDevice));
       CHECK_CUDA(cudaMemcpy(b.indices, L.indices.data(), L.indices.size() * 4, cudaMemcpyHostToDevice));
       HopperArgs sparse_args = dense_args;
-      sparse_args.tail_split = false;
+      // Whole tiles, as run_block_sparse_cuda runs block-sparse lists; DIFFATTN_LISTED_TAIL_SPLIT=1
+      // cuts the last partial wave along the lists.
+      const char* split_knob = std::getenv("DIFFATTN_LISTED_TAIL_SPLIT");
+      sparse_args.tail_split = split_knob != nullptr && std::string(split_knob) == "1";
       sparse_args.params.bs_offsets = b.offsets;
       sparse_args.params.bs_indices = b.indices;
       sparse_args.params.bs_tile_rows = rows_dev;

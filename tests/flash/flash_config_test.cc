@@ -138,6 +138,31 @@ TEST(FlashConfig, InOrderGroupsWhereTheyWereMeasuredToWin) {
     EXPECT_EQ(choose_key_tiles(d, 32760, 32760, 40, kSms, false), key_tiles(d, 32760)) << d;
 }
 
+// Dense masks shared by the heads take the unmasked call's in-order tile at hd128 where it would;
+// per-head masks and other shapes the 128 x 128 tile the block-sparse lists share; the A/B override
+// forces either, and hd64 has one tile.
+TEST(FlashConfig, SharedDenseMasksTakeTheInOrderTileWhereUnmaskedCallsWould) {
+  constexpr int kSms = 132;
+  const HopperTile in_order = hopper_tile(128, KeyTiles::kInOrder);
+  EXPECT_EQ(in_order.block_m, 192);
+  EXPECT_EQ(in_order.consumer_warpgroups, 3);
+  EXPECT_EQ(dense_mask_tile(128, 4608, 4608, 24, kSms, false).block_m, 192);   // Flux
+  EXPECT_EQ(dense_mask_tile(128, 32760, 32760, 40, kSms, false).block_m, 192); // Wan 480p
+  EXPECT_EQ(dense_mask_tile(128, 4608, 4608, 24, kSms, true).block_m, 128);    // a mask per head
+  EXPECT_EQ(dense_mask_tile(128, 2048, 2048, 40, kSms, false).block_m, 128);   // too few rows
+  EXPECT_EQ(dense_mask_tile(128, 4096, 4096, 16, kSms, false).block_m, 128);   // under three waves
+  EXPECT_EQ(dense_mask_tile(128, 300, 704, 8, kSms, false).block_m, 128);
+  EXPECT_EQ(dense_mask_tile(128, 300, 704, 8, kSms, true, 1).block_m, 192);
+  EXPECT_EQ(dense_mask_tile(128, 4608, 4608, 24, kSms, false, 0).block_m, 128);
+  for (bool per_head : {false, true})
+    for (int forced : {-1, 0, 1}) {
+      const HopperTile t = dense_mask_tile(64, 32760, 32760, 40, kSms, per_head, forced);
+      EXPECT_EQ(t.block_m, block_sparse_tile(64).block_m) << forced;
+      EXPECT_EQ(t.block_n, block_sparse_tile(64).block_n) << forced;
+      EXPECT_EQ(dense_mask_tile(128, 4608, 4608, 24, kSms, per_head, forced).block_n, 128) << forced;
+    }
+}
+
 // The one-warpgroup walk's CTAs fit one SM as many times as they ask, and leave each thread the
 // registers the walk needs without spilling (ptxas: 160 at hd128 and 127 at hd64 on 64 x 64 lists
 // with Q's register chunks, 155 at hd64 on 128 x 128 lists). It runs every 64 x 64 list; of the

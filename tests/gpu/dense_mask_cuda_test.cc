@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/run_flash_attn.h"
 #include "kernels/sparse/dense_mask_lists.h"
+#include "parity/host_tensors.h"
 #include "parity/parity_check.h"
 #include "parity/properties.h"
 
@@ -158,6 +160,63 @@ TEST(GpuDenseMask, EveryBroadcastFormMatchesTheOracle) {
       if (c.fully_masked_rows)
         EXPECT_EQ(testing::check_fully_masked_rows(c, data->problem), "") << c.name() << " (seed " << seed << ")";
     }
+}
+
+// Dense masks on both of their tiles (flash_config.h, dense_mask_tile: 128 x 128, and hd128's
+// in-order 192 x 128, DIFFATTN_DENSE_MASK_TILE), each with the tail of the last partial wave cut
+// along each tile's list and whole (run_flash_attn.cu, listed_tail_split;
+// DIFFATTN_LISTED_TAIL_SPLIT=0): every arm gives the oracle's result, empty pieces and fully masked
+// rows included, and the arms agree within that tolerance.
+TEST(GpuDenseMask, BothTilesWithAndWithoutTailPiecesMatchTheOracle) {
+  SKIP_WITHOUT_HOPPER();
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  struct Restore {
+    ~Restore() {
+      unsetenv("DIFFATTN_LISTED_TAIL_SPLIT");
+      unsetenv("DIFFATTN_DENSE_MASK_TILE");
+    }
+  } restore;
+  const flash::HopperTile tile = flash::block_sparse_tile(128);
+  ParityCase per_head = masked_case(DType::kBFloat16, 128, MaskShape::kDensePerHead, 0, 1024);
+  per_head.batch = 1;
+  per_head.heads_q = 8;
+  per_head.seq_q = (sms / per_head.heads_q + 2) * tile.block_m - 104;  // one round of tiles and some
+  per_head.fully_masked_rows = true;
+  ParityCase broadcast = masked_case(DType::kFloat16, 128, MaskShape::kDenseBroadcast, 1000, 2048);
+  for (const ParityCase& c : {per_head, broadcast}) {
+    const std::int64_t tiles = c.batch * c.heads_q * flash::ceil_div(c.seq_q, tile.block_m);
+    ASSERT_GT(flash::plan_tail_split(tiles, sms, flash::ceil_div(c.seq_kv, tile.block_n)).segments, 0)
+        << c.name() << " must split its tail on " << sms << " SMs";
+    auto data = testing::make_case_data(c, rng);
+    testing::Expectation expected = testing::expect(data->problem);
+    const TensorView& out = data->problem.out;
+    const char* arms[4][2] = {{"128", "0"}, {"128", "1"}, {"192", "1"}, {"192", "0"}};  // tile rows, tail split
+    std::vector<double> outs[4];
+    for (int arm = 0; arm < 4; ++arm) {
+      ASSERT_EQ(setenv("DIFFATTN_DENSE_MASK_TILE", arms[arm][0], 1), 0);
+      ASSERT_EQ(setenv("DIFFATTN_LISTED_TAIL_SPLIT", arms[arm][1], 1), 0);
+      const std::string what = c.name() + " tile " + arms[arm][0] + " split " + arms[arm][1] + " (seed " +
+                               std::to_string(seed) + ")";
+      testing::poison(out);
+      testing::poison(*data->problem.lse);
+      testing::DeviceCase device(*data);
+      ASSERT_TRUE(device.ok());
+      const Status s = flash::run_dense_mask_cuda(device.problem(), nullptr);
+      ASSERT_TRUE(s.ok()) << what << ": " << s.message();
+      ASSERT_TRUE(device.copy_back());
+      EXPECT_EQ(testing::compare(data->problem, expected), "") << what;
+      if (c.fully_masked_rows) EXPECT_EQ(testing::check_fully_masked_rows(c, data->problem), "") << what;
+      for (std::int64_t b = 0; b < out.size(0); ++b)
+        for (std::int64_t i = 0; i < out.size(1); ++i)
+          for (std::int64_t h = 0; h < out.size(2); ++h)
+            for (std::int64_t e = 0; e < out.size(3); ++e)
+              outs[arm].push_back(testing::read_element(out, testing::element_offset(out, {b, i, h, e})));
+      if (arm > 0) EXPECT_LE(testing::max_abs_diff(outs[0], outs[arm]), expected.out_tolerance) << what;
+    }
+  }
 }
 
 TEST(GpuDenseMask, RefusalsNameTheFixAndWriteNothing) {

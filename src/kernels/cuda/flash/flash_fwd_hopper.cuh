@@ -235,6 +235,12 @@ __device__ __forceinline__ TileCoord decode_item(const FlashParams& p, int item)
     c.n_end = min(c.n_end, c.n_blocks);
     c.n_begin = min(c.n_begin, c.n_end);
   }
+  if constexpr (kWalk == KeyWalk::kListed) {
+    // Pieces are planned on Skv's blocks; a list names fewer, so each piece takes the same share of
+    // its tile's list (adjacent pieces meet at the same position, so the list is covered once).
+    c.n_begin = static_cast<int>(static_cast<int64_t>(c.n_begin) * c.n_blocks / n_blocks);
+    c.n_end = static_cast<int>(static_cast<int64_t>(c.n_end) * c.n_blocks / n_blocks);
+  }
   return c;
 }
 

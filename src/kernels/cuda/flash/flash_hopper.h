@@ -49,7 +49,9 @@ LaunchStatus build_compact_keys_cuda(const std::uint8_t* mask, int batch, int se
 // The tilings of the block-sparse launch (flash_config.h): 128 x 128 lists (the flash kernel's
 // tiles at hd128 and for dense masks, the one-warpgroup walk at hd64) and 64 x 64 lists (the
 // one-warpgroup walk, listed_walk_hopper.cuh).
-enum class SparseTiling { kLarge, kSmall };
+// kLarge: block_sparse_tile(head_size); kSmall: 64 x 64; kDenseMaskInOrder: hd128's in-order
+// three-group tile (192 x 128), for dense masks' lists (flash_config.h, dense_mask_tile).
+enum class SparseTiling { kLarge, kSmall, kDenseMaskInOrder };
 
 // Block-sparse attention (flash_hopper_sparse.cu): args.params.bs_offsets and bs_indices (and
 // bs_tile_rows) hold the key lists on the device, built for block_sparse_tile(head_size), or for

@@ -583,7 +583,7 @@ struct LaunchWorkspaces {
 
 // Builds the TMA maps for `args` and launches the kernel of traits T. kListed: the block-sparse
 // launch (args.params.bs_offsets set, tiles checked by the caller), which walks each tile's list
-// and is never split or mask-packed; only that kernel is instantiated.
+// and is never mask-packed; only that kernel is instantiated.
 template <class T, bool kListed = false>
 LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
   constexpr int kD = T::kD;
@@ -634,12 +634,16 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
     if ((p.row_bits != nullptr) != (p.bs_partial != nullptr))
       return fail(LaunchStatus::kInvalidInput,
                   "FLASH_ATTN dense mask: needs both the mask bits and the partial-block flags, on the 128-key tiling");
+    // A list is a tile's walk in positions; the tail's pieces take equal shares of it.
+    if (args.tail_split) {
+      s = plan_split<T>(p, args.sm_count, stream, &workspaces.split);
+      if (!s.ok()) return s;
+    }
     kernel = flash_fwd_hopper_kernel<T, KeyWalk::kListed>;
   } else {
     p.bs_offsets = nullptr;
     p.bs_indices = nullptr;
     p.bs_tile_rows = nullptr;
-    p.packed_tiles = nullptr;
     if (args.tail_split) {
       s = plan_split<T>(p, args.sm_count, stream, &workspaces.split);
       if (!s.ok()) return s;

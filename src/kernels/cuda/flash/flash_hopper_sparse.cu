@@ -1,7 +1,8 @@
 // Dispatch ladder of the block-sparse Hopper kernels, for each head size in kBlockSparseHeadSizes,
 // bf16 and fp16: the one-warpgroup walk of listed_walk_hopper.cuh where flash_config.h's list_walk
 // has one for the lists' tiling (every 64 x 64 list, 128 x 128 at hd64), else the listed walk of
-// the flash kernel (128 x 128 at hd128, and dense masks).
+// the flash kernel (128 x 128 at hd128, and dense masks; at hd128 dense masks may take the
+// in-order three-group tile, dense_mask_tile).
 // A translation unit of its own, so the dense and block-sparse instantiations compile in parallel.
 
 #include "kernels/cuda/flash/flash_config.h"
@@ -93,9 +94,27 @@ LaunchStatus launch_list_walk(const HopperArgs& args, cudaStream_t stream) {
                                 walk.q_register_chunks>>(args, stream);
 }
 
+// Dense masks' lists of 192-row tiles at hd128: the in-order three-group tile (dense_mask_tile).
+template <int kD, bool kBf16>
+LaunchStatus launch_in_order(const HopperArgs& args, cudaStream_t stream) {
+  if constexpr (kD == 128) {
+    constexpr HopperTile tile = hopper_tile(kD, KeyTiles::kInOrder);
+    using T = HopperTraits<kD, tile.block_n, tile.stages, kBf16, tile.consumer_warpgroups, tile.staged_epilogue,
+                           tile.issue_in_turn, tile.tma_store, tile.overlap, tile.row_sum_by_mma, tile.early_exp>;
+    static_assert(T::kBlockM == 192, "the in-order tile has 192 query rows");
+    if (args.params.row_bits == nullptr)
+      return fail(LaunchStatus::kInvalidInput, "the in-order listed walk takes dense masks' lists only");
+    return hopper_detail::launch_with_traits<T, /*kListed=*/true>(args, stream);
+  } else {
+    return fail(LaunchStatus::kUnsupported, "dense-mask attention: the in-order tile is hd128's; head size " +
+                                                std::to_string(kD) + " takes the 128 x 128 tile");
+  }
+}
+
 template <int kD, bool kBf16>
 LaunchStatus launch_tiling(const HopperArgs& args, SparseTiling tiling, cudaStream_t stream) {
   if (tiling == SparseTiling::kSmall) return launch_list_walk<kD, kBf16, kBlockSparseSmallTile>(args, stream);
+  if (tiling == SparseTiling::kDenseMaskInOrder) return launch_in_order<kD, kBf16>(args, stream);
   // 128 x 128: the walk where list_walk has one, except for dense masks (row bits), which the
   // flash kernel's listed walk reads.
   if constexpr (list_walk(kD, kBlockSparseTile).ctas_per_sm > 0)

@@ -42,8 +42,9 @@ struct FlashParams {
   // Optional block-sparse key lists on the device (kernels/sparse/block_sparse_layout.h, CSR):
   // query tile m of (b, h) visits the key blocks bs_indices[bs_offsets[r] .. bs_offsets[r + 1]),
   // r = (b * heads_q + h) * num_m_blocks + m, strictly ascending. The layout's tiles are the
-  // kernel's (kBlockM query rows, kBlockN keys); causal, packed, key-masked and split launches are
-  // refused with lists. A tile with an empty list writes zeros and LSE -inf.
+  // kernel's (kBlockM query rows, kBlockN keys); causal, packed and key-masked launches are refused
+  // with lists. A split tail tile's pieces take equal shares of its list's positions. A tile with an
+  // empty list writes zeros and LSE -inf.
   // With per-group lists (64-row query tiles, one per consumer warpgroup) r counts those tiles:
   // r = (b * heads_q + h) * bs_q_tiles + t. bs_tile_rows (optional, Sq = Skv): the valid leading
   // rows of each tile; keys past them are never attended.

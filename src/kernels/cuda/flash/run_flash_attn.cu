@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -150,6 +151,30 @@ Result<DeviceFacts> enter_device(const AttentionProblem& problem, cuda::ScopedDe
   return device_facts(problem.q.device.index);
 }
 
+// Whether the Hopper listed walk cuts its last partial wave along each tail tile's list, as the
+// dense walk does along its keys (plan_tail_split, which plans on Skv's key blocks; each piece takes
+// its share of the tile's list). The rule, measured on an H100 (docs/backends/flashinfer.md): dense
+// masks on the in-order tile, whose tiles fill few waves (FLUX.1's prompt padding as a dense mask:
+// 0.415 -> 0.387 ms), and nowhere else: with lists shorter than Skv's blocks the pieces come out
+// short (a per-head mask that empties half the blocks 0.496 -> 0.505 ms on the 128-row tile;
+// block-sparse lists at density 0.125 1-3 % slower, at density 1 1-3 % faster).
+// DIFFATTN_LISTED_TAIL_SPLIT=0 / =1 turns it off or on everywhere (read at every call; A/B runs and
+// tests); both give the result up to the order of the pieces' sums.
+bool listed_tail_split(bool rule) {
+  const char* knob = std::getenv("DIFFATTN_LISTED_TAIL_SPLIT");
+  if (knob == nullptr) return rule;
+  return std::string(knob) == "1" ? true : std::string(knob) == "0" ? false : rule;
+}
+
+// Dense masks' tile (flash_config.h, dense_mask_tile): the rule, or DIFFATTN_DENSE_MASK_TILE=128
+// / =192 for the 128 x 128 or hd128's in-order 192 x 128 tile (read at every call; A/B runs and
+// tests).
+int dense_mask_in_order() {
+  const char* knob = std::getenv("DIFFATTN_DENSE_MASK_TILE");
+  if (knob == nullptr) return -1;
+  return std::string(knob) == "192" ? 1 : std::string(knob) == "128" ? 0 : -1;
+}
+
 std::string sm_name(const DeviceFacts& facts) { return "sm_" + std::to_string(facts.cc_major * 10 + facts.cc_minor); }
 
 static_assert(std::equal(kBlockSparseHeadSizes.begin(), kBlockSparseHeadSizes.end(), cuda::kListedHeadDims.begin(),
@@ -209,7 +234,7 @@ Status launch_lists(const AttentionProblem& problem, const DeviceFacts& facts, F
     return cuda::launch_sdpa_mma_block_sparse(params, lists.q_tile, stream);
   }
   DIFFATTN_ASSIGN_OR_RETURN(HopperArgs args, hopper_args(problem, facts.sm_count));
-  args.tail_split = false;
+  args.tail_split = listed_tail_split(false);
   args.params.bs_offsets = lists.offsets;
   args.params.bs_indices = lists.indices;
   args.params.bs_tile_rows = lists.tile_rows;
@@ -350,12 +375,14 @@ Status run_dense_mask_cuda(const AttentionProblem& problem, void* stream) {
   view.stride_j = m.stride(3);
   view.seqlen_q = static_cast<int>(problem.q.size(1));
   view.seqlen_k = static_cast<int>(problem.k.size(1));
-  const HopperTile tile = block_sparse_tile(d);
+  const HopperTile tile = dense_mask_tile(d, view.seqlen_q, view.seqlen_k, problem.q.size(0) * problem.q.size(2),
+                                          facts.sm_count, view.heads > 1, dense_mask_in_order());
+  const bool three_groups = tile.block_m != block_sparse_tile(d).block_m;
   DenseMaskLists lists;
   const DenseMaskStatus built = build_dense_mask_lists(view, tile.block_m, tile.block_n, stream, &lists);
   if (!built.ok) return CudaError(std::string(what) + ": " + built.message);
   FlashParams& p = args.params;
-  args.tail_split = false;
+  args.tail_split = listed_tail_split(three_groups);
   p.bs_offsets = lists.offsets;
   p.bs_indices = lists.indices;
   p.bs_partial = lists.partial;
@@ -365,7 +392,8 @@ Status run_dense_mask_cuda(const AttentionProblem& problem, void* stream) {
   p.row_bits_words = lists.words;
   p.row_bits_stride_b = lists.row_bits_stride_b;
   p.row_bits_stride_h = lists.row_bits_stride_h;
-  const Status status = status_from(launch_flash_hopper_block_sparse(args, SparseTiling::kLarge, stream));
+  const Status status = status_from(launch_flash_hopper_block_sparse(
+      args, three_groups ? SparseTiling::kDenseMaskInOrder : SparseTiling::kLarge, stream));
   (void)cudaFreeAsync(lists.workspace, static_cast<cudaStream_t>(stream));
   return status;
 }
