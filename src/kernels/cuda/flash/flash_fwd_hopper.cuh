@@ -127,14 +127,15 @@ struct TileCoord {
   int n_begin, n_end;
   int splits, piece;  // splits == 1: a whole tile
   int split_tile;     // index among the split tiles (their partials and arrival counters)
-  const int* list;    // the listed walk: this tile's ascending key blocks (n_blocks of them)
+  int list_first;      // the listed walk: where this tile's ascending key blocks (n_blocks of them)
+                       // start in p.bs_indices (and its partial flags in p.bs_partial)
 };
 
 // The key block at position n of tile c's walk.
 template <KeyWalk kWalk>
-__device__ __forceinline__ int key_block(const TileCoord& c, int n) {
+__device__ __forceinline__ int key_block(const FlashParams& p, const TileCoord& c, int n) {
   if constexpr (kWalk == KeyWalk::kListed) {
-    return __ldg(c.list + n);
+    return __ldg(p.bs_indices + c.list_first + n);
   } else {
     return n;
   }
@@ -151,7 +152,7 @@ __device__ __forceinline__ int walk_key0(const FlashParams& p, const TileCoord& 
   if constexpr (kWalk == KeyWalk::kLiveBits) {
     return walk_entry(p, c.b, n).x;
   } else {
-    return key_block<kWalk>(c, n) * T::kBlockN;
+    return key_block<kWalk>(p, c, n) * T::kBlockN;
   }
 }
 
@@ -195,12 +196,12 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
   int kv_end = c.seqlen_k;
   if (p.causal) kv_end = min(kv_end, (m + 1) * T::kBlockM);
   c.n_blocks = kv_end > 0 ? (kv_end + T::kBlockN - 1) / T::kBlockN : 0;
-  c.list = nullptr;
+  c.list_first = 0;
   if constexpr (kWalk == KeyWalk::kListed) {
     // Block-sparse: the tile's list (causal, packed and split launches are refused).
     const int r = c.b * p.bs_stride_b + c.h * p.bs_stride_h + m;
     const int first = __ldg(p.bs_offsets + r);
-    c.list = p.bs_indices + first;
+    c.list_first = first;
     c.n_blocks = __ldg(p.bs_offsets + r + 1) - first;
   }
   c.n_begin = 0;
@@ -441,7 +442,7 @@ struct Consumer {
   // across the products).
   template <KeyWalk kWalk>
   __device__ int block_at(const TileCoord& c, int n) const {
-    return key_block<kWalk>(c, n);
+    return key_block<kWalk>(p, c, n);
   }
 
   // Sets out-of-range, causal and key-padding positions to -inf. n: the walk item (block_at).
@@ -961,7 +962,7 @@ struct Consumer {
         while (n < c.n_end) {
           const int kb = block_at<kWalk>(c, n);
           if constexpr (kWalk == KeyWalk::kListed)
-            if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + (c.list - p.bs_indices) + n) == 0;
+            if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + c.list_first + n) == 0;
           ptx::mbar_wait(sm.k_full(stage), phase);
           take_turn();
           ptx::fence_operands(o);
@@ -1010,7 +1011,7 @@ struct Consumer {
         while (n < c.n_end) {
           const int kb = block_at<kWalk>(c, n);
           if constexpr (kWalk == KeyWalk::kListed)
-            if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + (c.list - p.bs_indices) + n) == 0;
+            if (p.bs_partial != nullptr) full = __ldg(p.bs_partial + c.list_first + n) == 0;
           const bool first = n == n_first;
           if (!first) ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
           ptx::mbar_wait(sm.k_full(stage), phase);
