@@ -198,7 +198,8 @@ __device__ __forceinline__ TileCoord decode_tile(const FlashParams& p, int tile)
   c.n_blocks = kv_end > 0 ? (kv_end + T::kBlockN - 1) / T::kBlockN : 0;
   c.list_first = 0;
   if constexpr (kWalk == KeyWalk::kListed) {
-    // Block-sparse: the tile's list (causal, packed and split launches are refused).
+    // Block-sparse: the tile's list (causal and packed launches are refused; decode_item cuts a split
+    // tile's list into its pieces).
     const int r = c.b * p.bs_stride_b + c.h * p.bs_stride_h + m;
     const int first = __ldg(p.bs_offsets + r);
     c.list_first = first;

@@ -644,6 +644,7 @@ LaunchStatus launch_with_traits(const HopperArgs& args, cudaStream_t stream) {
     p.bs_offsets = nullptr;
     p.bs_indices = nullptr;
     p.bs_tile_rows = nullptr;
+    p.packed_tiles = nullptr;
     if (args.tail_split) {
       s = plan_split<T>(p, args.sm_count, stream, &workspaces.split);
       if (!s.ok()) return s;
