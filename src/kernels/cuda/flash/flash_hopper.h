@@ -21,8 +21,9 @@ struct HopperArgs {
   std::int64_t q_rows = 0, kv_rows = 0, tma_batch = 0;
   bool bf16 = true;
   int sm_count = 0;
-  // Cut the last partial wave's tiles along the keys when that shortens the run (flash_config.h,
-  // plan_tail_split). Off only to time the kernel without it.
+  // Cut the last partial wave's tiles along the keys (a listed launch: along each tile's list) when
+  // that shortens the run (flash_config.h, plan_tail_split). Dense launches keep it on (off only to
+  // time the kernel without it); run_flash_attn.cu's listed_tail_split decides for listed ones.
   bool tail_split = true;
   FlashParams params;  // num_m_blocks / num_tiles are filled by the launcher
 };
