@@ -13,7 +13,6 @@
 #include "kernels/cuda/flash/flash_config.h"
 #include "kernels/cuda/flash/run_flash_attn.h"
 #include "kernels/sparse/dense_mask_lists.h"
-#include "parity/host_tensors.h"
 #include "parity/parity_check.h"
 #include "parity/properties.h"
 
@@ -209,11 +208,7 @@ TEST(GpuDenseMask, BothTilesWithAndWithoutTailPiecesMatchTheOracle) {
       ASSERT_TRUE(device.copy_back());
       EXPECT_EQ(testing::compare(data->problem, expected), "") << what;
       if (c.fully_masked_rows) EXPECT_EQ(testing::check_fully_masked_rows(c, data->problem), "") << what;
-      for (std::int64_t b = 0; b < out.size(0); ++b)
-        for (std::int64_t i = 0; i < out.size(1); ++i)
-          for (std::int64_t h = 0; h < out.size(2); ++h)
-            for (std::int64_t e = 0; e < out.size(3); ++e)
-              outs[arm].push_back(testing::read_element(out, testing::element_offset(out, {b, i, h, e})));
+      outs[arm] = testing::output_values(out);
       if (arm > 0) EXPECT_LE(testing::max_abs_diff(outs[0], outs[arm]), expected.out_tolerance) << what;
     }
   }
