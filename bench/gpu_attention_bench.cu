@@ -7,10 +7,13 @@
 // measured on the same data. Prints a table and writes JSON (--json FILE).
 //
 //   gpu_attention_bench [--workloads-file CSV] [--workloads a,b,...] [--backends A,B] [--iters N]
-//                       [--warmup N] [--sets N] [--rest-ms N] [--graph] [--json FILE] [--list]
+//                       [--warmup N] [--warmup-ms N] [--sets N] [--rest-ms N] [--graph] [--json FILE] [--list]
 // --workloads-file: the workload table (default: the source tree's bench/workloads.csv, which
 // bench/peers.py reads too); --workloads picks names from it.
 // --rest-ms: the GPU idles this long (default 1000) before each row's warm-up.
+// --warmup-ms: after the --warmup calls, back-to-back samples run untimed until this much GPU time
+// has passed (default 300), so the timed samples see the clocks the power limit settles to under
+// sustained load rather than the swing of the first tens of milliseconds after the rest.
 // --graph captures each sample's calls into a CUDA graph once and times its replays, which takes
 // the backends' per-call host work out of the figure (diffattn's backends only; the peers are
 // not replayed).
@@ -94,6 +97,7 @@ struct Args {
   std::string workloads_file = DIFFATTN_WORKLOADS_CSV;
   std::vector<std::string> workloads, backends;
   int iters = 10, warmup = 3, sets = 2;
+  int warmup_ms = 300;  // untimed back-to-back samples after the warm-up calls (sustained clocks)
   int rest_ms = 1000;  // idle time before each row, so every row starts from the same power state
   std::string json;
   bool list = false;
@@ -115,6 +119,8 @@ Args parse(int argc, char** argv) {
       a.iters = std::atoi(next().c_str());
     } else if (flag == "--warmup") {
       a.warmup = std::atoi(next().c_str());
+    } else if (flag == "--warmup-ms") {
+      a.warmup_ms = std::max(0, std::atoi(next().c_str()));
     } else if (flag == "--sets") {
       a.sets = std::max(1, std::atoi(next().c_str()));
     } else if (flag == "--rest-ms") {
@@ -126,7 +132,7 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--graph") {
       a.graph = true;
     } else {
-      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads-file CSV] [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--sets N] [--rest-ms N] [--graph] [--json FILE] [--list]\n", flag.c_str());
+      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads-file CSV] [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--warmup-ms N] [--sets N] [--rest-ms N] [--graph] [--json FILE] [--list]\n", flag.c_str());
       std::exit(2);
     }
   }
@@ -359,6 +365,7 @@ int calls_per_sample(double flops) { return static_cast<int>(std::clamp(std::cei
 struct Row {
   std::string workload, backend, error;
   double ms = 0, tflops = 0, rel_l2 = 0, rel_l2_fp64 = NAN, cosine_fp64 = NAN;
+  double spread = 0;  // (slowest - fastest sample) / median
 };
 
 double finite_or(double x, double fallback) { return std::isfinite(x) ? x : fallback; }
@@ -467,6 +474,21 @@ int main(int argc, char** argv) {
         // timed the same way).
         std::vector<float> ms;
         const int per_sample = calls_per_sample(flops);
+        // Then untimed samples until args.warmup_ms of GPU time has passed: right after the rest the
+        // SM clock swings (an H100 dipped to 1575 MHz for a few hundred ms at the start of a load,
+        // bench/results/goals-2026-12-07-3f7e1ce-h100/clock-timeline-b.csv), and a row timed inside
+        // that swing moved by up to 10 % between jobs. At most 200 samples.
+        float warmed = 0;
+        for (int i = 0; i < 200 && warmed < args.warmup_ms && status.ok(); ++i) {
+          CHECK_CUDA(cudaEventRecord(start));
+          for (int c = 0; c < per_sample && status.ok(); ++c)
+            status = (*backend)->forward(problem_for(w, sets[(i * per_sample + c) % args.sets]), nullptr);
+          CHECK_CUDA(cudaEventRecord(stop));
+          CHECK_CUDA(cudaEventSynchronize(stop));
+          float t = 0;
+          CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+          warmed += t;
+        }
         if (args.graph) {
           if (status.ok()) {
             status = time_graph_replays(**backend, w, sets, per_sample, args.iters, &ms);
@@ -491,6 +513,7 @@ int main(int argc, char** argv) {
         }
         std::sort(ms.begin(), ms.end());
         row.ms = ms[ms.size() / 2];
+        row.spread = (ms.back() - ms.front()) / row.ms;
         row.tflops = flops / (row.ms * 1e-3) * 1e-12;
         CHECK_CUDA(cudaMemset(sets[0].out, 0xff, nq * 2));  // poison: unwritten output shows as NaN
         status = (*backend)->forward(problem_for(w, sets[0]), nullptr);
@@ -502,9 +525,10 @@ int main(int argc, char** argv) {
           row.rel_l2_fp64 = e.rel_l2, row.cosine_fp64 = e.cosine;
         }
         rows.push_back(row);
-        std::printf("%-28s %-18s %9.3f ms %7.1f TFLOP/s relL2 %.2e (fp32) %.2e (fp64) cosine %.6f  done %s\n",
+        std::printf("%-28s %-18s %9.3f ms %7.1f TFLOP/s relL2 %.2e (fp32) %.2e (fp64) cosine %.6f  spread %.1f%%  "
+                    "done %s\n",
                     w.name.c_str(), row.backend.c_str(), row.ms, row.tflops, row.rel_l2, row.rel_l2_fp64,
-                    row.cosine_fp64, wall_clock().c_str());
+                    row.cosine_fp64, 100 * row.spread, wall_clock().c_str());
         std::fflush(stdout);
       }
     }
@@ -520,6 +544,7 @@ int main(int argc, char** argv) {
       f << "  {\"workload\": \"" << r.workload << "\", \"backend\": \"" << r.backend << "\", \"ms\": " << r.ms
         << ", \"tflops\": " << r.tflops << ", \"rel_l2\": " << finite_or(r.rel_l2, -1.0)
         << ", \"rel_l2_fp64\": " << finite_or(r.rel_l2_fp64, -1.0) << ", \"cosine_fp64\": " << finite_or(r.cosine_fp64, -1.0)
+        << ", \"spread\": " << r.spread
         << ", \"error\": \"" << (r.error.empty() ? "" : "failed (see log)") << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
     }
     f << "], \"q_checksums\": {";

@@ -145,22 +145,35 @@ def calls_per_sample(flops):
     return int(min(200, max(1, math.ceil(4e12 / flops))))
 
 
-def time_peer(peer, bf16_sets, warmup, iters, flops):
-    """(median ms per call, output of set 0); the conversion of the inputs (FA3 FP8) is not timed."""
+def time_samples(call, sets, per_sample, iters):
+    """ms per call of each of `iters` samples of `per_sample` back-to-back calls."""
+    times = []
+    for i in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for c in range(per_sample):
+            call(sets[(i * per_sample + c) % len(sets)])
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / per_sample)
+    return times
+
+
+def time_peer(peer, bf16_sets, warmup, iters, flops, warmup_ms=0):
+    """(median ms per call, output of set 0); the conversion of the inputs (FA3 FP8) is not timed.
+    After the `warmup` calls, untimed samples run until `warmup_ms` of GPU time has passed (at most
+    200), as gpu_attention_bench does, so the timed ones see the clocks of sustained load."""
     sets = peer.prepare(bf16_sets)
     per_sample = calls_per_sample(flops)
     with peer.context():
         for i in range(warmup):
             peer.call(sets[i % len(sets)])
-        times = []
-        for i in range(iters):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for c in range(per_sample):
-                peer.call(sets[(i * per_sample + c) % len(sets)])
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / per_sample)
+        warmed = 0.0
+        for _ in range(200):
+            if warmed >= warmup_ms:
+                break
+            warmed += time_samples(peer.call, sets, per_sample, 1)[0] * per_sample
+        times = time_samples(peer.call, sets, per_sample, iters)
         out = peer.call(sets[0])
     return statistics.median(times), out
 
@@ -192,7 +205,7 @@ def measure(peer, sets, args, flops):
     torch.cuda.synchronize()
     time.sleep(args.rest_ms / 1000)
     try:
-        ms, out = time_peer(peer, sets, args.warmup, args.iters, flops)
+        ms, out = time_peer(peer, sets, args.warmup, args.iters, flops, args.warmup_ms)
     except Exception as e:  # noqa: BLE001 - a peer refusing a shape is a row, not a crash
         torch.cuda.synchronize()
         return f"failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
@@ -284,6 +297,8 @@ def main():
     ap.add_argument("--print-workloads", action="store_true")
     ap.add_argument("--iters", type=int, help="timed samples (default 10; 5 with --report)")
     ap.add_argument("--warmup", type=int, help="warm-up calls (default 3; 2 with --report)")
+    ap.add_argument("--warmup-ms", type=int, default=300,
+                    help="then untimed samples until this much GPU time has passed (sustained clocks; 0: none)")
     ap.add_argument("--report", help="a diffattn run report.json: time the peers on its role shapes")
     ap.add_argument("--sets", type=int, default=2)
     ap.add_argument("--rest-ms", type=int, default=1000, help="idle time before each row (same power state for every row)")
@@ -346,7 +361,7 @@ def main():
         f"cuDNN runtime {torch.backends.cudnn.version()} (torch) / {ours['cudnn']} (diffattn), commit {args.commit}.",
         f"bf16, [B, S, H, D] views as a DiT passes them, non-causal, no mask. Each row starts after {args.rest_ms} ms of idle GPU (the "
         f"same power state for every row). Median of {args.iters} timed samples after "
-        f"{args.warmup} warm-ups, each sample enough back-to-back calls between CUDA events for 4e12 FLOPs "
+        f"{args.warmup} warm-up calls and {args.warmup_ms} ms of untimed samples (the clocks of sustained load), each sample enough back-to-back calls between CUDA events for 4e12 FLOPs "
         "(1-200 calls, so host launch work overlaps the GPU and the time is the kernels'), inputs rotated over "
         f"{args.sets} sets. FLOPs = 4·B·H·Sq·Skv·D. relL2 against "
         f"an fp32 computation on the same bf16 inputs (first {SLICE_ROWS} query rows, first {SLICE_HEADS} heads); "

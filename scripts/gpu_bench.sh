@@ -8,7 +8,7 @@
 #
 #   scripts/gpu_bench.sh --pack-deps            # on the build machine
 #   COMMIT=<sha> scripts/gpu_bench.sh [--no-tests] [--workloads a,b] [--backends A,B] [--iters N]
-#                                     [--rest-ms N] [--prebuilt DIR] [--graph]   # on the GPU machine
+#                                     [--warmup-ms N] [--rest-ms N] [--prebuilt DIR] [--graph]   # on the GPU machine
 # --prebuilt DIR runs binaries built elsewhere (DIR/bin, DIR/tests) instead of building here.
 # --graph times diffattn's backends by replaying captured CUDA graphs (no per-call host work; the
 # peers are timed as always). The SM clock, power and temperature before each phase go to the logs.
@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
     --no-tests) run_tests=0 ;;
     --backends) only="$2"; shift ;;
     --prebuilt) prebuilt="$2"; shift ;;
-    --workloads|--iters|--warmup|--sets|--rest-ms) bench_args+=("$1" "$2"); shift ;;
+    --workloads|--iters|--warmup|--warmup-ms|--sets|--rest-ms) bench_args+=("$1" "$2"); shift ;;
     --graph) graph_args=(--graph) ;;
     *) echo "unknown flag $1" >&2; exit 2 ;;
   esac

@@ -56,6 +56,7 @@ product_bench_with_peers() {
   echo "== product benchmark with peers"
   local args=(--prebuilt "$bd" --no-tests --backends "${BACKENDS:-FLASH_ATTN,SAGE_ATTN,FLASHINFER_ATTN}")
   [ -n "${BENCH_WORKLOADS:-}" ] && args+=(--workloads "$BENCH_WORKLOADS")
+  [ -n "${BENCH_WARMUP_MS:-}" ] && args+=(--warmup-ms "$BENCH_WARMUP_MS")
   OUT="$out/r" COMMIT="${COMMIT:-unknown}" timeout "$1" scripts/gpu_bench.sh "${args[@]}" 2>&1 | tail -n "$2"
   cp "$out"/r/gpu-*.md "$out/" 2>/dev/null
 }
