@@ -474,12 +474,8 @@ int main(int argc, char** argv) {
         // timed the same way).
         std::vector<float> ms;
         const int per_sample = calls_per_sample(flops);
-        // Then untimed samples until args.warmup_ms of GPU time has passed: right after the rest the
-        // SM clock swings (an H100 dipped to 1575 MHz for a few hundred ms at the start of a load,
-        // bench/results/goals-2026-12-07-3f7e1ce-h100/clock-timeline-b.csv), and a row timed inside
-        // that swing moved by up to 10 % between jobs. At most 200 samples.
-        float warmed = 0;
-        for (int i = 0; i < 200 && warmed < args.warmup_ms && status.ok(); ++i) {
+        // Milliseconds of sample i's calls, on the GPU's clock.
+        auto sample = [&](int i) {
           CHECK_CUDA(cudaEventRecord(start));
           for (int c = 0; c < per_sample && status.ok(); ++c)
             status = (*backend)->forward(problem_for(w, sets[(i * per_sample + c) % args.sets]), nullptr);
@@ -487,24 +483,21 @@ int main(int argc, char** argv) {
           CHECK_CUDA(cudaEventSynchronize(stop));
           float t = 0;
           CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
-          warmed += t;
-        }
+          return t;
+        };
+        // Then untimed samples until args.warmup_ms of GPU time has passed: right after the rest the
+        // SM clock swings (an H100 dipped to 1575 MHz for a few hundred ms at the start of a load,
+        // bench/results/goals-2026-12-07-3f7e1ce-h100/clock-timeline-b.csv), and a row timed inside
+        // that swing moved by up to 10 % between jobs. At most 200 samples.
+        float warmed = 0;
+        for (int i = 0; i < 200 && warmed < args.warmup_ms && status.ok(); ++i) warmed += sample(i);
         if (args.graph) {
           if (status.ok()) {
             status = time_graph_replays(**backend, w, sets, per_sample, args.iters, &ms);
             if (!status.ok()) status = Status(status.code(), "--graph: " + status.message());
           }
         } else {
-          for (int i = 0; i < args.iters && status.ok(); ++i) {
-            CHECK_CUDA(cudaEventRecord(start));
-            for (int c = 0; c < per_sample && status.ok(); ++c)
-              status = (*backend)->forward(problem_for(w, sets[(i * per_sample + c) % args.sets]), nullptr);
-            CHECK_CUDA(cudaEventRecord(stop));
-            CHECK_CUDA(cudaEventSynchronize(stop));
-            float t = 0;
-            CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
-            ms.push_back(t / per_sample);
-          }
+          for (int i = 0; i < args.iters && status.ok(); ++i) ms.push_back(sample(i) / per_sample);
         }
         if (!status.ok()) {
           row.error = status.message();
