@@ -231,6 +231,97 @@ TEST(SageQuantize, VHasOneScalePerChannelOverValidKeys) {
       }
 }
 
+// QK16/V8's V scale exponent: the smallest power of two with amax <= 448 * 2^e, so that
+// amax * 2^-e lies in (224, 448]; 0 marks an all-zero block, NaN and infinity take e = 0, and
+// values below 2^-133 stay at e = -126.
+TEST(SageQuantize, Qk16VBlockExponentIsTheSmallestPowerOfTwoThatHolds448) {
+  const std::uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> log2_amax(-120.0, 120.0);
+  std::vector<float> values = {448.f, 224.f, 1.f, 1.75f, std::nextafter(448.f, 1000.f), std::nextafter(224.f, 1000.f),
+                               std::nextafter(448.f, 0.f), 3.0e38f, 1.0e-30f};
+  for (int i = 0; i < 20000; ++i) values.push_back(static_cast<float>(std::exp2(log2_amax(rng))));
+  for (const float amax : values) {
+    const std::int32_t e = sage::v_block_exponent(amax);
+    ASSERT_GE(e, -126) << amax;
+    ASSERT_LE(e, 120) << amax;
+    const double scaled = std::ldexp(static_cast<double>(amax), -e);
+    EXPECT_LE(scaled, 448.0) << amax << " seed " << seed;
+    if (scaled <= 224.0) EXPECT_EQ(e, -126) << amax << " seed " << seed;  // only where e is held at -126
+    EXPECT_EQ(sage::power_of_two(e), std::ldexp(1.f, e));
+    EXPECT_EQ(sage::power_of_two(-e), std::ldexp(1.f, -e));
+  }
+  EXPECT_EQ(sage::v_block_exponent(0.f), sage::kZeroVBlock);
+  EXPECT_EQ(sage::v_block_exponent(std::numeric_limits<float>::infinity()), 0);
+  EXPECT_EQ(sage::v_block_exponent(std::numeric_limits<float>::quiet_NaN()), 0);
+  EXPECT_EQ(sage::v_block_exponent(std::numeric_limits<float>::denorm_min()), -126);
+  EXPECT_EQ(sage::v_block_exponent(1e-39f), -126);
+}
+
+TEST(SageQuantize, Qk16VHasOnePowerOfTwoScalePerKeyBlockOverValidKeys) {
+  const Case c = random_case(DType::kBFloat16, 10, 300, 64, true);  // blocks of 128, 128 and 44 keys
+  const AttentionProblem& p = c.data->problem;
+  const std::vector<std::uint8_t> valid = sage::valid_keys(p);
+  const sage::BlockQuantizedV v = sage::quantize_v_blocks(p, valid);
+  ASSERT_EQ(v.blocks(), 3);
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (std::int64_t blk = 0; blk < 3; ++blk) {
+        const std::int64_t j0 = blk * sage::kKvBlock, j1 = std::min<std::int64_t>(300, j0 + sage::kKvBlock);
+        double amax = 0;
+        for (std::int64_t j = j0; j < j1; ++j)
+          if (valid[static_cast<std::size_t>(b * 300 + j)])
+            for (std::int64_t d = 0; d < 64; ++d) amax = std::max(amax, std::fabs(input(p.v, b, j, h, d)));
+        const std::int32_t e = v.exponents[static_cast<std::size_t>((b * 2 + h) * 3 + blk)];
+        ASSERT_EQ(e, amax == 0 ? sage::kZeroVBlock : sage::v_block_exponent(static_cast<float>(amax))) << "seed " << c.seed;
+        for (std::int64_t j = j0; j < j1; ++j)
+          for (std::int64_t d = 0; d < 64; ++d) {
+            const std::uint8_t code = v.codes[static_cast<std::size_t>(((b * 2 + h) * 300 + j) * 64 + d)];
+            if (!valid[static_cast<std::size_t>(b * 300 + j)] || e == sage::kZeroVBlock) {
+              ASSERT_EQ(code, 0);
+              continue;
+            }
+            const double x = input(p.v, b, j, h, d), back = std::ldexp(static_cast<double>(e4m3_to_float(code)), e);
+            ASSERT_EQ(code, e4m3_rn_satfinite(static_cast<float>(std::ldexp(x, -e)))) << "seed " << c.seed;
+            // 4 significant bits above 2^-6 of the code's range, steps of 2^-9 below.
+            ASSERT_LE(std::fabs(back - x), std::max(std::fabs(x) / 16, std::ldexp(1.0, e - 10)) * 1.0001) << "seed " << c.seed;
+          }
+      }
+}
+
+// Why QK16/V8's scales are per key block: a block of large values (2^16 times the others, as a
+// few outlier tokens give) takes every channel's scale with it, and per-channel codes leave the
+// other keys a few steps of E4M3's subnormal range, while per-block codes keep their 4 bits.
+TEST(SageQuantize, Qk16VBlocksKeepTheirPrecisionBesideABlockOfLargeValues) {
+  const Case c = random_case(DType::kBFloat16, 10, 256, 64, false);
+  const AttentionProblem& p = c.data->problem;
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t j = 128; j < 256; ++j)
+      for (std::int64_t h = 0; h < 2; ++h)
+        for (std::int64_t d = 0; d < 64; ++d) {
+          const std::int64_t off = testing::element_offset(p.v, {b, j, h, d});
+          testing::write_element(p.v, off, testing::read_element(p.v, off) * 65536.0);
+        }
+  const std::vector<std::uint8_t> valid = sage::valid_keys(p);
+  const sage::BlockQuantizedV blocks = sage::quantize_v_blocks(p, valid);
+  const sage::QuantizedV channels = sage::quantize_v(p, valid);
+  double d_block = 0, d_channel = 0, ref = 0;
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (std::int64_t j = 0; j < 128; ++j)  // the first block's values only
+        for (std::int64_t d = 0; d < 64; ++d) {
+          const std::size_t at = static_cast<std::size_t>(((b * 2 + h) * 256 + j) * 64 + d);
+          const double x = input(p.v, b, j, h, d);
+          const double by_block = std::ldexp(static_cast<double>(e4m3_to_float(blocks.codes[at])),
+                                             blocks.exponents[static_cast<std::size_t>((b * 2 + h) * 2)]);
+          const double by_channel = static_cast<double>(e4m3_to_float(channels.codes[at])) *
+                                    channels.scales[static_cast<std::size_t>((b * 2 + h) * 64 + d)];
+          d_block += (by_block - x) * (by_block - x), d_channel += (by_channel - x) * (by_channel - x), ref += x * x;
+        }
+  EXPECT_LT(std::sqrt(d_block / ref), 0.04) << "seed " << c.seed;
+  EXPECT_GT(std::sqrt(d_channel / ref), 0.2) << "seed " << c.seed;
+}
+
 // The whole-tensor passes are compiled as vectorised clones (sage_quant_cpu.cc); each value they
 // give must be the scalar definition's, bit for bit: quantize_int8 of the scaled (Q) or smoothed
 // (K) input with the group's factor, e4m3_rn_satfinite of V times its channel's factor. Lengths that
