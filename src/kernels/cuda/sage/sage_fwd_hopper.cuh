@@ -933,19 +933,14 @@ struct SageConsumer {
   __device__ static void accumulate(float (&o)[kOAcc], const float (&blk)[kOAcc], const float (&alpha)[2], int e_b,
                                     int& e_cur) {
     static_assert(T::kRowSumByMma, "the row sums sit in the columns past kD");
-    // Most blocks keep the units (a block's largest |v| varies little): the plain sum, on a branch
-    // every thread of the CTA takes alike.
-    if (e_b == e_cur || e_b == kZeroVBlock) {
-      accumulate(o, blk, alpha);
-      return;
-    }
-    const float f = power_of_two(max(-126, min(127, e_cur - e_b)));
+    const bool live = e_b != kZeroVBlock;
+    const float f = power_of_two(live ? max(-126, min(127, e_cur - e_b)) : 0);
     const float a[2] = {alpha[0] * f, alpha[1] * f};
 #pragma unroll
     for (int i = 0; i < T::kD / 2; ++i) o[i] = fmaf(o[i], a[(i % 4) / 2], blk[i]);
 #pragma unroll
     for (int i = T::kD / 2; i < kOAcc; ++i) o[i] = fmaf(o[i], alpha[(i % 4) / 2], blk[i]);
-    e_cur = e_b;
+    e_cur = live ? e_b : e_cur;
   }
 
   // kQk16: the exponent of V's scale over key block kb (a walk's entry gives its block).
