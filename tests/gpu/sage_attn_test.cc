@@ -522,9 +522,9 @@ TEST(GpuSageAttn, TheKeyWalkGivesTheByteMasksBits) {
 // 16-channel slices, a cluster per kv head) instead of the statistics pass, the means and the K/V
 // pass; it adds K's channel sums in those passes' order, so both ways give the same bits
 // (DIFFATTN_SAGE_KV_SLICES=1 takes the one read, 0 the three launches). Both P*V modes, both
-// kernels that read the Q pass and the one that quantizes Q itself, both head sizes and dtypes,
-// GQA, key padding with a batch that keeps no key, causal, LSE, and the longest sequence the
-// slices take. QK16/V8 never takes them: its V has a one-read pass of its own (per-block scales).
+// kernels that read the Q pass and the one that quantizes Q itself, QK16/V8 (V only), both head
+// sizes and dtypes, GQA, key padding with a batch that keeps no key, causal, LSE, and the longest
+// sequence the slices take.
 TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
   SKIP_WITHOUT_SAGE_GPU();
   int major = 0, minor = 0;
@@ -537,10 +537,12 @@ TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
     const char* name;
     int groups;
     sage::PvMode pv;
+    bool qk16;
     int fuse_q;
   };
-  const Mode modes[] = {{"fp8/3", 3, sage::PvMode::kFp8, 0}, {"fp8/3 Q in the kernel", 3, sage::PvMode::kFp8, 1},
-                        {"fp8/2", 2, sage::PvMode::kFp8, 0}, {"fp16/3", 3, sage::PvMode::kFp16, 0}};
+  const Mode modes[] = {{"fp8/3", 3, sage::PvMode::kFp8, false, 0}, {"fp8/3 Q in the kernel", 3, sage::PvMode::kFp8, false, 1},
+                        {"fp8/2", 2, sage::PvMode::kFp8, false, 0}, {"fp16/3", 3, sage::PvMode::kFp16, false, 0},
+                        {"qk16/3", 3, sage::PvMode::kFp8, true, 0}};
   const BitsShape shapes[] = {{2, 6, 3, 300, 1500, false, true},  // GQA; the second batch keeps no key
                           {1, 4, 4, 700, 700, true, false},
                           {1, 2, 1, 150, 6144, false, false}};  // the longest the slices take
@@ -555,24 +557,24 @@ TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
         ASSERT_TRUE(device.ok()) << what;
         const sage::SageKernelChoice choice{mode.groups, mode.fuse_q};
         const auto run = [&](const AttentionProblem& p) {
-          return sage::run_sage_attn_cuda(p, mode.pv, nullptr, choice);
+          return mode.qk16 ? sage::run_qk16_v8_cuda(p, nullptr, choice) : sage::run_sage_attn_cuda(p, mode.pv, nullptr, choice);
         };
         RunBits runs[2];  // K and V read once, then the three launches
         for (int three = 0; three < 2; ++three) {
           ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", three ? "0" : "1", 1), 0);
-          ASSERT_EQ(sage::sage_reads_kv_once(device.problem(), major, minor, sage::QkMode::kInt8), three == 0)
+          ASSERT_EQ(sage::sage_reads_kv_once(device.problem(), major, minor,
+                                             mode.qk16 ? sage::QkMode::k16 : sage::QkMode::kInt8),
+                    three == 0)
               << what;
           const std::string ran = run_poisoned(device, *data, run, runs[three]);
           unsetenv("DIFFATTN_SAGE_KV_SLICES");
           ASSERT_EQ(ran, "") << what;
         }
         expect_same_bits(runs[0], runs[1], what);
-        EXPECT_FALSE(sage::sage_reads_kv_once(device.problem(), major, minor, sage::QkMode::kInt8))
-            << what << ": by default SAGE_ATTN's INT8 K takes the three launches";
-        ASSERT_EQ(setenv("DIFFATTN_SAGE_KV_SLICES", "1", 1), 0);
-        EXPECT_FALSE(sage::sage_reads_kv_once(device.problem(), major, minor, sage::QkMode::k16))
-            << what << ": QK16/V8's V has its own one-read pass";
-        unsetenv("DIFFATTN_SAGE_KV_SLICES");
+        EXPECT_EQ(sage::sage_reads_kv_once(device.problem(), major, minor,
+                                           mode.qk16 ? sage::QkMode::k16 : sage::QkMode::kInt8),
+                  mode.qk16)
+            << what << ": by default QK16/V8 reads K and V once, SAGE_ATTN's INT8 K does not";
       }
 }
 
@@ -583,7 +585,7 @@ TEST(GpuSageAttn, ReadingKAndVOnceGivesTheThreeLaunchPassesBits) {
 // arithmetic does not depend on the order, so all four give the same bits: several batches and
 // heads, GQA, row and key counts that leave part blocks and an odd number of K groups, key padding
 // with a batch that keeps no key, causal, both head sizes and dtypes, both P*V modes and QK16/V8
-// (whose V pass has one order of its own: the knobs must leave its bits alone).
+// (its V pass; the one-read slices off).
 TEST(GpuSageAttn, TheQuantizationPassesGiveTheSameBitsInEveryOrder) {
   SKIP_WITHOUT_SAGE_GPU();
   const auto seed = fresh_seed();
