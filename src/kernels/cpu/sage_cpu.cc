@@ -29,7 +29,7 @@ struct Operands {
   std::vector<float> qf, kf;           // QkMode::k16: q and k as floats, [B, H, S, D] (padding keys 0)
   float scale_log2 = 0.f;              // QkMode::k16: softmax scale * log2(e), applied to the fp32 score
   std::vector<float> v;                // [B, Hkv, Skv, Dv]: decoded E4M3 (fp8) or float(v) (fp16)
-  std::vector<float> v_scales;         // [B, Hkv, Dv]: vs / 448 (fp8), 1 / 448 (QK16/V8: see fill_values) or 1 (fp16)
+  std::vector<float> v_scales;         // [B, Hkv, Dv]: vs / 448 (fp8) or 1 (fp16)
   std::vector<std::uint8_t> valid;     // [B, Skv]
   std::vector<float> lse_shifts;       // [B, Hq, Sq], log2 units
 };
@@ -49,27 +49,10 @@ std::vector<std::int16_t> widened(const std::vector<std::int8_t>& values) {
   return std::vector<std::int16_t>(values.begin(), values.end());
 }
 
-// V as the P*V sum multiplies it, and the scales of the output's channels. FP8 with QkMode::k16
-// (QK16/V8): codes times their block's power of two (exact), the channels' scale 1 / 448, so that
-// the output is sum (448 p) v / sum (448 p) as the kernels carry it; FP8 with INT8 Q*K^T (SAGE_ATTN):
-// the codes, and each channel's scale; FP16: v itself, scale 1.
-void fill_values(const AttentionProblem& p, PvMode pv, QkMode qk, Operands& ops) {
+void fill_values(const AttentionProblem& p, PvMode pv, Operands& ops) {
   const std::int64_t batch = p.v.size(0), seqlen = p.v.size(1), heads = p.v.size(2), width = p.v.size(3);
   ops.v.assign(static_cast<std::size_t>(batch * heads * seqlen * width), 0.f);
   ops.v_scales.assign(static_cast<std::size_t>(batch * heads * width), 1.f);
-  if (pv == PvMode::kFp8 && qk == QkMode::k16) {
-    const BlockQuantizedV v = quantize_v_blocks(p, ops.valid);
-    const auto count = static_cast<std::int64_t>(v.codes.size());
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < count; ++i) {
-      const std::int64_t bh = i / (seqlen * width), j = i / width % seqlen;
-      const std::int32_t e = v.exponents[static_cast<std::size_t>(bh * v.blocks() + j / kKvBlock)];
-      ops.v[static_cast<std::size_t>(i)] =
-          e4m3_to_float(v.codes[static_cast<std::size_t>(i)]) * (e == kZeroVBlock ? 1.f : power_of_two(e));
-    }
-    std::fill(ops.v_scales.begin(), ops.v_scales.end(), 1.f / kE4m3Max);
-    return;
-  }
   if (pv == PvMode::kFp8) {
     const QuantizedV v = quantize_v(p, ops.valid);
     float decoded[256];
@@ -500,7 +483,7 @@ Status run_qk16(const AttentionProblem& problem, PvMode pv, Operands& ops, SageC
   ops.qf = as_floats(problem.q, nullptr);
   ops.kf = as_floats(problem.k, &ops.valid);
   ops.scale_log2 = problem.softmax_scale() * 1.4426950408889634f;
-  fill_values(problem, pv, QkMode::k16, ops);
+  fill_values(problem, pv, ops);
   const float p_max = pv == PvMode::kFp8 ? kE4m3Max * kE4m3Max : largest(ops.v);
   if (!std::isfinite(p_max * static_cast<float>(problem.v.size(1))))
     return InvalidInput("v is too large for float32 output sums over " + std::to_string(problem.v.size(1)) +
@@ -513,7 +496,7 @@ Status run_qk16(const AttentionProblem& problem, PvMode pv, Operands& ops, SageC
 Status quantize_operands(const AttentionProblem& problem, PvMode pv, Operands& ops) {
   ops.q = quantize_q(problem);
   ops.k = quantize_k(problem, ops.valid);
-  fill_values(problem, pv, QkMode::kInt8, ops);
+  fill_values(problem, pv, ops);
   DIFFATTN_RETURN_IF_ERROR(check_operands_fit_float32(problem, pv, ops));
   if (problem.lse) ops.lse_shifts = lse_shifts(problem, ops.k);
   return Status::Ok();

@@ -125,31 +125,6 @@ DIFFATTN_HOST_QUANT_CLONES void quantize_v_pair(const TensorView& t, std::int64_
                          v.codes.data() + bh * v.seqlen * v.head_size, v.scales.data() + bh * v.head_size);
 }
 
-// One (batch, kv head) of quantize_v_blocks.
-void quantize_v_block_pair(const TensorView& t, std::int64_t bh, const std::uint8_t* valid, BlockQuantizedV& v) {
-  const std::vector<float> rows = rows_of(t, bh / v.heads, bh % v.heads);
-  const std::uint8_t* keep = valid + (bh / v.heads) * v.seqlen;
-  const std::int64_t width = v.head_size;
-  std::uint8_t* codes = v.codes.data() + bh * v.seqlen * width;
-  for (std::int64_t blk = 0; blk < v.blocks(); ++blk) {
-    const std::int64_t j0 = blk * kKvBlock, j1 = std::min(v.seqlen, j0 + kKvBlock);
-    float amax = 0.f;
-    for (std::int64_t j = j0; j < j1; ++j)
-      if (keep[j])
-        for (std::int64_t c = 0; c < width; ++c) {
-          const float m = std::fabs(rows[static_cast<std::size_t>(j * width + c)]);
-          amax = amax < m ? m : amax;  // fmaxf's value: a NaN is passed over
-        }
-    const std::int32_t e = v_block_exponent(amax);
-    v.exponents[static_cast<std::size_t>(bh * v.blocks() + blk)] = e;
-    const float factor = e == kZeroVBlock ? 0.f : power_of_two(-e);
-    for (std::int64_t j = j0; j < j1; ++j)
-      for (std::int64_t c = 0; c < width; ++c)
-        codes[j * width + c] =
-            keep[j] ? e4m3_rn_satfinite(rows[static_cast<std::size_t>(j * width + c)] * factor) : std::uint8_t{0};
-  }
-}
-
 }  // namespace
 
 std::vector<std::uint8_t> valid_keys(const AttentionProblem& p) {
@@ -216,17 +191,6 @@ QuantizedV quantize_v(const AttentionProblem& p, const std::vector<std::uint8_t>
   const std::int64_t pairs = v.batch * v.heads;
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t bh = 0; bh < pairs; ++bh) quantize_v_pair(p.v, bh, valid.data(), v);
-  return v;
-}
-
-BlockQuantizedV quantize_v_blocks(const AttentionProblem& p, const std::vector<std::uint8_t>& valid) {
-  BlockQuantizedV v;
-  v.batch = p.v.size(0), v.seqlen = p.v.size(1), v.heads = p.v.size(2), v.head_size = p.v.size(3);
-  v.codes.resize(static_cast<std::size_t>(v.batch * v.heads * v.seqlen * v.head_size));
-  v.exponents.resize(static_cast<std::size_t>(v.batch * v.heads * v.blocks()));
-  const std::int64_t pairs = v.batch * v.heads;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (std::int64_t bh = 0; bh < pairs; ++bh) quantize_v_block_pair(p.v, bh, valid.data(), v);
   return v;
 }
 

@@ -48,16 +48,6 @@ struct QuantizedV {
   std::vector<float> scales;        // [B, Hkv, D]: amax / 448, 0 for an all-zero channel
 };
 
-// QK16/V8's V (QkMode::k16): E4M3 codes of v * 2^-e with one exponent e per kKvBlock keys of each
-// (batch, kv head), v_block_exponent of the block's largest |v| over its valid keys and channels
-// (kernels/sage/sage_quant.h); invalid keys get code 0 and never enter a maximum.
-struct BlockQuantizedV {
-  std::int64_t batch = 0, heads = 0, seqlen = 0, head_size = 0;
-  std::vector<std::uint8_t> codes;      // [B, Hkv, Skv, D], E4M3 codes; invalid keys 0
-  std::vector<std::int32_t> exponents;  // [B, Hkv, ceil(Skv / kKvBlock)]; kZeroVBlock where every value is 0
-  std::int64_t blocks() const { return (seqlen + kKvBlock - 1) / kKvBlock; }
-};
-
 // Which keys are valid, [B, Skv] (1 keeps): the key-padding mask's, all ones without a mask.
 std::vector<std::uint8_t> valid_keys(const AttentionProblem& problem);
 
@@ -65,7 +55,6 @@ std::vector<std::uint8_t> valid_keys(const AttentionProblem& problem);
 QuantizedQ quantize_q(const AttentionProblem& problem);
 QuantizedK quantize_k(const AttentionProblem& problem, const std::vector<std::uint8_t>& valid);
 QuantizedV quantize_v(const AttentionProblem& problem, const std::vector<std::uint8_t>& valid);
-BlockQuantizedV quantize_v_blocks(const AttentionProblem& problem, const std::vector<std::uint8_t>& valid);
 
 // Smoothing K shifts every score of query row i by -q'_i . mean (log2 units, q' = q * scale *
 // log2(e)); softmax ignores it but the LSE does not, so the LSE adds it back. [B, Hq, Sq], fp32.

@@ -110,8 +110,7 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, bool walk, bool kv_in
       walk ? B * walk_blocks(p) * 8 : 0,            // its entries
       walk ? B * 4 : 0,                             // its counts
       kv_in_kernel ? (B * Hkv + 1) * 4 : 0,         // kv_ready, then kv_next
-      kv_in_kernel && v_fp8 ? B * Hkv * D * 4 : 0,  // v_inv
-      !qk8 ? B * Hkv * (p.kv_padded / kKvBlock) * 4 : 0};  // v_block_exp (QK16/V8)
+      kv_in_kernel && v_fp8 ? B * Hkv * D * 4 : 0}; // v_inv
   std::size_t total = 0;
   for (std::size_t s : sizes) total += align256(s);
   cudaError_t e = cuda::workspace_alloc(&ws.base, total, stream);
@@ -147,7 +146,6 @@ Status take_workspace(SageParams& p, bool v_fp8, bool qk8, bool walk, bool kv_in
     p.kv_walk_stride = walk_blocks(p);
     p.kv_walk_words = walk_words(p);
   }
-  if (!qk8) p.v_block_exp = static_cast<std::int32_t*>(parts[17]);
   if (kv_in_kernel) {
     p.kv_ready = static_cast<int*>(parts[15]);
     p.kv_next = p.kv_ready + B * Hkv;
@@ -221,7 +219,7 @@ cudaError_t launch_kv_slices(const SageParams& p, bool k_kind, bool v_kind, bool
                             k_kind, v_kind);
 }
 
-// qk8 false (QkMode::k16): qk16_quant_v_kernel alone (V's blocks, no statistics). p.fused_q: no Q pass. `dependent`
+// qk8 false (QkMode::k16): V's statistics and the V pass only. p.fused_q: no Q pass. `dependent`
 // (sm_90): the means and the K/V pass are launched as dependent launches (cuda/dependent_launch.cuh),
 // so that the K/V pass loads K and V while the statistics pass finishes and the means run.
 // `slices` (uses_kv_slices): K's and V's passes as one sage_kv_slices_kernel instead, after the Q
@@ -231,7 +229,7 @@ template <bool kBf16, int kD>
 Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, bool slices, cudaStream_t stream) {
   const int bhq = p.batch * p.heads_q, bhkv = p.batch * p.heads_kv;
   const int q_blocks = qk8 && !p.fused_q ? static_cast<int>(flash::ceil_div(p.seqlen_q, kQRowsPerBlock)) * bhq : 0;
-  const int stat_blocks = slices || !qk8 ? 0 : p.stat_chunks * bhkv;
+  const int stat_blocks = slices ? 0 : p.stat_chunks * bhkv;
   const bool keys_first = sage_kv_keys_first();
   if (q_blocks + stat_blocks > 0)
     sage_prepass_kernel<kBf16, kD><<<q_blocks + stat_blocks, 256, 0, stream>>>(p, qk8, v_fp8, q_blocks,
@@ -249,11 +247,7 @@ Status quantize(const SageParams& p, bool v_fp8, bool qk8, bool dependent, bool 
         p.mask_stride_s, const_cast<int*>(p.kv_walk_count));
     after_own = true;
   }
-  if (!qk8) {
-    if (e == cudaSuccess)
-      e = cuda::launch_maybe_dependent(dependent && after_own, qk16_quant_v_kernel<kBf16, kD>,
-                                       dim3(p.kv_padded / kKvBlock * bhkv), dim3(256), 0, stream, p);
-  } else if (slices) {
+  if (slices) {
     if (e == cudaSuccess) e = launch_kv_slices<kBf16, kD>(p, qk8, v_fp8, dependent && after_own, stream);
   } else {
     if (e == cudaSuccess)
@@ -353,13 +347,13 @@ Status count_division_mismatches(std::uint64_t (&mismatches)[3]) {
 
 bool sage_reads_kv_once(const AttentionProblem& problem, int major, int minor, QkMode qk) {
   const char* knob = std::getenv("DIFFATTN_SAGE_KV_SLICES");
-  // Only where the knob asks (DIFFATTN_SAGE_KV_SLICES=1, A/B runs): with INT8 K the K slices were
-  // slower than the three launches (H100, bench/results/kv-once-2026-12-06-h100/: FLUX.1's passes
-  // 91-95 -> 100-102 us, SD3's 53-54 -> 68-70). QK16/V8 took them for its V, up to kSliceMaxKeys
-  // keys, until its scales became per block: its V pass reads V once everywhere now
-  // (qk16_quant_v_kernel).
-  if (qk == QkMode::k16) return false;
-  const bool wanted = knob != nullptr && std::string(knob) != "0";
+  // Unset: QK16/V8 only (V alone; H100, bench/results/kv-once-2026-12-06-h100/: FLUX.1's whole call
+  // 0.376-0.379 -> 0.369-0.372 ms, SD3's 0.279-0.284 -> 0.272 ms). With INT8 K the K slices were
+  // slower than the three launches there (FLUX.1's passes 91-95 -> 100-102 us, SD3's 53-54 -> 68-70).
+  // Past kSliceMaxKeys keys, the three launches: V's keys split over a cluster ran level with them on
+  // Wan2.1 480p, Wan2.2-5B, HunyuanVideo-1.5 and the 16k square (bench/results/goals-2026-12-07-h100/)
+  // and were removed.
+  const bool wanted = knob == nullptr ? qk == QkMode::k16 : std::string(knob) != "0";
   return wanted && major == 9 && minor == 0 &&
          flash::ceil_div(problem.k.size(1), kKvBlock) * kKvBlock <= kSliceMaxKeys &&
          copies_in_16_byte_pieces(problem.k) && copies_in_16_byte_pieces(problem.v);

@@ -207,13 +207,8 @@ __global__ void __launch_bounds__(Tile::kThreads) sage_fwd_ampere_kernel(const S
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const std::uint8_t* sQ_warp = sQ + (warp * 16 + lane % 16) * Tile::kQkPitch + (lane / 16) * 16;
 
-  // kQk16: V's exponent per key block (v_block_exponent): o holds the output sums themselves.
-  static_assert(!Tile::kQk16 || kBlockN == kKvBlock, "one V scale per key block");
-  const std::int32_t* v_exp = Tile::kQk16 ? p.v_block_exp + bhkv * (p.kv_padded / kKvBlock) : nullptr;
-
   for (int n = 0; n < n_blocks; ++n) {
     const int stage = n & 1;
-    const std::int32_t e_b = Tile::kQk16 ? __ldg(v_exp + n) : 0;  // a global load, well ahead of its use
     const std::uint8_t* sKs = sK + (Tile::kKStages == 2 ? stage : 0) * Tile::kKBytes;
     const T* sVs = sV + stage * kBlockN * Tile::kVPitch;
     const std::uint8_t* sV8s = sV8 + stage * Tile::kVBytes;
@@ -355,12 +350,10 @@ __global__ void __launch_bounds__(Tile::kThreads) sage_fwd_ampere_kernel(const S
           mma_e4m3(acc[d + 1], a[kk], bv[2], bv[3]);
         }
       }
-      // kQk16: the block's sums times its scale 2^e_b (exact), 0 for a block with no nonzero value.
-      const float sb = !Tile::kQk16 ? 1.f : e_b == kZeroVBlock ? 0.f : power_of_two(e_b);
 #pragma unroll
       for (int d = 0; d < Tile::kDTiles; ++d)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[d][e] = Tile::kQk16 ? fmaf(acc[d][e], sb, o[d][e]) : o[d][e] + acc[d][e];
+        for (int e = 0; e < 4; ++e) o[d][e] += acc[d][e];
       l[0] += acc_l[0];
       l[1] += acc_l[2];
     } else {
@@ -387,8 +380,7 @@ __global__ void __launch_bounds__(Tile::kThreads) sage_fwd_ampere_kernel(const S
   cuda::cp_async_wait<0>();
 
   // Normalise and store pairs; the LSE adds back what smoothing K took from the scores. FP8 mode: o
-  // sums (448 p)(v / vs) and l sums 448 p, so each value is o vs / l (kQk16: o / l, o summing
-  // (448 p) v) and the LSE takes log2(448) off.
+  // sums (448 p)(v / vs) and l sums 448 p, so each value is o vs / l and the LSE takes log2(448) off.
   T* out = static_cast<T*>(p.out);
   const float* vs = Tile::kFp8 ? p.v_scale + bhkv * kD + (lane % 4) * 2 : nullptr;
 #pragma unroll
@@ -411,7 +403,7 @@ __global__ void __launch_bounds__(Tile::kThreads) sage_fwd_ampere_kernel(const S
 #pragma unroll
     for (int d = 0; d < Tile::kDTiles; ++d) {
       float x0 = o[d][2 * r], x1 = o[d][2 * r + 1];
-      if constexpr (Tile::kFp8 && !Tile::kQk16) {  // kQk16's sums carry V's block scales already
+      if constexpr (Tile::kFp8) {
         x0 *= __ldg(vs + d * 8);
         x1 *= __ldg(vs + d * 8 + 1);
       }

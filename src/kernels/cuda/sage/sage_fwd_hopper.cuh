@@ -924,33 +924,6 @@ struct SageConsumer {
     for (int i = 0; i < kOAcc; ++i) o[i] = fmaf(o[i], alpha[(i % 4) / 2], blk[i]);
   }
 
-  // kQk16: V's codes are v * 2^-e per key block (v_block_exponent), so o holds the output sums in
-  // units of 2^e_cur, the last live block's scale: a block of exponent e_b moves them to its own
-  // units by the exact factor 2^(e_cur - e_b) folded into alpha, and the sums come out as those of
-  // o * 2^e_cur in every later rounding (no rounding depends on the units). The row sums (the column
-  // of ones, from kD / 2 on) carry no V scale. A block with no nonzero value (kZeroVBlock) leaves
-  // the units alone.
-  __device__ static void accumulate(float (&o)[kOAcc], const float (&blk)[kOAcc], const float (&alpha)[2], int e_b,
-                                    int& e_cur) {
-    static_assert(T::kRowSumByMma, "the row sums sit in the columns past kD");
-    const bool live = e_b != kZeroVBlock;
-    const float f = power_of_two(live ? max(-126, min(127, e_cur - e_b)) : 0);
-    const float a[2] = {alpha[0] * f, alpha[1] * f};
-#pragma unroll
-    for (int i = 0; i < T::kD / 2; ++i) o[i] = fmaf(o[i], a[(i % 4) / 2], blk[i]);
-#pragma unroll
-    for (int i = T::kD / 2; i < kOAcc; ++i) o[i] = fmaf(o[i], alpha[(i % 4) / 2], blk[i]);
-    e_cur = live ? e_b : e_cur;
-  }
-
-  // kQk16: the exponent of V's scale over key block kb (a walk's entry gives its block).
-  __device__ int v_block_exp(const SageTile& c, const KeyBlock& kb) const {
-    const int hkv = c.h / (p.heads_q / p.heads_kv);
-    int j = kb.j;
-    if constexpr (T::kWalk) j = walked_block(p, c, kb).j;
-    return __ldg(p.v_block_exp + (static_cast<std::int64_t>(c.b) * p.heads_kv + hkv) * (p.kv_padded / kKvBlock) + j);
-  }
-
   __device__ static void rescale(float (&o)[kOAcc], const float (&alpha)[2]) {
 #pragma unroll
     for (int i = 0; i < kOAcc; ++i) o[i] *= alpha[(i % 4) / 2];
@@ -974,9 +947,8 @@ struct SageConsumer {
 
   // A piece of a split tile: its rows' output before the division by the row sum (times V's
   // scales in the FP8 mode), their running maxima and row sums, for sage_merge_kernel.
-  // kQk16: e_out is the exponent o is carried in (accumulate), 2^e_out each value's scale.
   __device__ void store_partial(const float (&o)[kOAcc], const float (&m)[2], const float (&l_part)[2],
-                                const SageTile& c, int slot, int e_out = 0) const {
+                                const SageTile& c, int slot) const {
     const float* vs = v_scales(c);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -988,10 +960,7 @@ struct SageConsumer {
       for (int j = 0; j < T::kD / 8; ++j) {
         const int col = j * 8 + (lane % 4) * 2;
         float x0 = o[j * 4 + 2 * r], x1 = o[j * 4 + 2 * r + 1];
-        if constexpr (T::kQk16) {
-          x0 *= power_of_two(e_out);
-          x1 *= power_of_two(e_out);
-        } else if constexpr (T::kPvFp8) {
+        if constexpr (T::kPvFp8) {
           x0 *= __ldg(vs + col);
           x1 *= __ldg(vs + col + 1);
         }
@@ -1000,8 +969,7 @@ struct SageConsumer {
     }
   }
 
-  __device__ void finish(const float (&o)[kOAcc], const float (&m)[2], const float (&l_part)[2], const SageTile& c,
-                         int e_out = 0) const {
+  __device__ void finish(const float (&o)[kOAcc], const float (&m)[2], const float (&l_part)[2], const SageTile& c) const {
     const float* vs = v_scales(c);
     uint16_t* out = static_cast<uint16_t*>(p.out);
 #pragma unroll
@@ -1015,18 +983,16 @@ struct SageConsumer {
                       (lane % 4) * 2;
       // One division per row, not one per value, and no call: see q_code_ratio.
       const float inv = l > 0.f ? reciprocal_rn(l) : 0.f;
-      // kQk16: o 2^e_out / l as one product (2^e_out is exact, so this is (o 2^e_out) / l).
-      const float out_scale = T::kQk16 ? inv * power_of_two(e_out) : inv;
 #pragma unroll
       for (int j = 0; j < T::kD / 8; ++j) {
         const int col = j * 8 + (lane % 4) * 2;
         float x0 = o[j * 4 + 2 * r], x1 = o[j * 4 + 2 * r + 1];
-        if constexpr (T::kPvFp8 && !T::kQk16) {
+        if constexpr (T::kPvFp8) {
           x0 *= __ldg(vs + col);  // o sums (448 p) (v / vs) and l sums 448 p
           x1 *= __ldg(vs + col + 1);
         }
-        x0 *= out_scale;
-        x1 *= out_scale;
+        x0 *= inv;
+        x1 *= inv;
         *reinterpret_cast<uint32_t*>(dst + j * 8) = pack_half2<T::kBf16>(x0, x1);
       }
     }
@@ -1084,7 +1050,6 @@ struct SageConsumer {
 #pragma unroll
       for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
       float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
-      int e_cur = 0;  // kQk16: the exponent o is carried in (accumulate)
       ptx::mbar_wait(sm.q_full(q.buf()), q.phase());
       if constexpr (T::kFusedQ) row_scales(c, qs, q.buf());  // written with the buffer
       if (c.n_blocks == c.n_begin) release_q(sm.q_empty(q.buf()));
@@ -1095,8 +1060,6 @@ struct SageConsumer {
         const KeyBlock kb = key_block_at<T>(p, c, n);
         float ks[kGroups];
         if constexpr (kEarlyKeyScales) key_scales(c, kb, ks);
-        int e_b = 0;
-        if constexpr (T::kQk16) e_b = v_block_exp(c, kb);  // a global load, ahead of the waits
         ptx::mbar_wait(sm.k_full(stage), phase);
         ptx::fence_operands(o);
         ptx::wgmma_fence();
@@ -1119,8 +1082,7 @@ struct SageConsumer {
           ptx::wgmma_wait<0>();
           ptx::fence_operands(blk);
           release(sm.v_empty(stage));
-          if constexpr (T::kQk16) accumulate(o, blk, alpha, e_b, e_cur);
-          else accumulate(o, blk, alpha);
+          accumulate(o, blk, alpha);
         } else {
           rescale(o, alpha);
           ptx::fence_operands(o);
@@ -1134,8 +1096,8 @@ struct SageConsumer {
         }
         advance(stage, phase);
       }
-      if (T::kSplit && item >= p.split_begin) store_partial(o, m, l, c, item - p.split_begin, e_cur);
-      else finish(o, m, l, c, e_cur);
+      if (T::kSplit && item >= p.split_begin) store_partial(o, m, l, c, item - p.split_begin);
+      else finish(o, m, l, c);
     }
   }
 
@@ -1165,8 +1127,6 @@ struct SageConsumer {
       }
       // Block 0: its Q K^T alone.
       KeyBlock kb = key_block_at<T>(p, c, 0);
-      int e_cur = 0, e_prev = 0;  // kQk16: o's exponent, and that of the block whose P V is in flight
-      if constexpr (T::kQk16) e_prev = v_block_exp(c, kb);
       float ks[kGroups];
       ptx::mbar_wait(sm.k_full(stage), phase);
       take_turn();
@@ -1189,8 +1149,6 @@ struct SageConsumer {
       // Block n's Q K^T and block n - 1's P V in flight together; block n's softmax under the P V.
       for (int n = 1; n < c.n_blocks; ++n) {
         kb = key_block_at<T>(p, c, n);
-        int e_next = 0;
-        if constexpr (T::kQk16) e_next = v_block_exp(c, kb);
         ptx::mbar_wait(sm.v_full(prev_stage), prev_phase);
         ptx::mbar_wait(sm.k_full(stage), phase);
         ptx::fence_operands(pr);
@@ -1210,9 +1168,7 @@ struct SageConsumer {
         ptx::wgmma_wait<0>();
         ptx::fence_operands(blk);
         release(sm.v_empty(prev_stage));
-        if constexpr (T::kQk16) accumulate(o, blk, alpha_prev, e_prev, e_cur);
-        else accumulate(o, blk, alpha_prev);
-        e_prev = e_next;
+        accumulate(o, blk, alpha_prev);
         alpha_prev[0] = alpha[0];
         alpha_prev[1] = alpha[1];
         convert_p(s, pr);
@@ -1230,9 +1186,8 @@ struct SageConsumer {
       ptx::wgmma_wait<0>();
       ptx::fence_operands(blk);
       release(sm.v_empty(prev_stage));
-      if constexpr (T::kQk16) accumulate(o, blk, alpha_prev, e_prev, e_cur);
-      else accumulate(o, blk, alpha_prev);
-      finish(o, m, l, c, e_cur);
+      accumulate(o, blk, alpha_prev);
+      finish(o, m, l, c);
     }
     finish_turns();
   }

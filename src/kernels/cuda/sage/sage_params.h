@@ -42,10 +42,7 @@ struct SageParams {
   std::int8_t* k_int8 = nullptr;  // [B, Hkv, Skv, D], smoothed
   float* k_scale = nullptr;       // [B, Hkv, k_groups]
   std::uint8_t* v_e4m3 = nullptr; // [B, Hkv, D, kv_padded]: V transposed, keys permuted within 32 (see sage_quant.cu)
-  float* v_scale = nullptr;       // [B, Hkv, D]: amax / 448 (SAGE_ATTN)
-  // QK16/V8 (kQk16): V's codes are v * 2^-e with one e per kKvBlock keys (v_block_exponent,
-  // kernels/sage/sage_quant.h), not per-channel scales.
-  std::int32_t* v_block_exp = nullptr;  // [B, Hkv, kv_padded / kKvBlock]
+  float* v_scale = nullptr;       // [B, Hkv, D]: amax / 448
   float* k_sum_parts = nullptr;   // [B, Hkv, stat_chunks, D]: sums of valid keys per chunk
   float* v_amax_parts = nullptr;  // [B, Hkv, stat_chunks, D]
   int* valid_parts = nullptr;     // [B, stat_chunks]: valid keys per chunk

@@ -10,8 +10,7 @@
 //  2. Q: per row (kQGroup is 1), the softmax scale (in log2 units) folded in, INT8 with one scale;
 //  3. K: smoothed by the mean of its channels over the valid keys, INT8 per group of kKGroup keys;
 //     padding keys are written as zero and never enter a maximum;
-//  4. V (FP8 P*V only): FP8 E4M3 with one scale per channel (QK16/V8: one power of two per 128-key
-//     block, in a launch of its own, qk16_quant_v_kernel), transposed to [D, keys] so it is the
+//  4. V (FP8 P*V only): FP8 E4M3 with one scale per channel, transposed to [D, keys] so it is the
 //     K-major operand of the P*V product, keys permuted within each 32 so that the score
 //     accumulators a thread holds are exactly its FP8 operand fragment (no shuffles):
 //     position a of a 32-key chunk holds key 8 * (2 * (a / 16) + (a % 4) / 2) + 2 * ((a % 16) / 4) + a % 2.
@@ -517,67 +516,6 @@ __device__ __forceinline__ void sage_quant_v_block(const SageParams& p, int kvbl
     store_v_words(x, p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0) * p.kv_padded + key0 + chunk * 32 + 4 * word,
                   p.kv_padded);
   }
-}
-
-// QK16/V8's V pass (QkMode::k16; kernels/sage/sage_quant.h, v_block_exponent), one launch with no
-// statistics before it: a 256-thread block per (128-key block, batch * kv head), every kv head of
-// a key block before the next, so that the blocks running at once read whole spans of the
-// [B, S, H, D] view. The loads and the stored words are sage_quant_v_block's; between them the
-// block's largest |v| (padding and masked keys load as 0) gives its exponent, and every channel's
-// codes are E4M3(v * 2^-e).
-template <bool kBf16, int kD>
-__global__ void __launch_bounds__(256, DIFFATTN_SAGE_KV_MIN_BLOCKS) qk16_quant_v_kernel(const SageParams p) {
-  cuda::allow_dependents_to_start();  // the attention kernel waits for this one to finish
-  constexpr int kUnits = (kKvBlock / 32) * (kD / 16);  // (32-key chunk, 16-channel block) pairs
-  static_assert(kUnits % 8 == 0, "every warp takes as many units");
-  constexpr int kWarpUnits = kUnits / 8;
-  __shared__ float scratch[8];
-  const int pairs = p.batch * p.heads_kv, blocks = p.kv_padded / kKvBlock;
-  const int kvblock = static_cast<int>(blockIdx.x) / pairs, bh = static_cast<int>(blockIdx.x) % pairs;
-  const int b = bh / p.heads_kv, hkv = bh % p.heads_kv, key0 = kvblock * kKvBlock;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, word = lane % 8;
-  const int kb = 16 * (word / 4) + 2 * (word % 4);  // the first of the word's keys within its chunk
-  uint2 raw[kWarpUnits][4];  // [unit][key kb, kb + 1, kb + 8, kb + 9], all issued before any is used
-#pragma unroll
-  for (int w = 0; w < kWarpUnits; ++w) {
-    const int u = warp + 8 * w;
-    const int chunk = u % (kKvBlock / 32), c0 = (u / (kKvBlock / 32)) * 16 + (lane / 8) * 4;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int key = key0 + chunk * 32 + kb + (k / 2) * 8 + k % 2;
-      const std::int64_t at = b * p.v_stride_b + static_cast<std::int64_t>(key) * p.v_stride_s + hkv * p.v_stride_h + c0;
-      raw[w][k] = key_valid(p, b, key) ? load4_raw(p.v, at, p.vec_v) : make_uint2(0u, 0u);
-    }
-  }
-  float amax = 0.f;
-#pragma unroll
-  for (int w = 0; w < kWarpUnits; ++w)
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float4 v = unpack4<kBf16>(raw[w][k]);
-      amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-    }
-  amax = block_max(amax, scratch);
-  const std::int32_t e = v_block_exponent(amax);
-  const float factor = e == kZeroVBlock ? 0.f : power_of_two(-e);
-#pragma unroll
-  for (int w = 0; w < kWarpUnits; ++w) {
-    const int u = warp + 8 * w;
-    const int chunk = u % (kKvBlock / 32), c0 = (u / (kKvBlock / 32)) * 16 + (lane / 8) * 4;
-    float x[4][4];  // [key kb, kb + 1, kb + 8, kb + 9][channel]
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float4 v = unpack4<kBf16>(raw[w][k]);
-#pragma unroll
-      for (int c = 0; c < 4; ++c) x[k][c] = __fmul_rn(at4(v, c), factor);
-    }
-    store_v_words(x, p.v_e4m3 + (static_cast<std::int64_t>(bh) * kD + c0) * p.kv_padded + key0 + chunk * 32 + 4 * word,
-                  p.kv_padded);
-  }
-  if (threadIdx.x == 0) p.v_block_exp[static_cast<std::int64_t>(bh) * blocks + kvblock] = e;
-  // Launched after the key walk, this pass reads nothing of it, but the attention kernel's wait
-  // covers only this launch: finish after the walk.
-  cuda::wait_for_prior_kernel();
 }
 
 // The K/V pass's work as items of one warp each, for the attention kernel's idle producer warps
