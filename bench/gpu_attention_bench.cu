@@ -12,8 +12,8 @@
 // bench/peers.py reads too); --workloads picks names from it.
 // --rest-ms: the GPU idles this long (default 1000) before each row's warm-up.
 // --warmup-ms: after the --warmup calls, back-to-back samples run untimed until this much GPU time
-// has passed (default 300), so the timed samples see the clocks the power limit settles to under
-// sustained load rather than the swing of the first tens of milliseconds after the rest.
+// has passed (default 300), so the timed samples see the clocks of sustained load rather than the
+// swing of the first few hundred milliseconds after the rest.
 // --graph captures each sample's calls into a CUDA graph once and times its replays, which takes
 // the backends' per-call host work out of the figure (diffattn's backends only; the peers are
 // not replayed).
