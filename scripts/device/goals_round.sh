@@ -13,7 +13,9 @@
 #  sanitize  compute-sanitizer's SANITIZE_TOOLS (memcheck) over SANITIZE_TESTS;
 #  ab        dev/sage_time on AB_WORKLOADS in AB_MODES, AB_ROUNDS rounds of the arms in AB_ARMS, each
 #            run with the environment in ARM_ENV_<arm> (none: the defaults).
-# $OUT gets the benchmark table (gpu-*.md) and logs.tar.gz with every log, rewritten after each step.
+# $OUT gets the benchmark table (gpu-*.md), verdict.md (bench/goal_verdict.py on the steps' outputs:
+# each open goal row, its figure and whether it is met) and logs.tar.gz with every log, rewritten
+# after each step.
 #   STEPS="bench mask" COMMIT=sha scripts/device/goals_round.sh
 set -uo pipefail
 source scripts/device/env.sh
@@ -71,6 +73,15 @@ for step in ${STEPS:-bench mask paths sagewalk}; do
         done
       done ;;
   esac
+  verdict_args=()
+  table="$(ls "$out"/r/gpu-*.md 2>/dev/null | head -n 1)"
+  [ -n "$table" ] && verdict_args+=(--table "$table")
+  [ -s "$out/r/mask-bench.txt" ] && verdict_args+=(--mask "$out/r/mask-bench.txt")
+  [ -s "$out/r/mask-peer.txt" ] && verdict_args+=(--mask-peer "$out/r/mask-peer.txt")
+  [ -s "$out/r/paths.csv" ] && verdict_args+=(--paths "$out/r/paths.csv")
+  [ "${#verdict_args[@]}" -gt 0 ] && python3 bench/goal_verdict.py "${verdict_args[@]}" --out "$out/r/verdict.md" >/dev/null &&
+    cp "$out/r/verdict.md" "$out/"
   pack_logs
 done
+[ -s "$out/verdict.md" ] && grep -E "goal rows met|\*\*no\*\*" "$out/verdict.md"
 exit 0
