@@ -64,7 +64,8 @@ class ProductTable(unittest.TestCase):
                 v = by_key[(what, w)]
                 self.assertEqual(v.issue, issue)
                 self.assertEqual(v.met, ratio >= bound, (what, w, ratio, v.figure))
-                self.assertTrue(v.figure.startswith(f"{ratio:.3f}×"), v.figure)
+                digits = 4 if f"{ratio:.3f}" == f"{bound:.3f}" else 3
+                self.assertTrue(v.figure.startswith(f"{ratio:.{digits}f}×"), v.figure)
         for issue, what, backend in gv.ERROR_BELOW_FA3_FP8:
             for w in times:
                 ours, fa3 = (float(f"{errors[(w, b)][0]:.2e}") for b in (backend, gv.FA3_FP8))
@@ -86,6 +87,19 @@ class ProductTable(unittest.TestCase):
         self.assertIsNone(fa3.met)
         self.assertEqual(fa3.figure, "not run")
         self.assertIn("| not run |", gv.render(verdicts, {}))
+
+    def test_a_ratio_that_rounds_to_its_bound_shows_which_side_it_is_on(self):
+        w = self.rng.choice(gv.LONG_HD128)
+        qk16 = round(self.rng.uniform(1.0, 3.0), 3)
+        flash = math.floor(qk16 * 1.15 * 1000) / 1000  # just below 1.15×, printed as 1.150 with three digits
+        if flash / qk16 >= 1.15:
+            flash -= 0.001
+        verdicts, _ = gv.verdict(table=product_table({w: {gv.QK16: qk16, gv.FLASH: flash}}, {}))
+        v = {(v.goal, v.row): v for v in verdicts}[("QK16/V8 ≥ 1.15× FLASH_ATTN, long hd128", w)]
+        self.assertFalse(v.met)
+        self.assertTrue(v.figure.startswith(f"{flash / qk16:.4f}×") or v.figure.startswith(f"{flash / qk16:.3f}×"),
+                        v.figure)
+        self.assertFalse(v.figure.startswith("1.150×"), v.figure)
 
     def test_a_device_other_than_the_h200_is_marked_indicative(self):
         text = product_table({gv.LONG_HD128[0]: {gv.FLASH: 2.0, gv.SAGE: 1.5}}, {}, device="NVIDIA H100 80GB HBM3")
