@@ -18,6 +18,7 @@
 #include "kernels/cpu/vsa_cpu.h"
 #include "kernels/sparse/vsa_cubes.h"
 #include "parity/cases.h"
+#include "parity/fresh_rng.h"
 #include "parity/parity_check.h"
 #include "parity/properties.h"
 
@@ -28,11 +29,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::ParityCase;
 
-std::mt19937_64 fresh_rng(std::uint64_t& seed) {
-  std::random_device source;
-  seed = (static_cast<std::uint64_t>(source()) << 32) | source();
-  return std::mt19937_64(seed);
-}
+using testing::fresh_rng;
 
 ParityCase video_case(DType dtype, VideoGeometry g, std::int64_t heads_q = 2, std::int64_t heads_kv = 2) {
   ParityCase c;

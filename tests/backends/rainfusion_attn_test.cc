@@ -20,6 +20,7 @@
 #include "kernels/cpu/rainfusion_cpu.h"
 #include "kernels/cpu/sdpa_cpu.h"
 #include "parity/cases.h"
+#include "parity/fresh_rng.h"
 #include "parity/parity_check.h"
 #include "parity/properties.h"
 #include "runner/activation_generator.h"
@@ -32,11 +33,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::ParityCase;
 
-std::mt19937_64 fresh_rng(std::uint64_t& seed) {
-  std::random_device source;
-  seed = (static_cast<std::uint64_t>(source()) << 32) | source();
-  return std::mt19937_64(seed);
-}
+using testing::fresh_rng;
 
 ParityCase video_case(DType dtype, VideoGeometry g, std::int64_t heads_q = 2, std::int64_t heads_kv = 2) {
   ParityCase c;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "parity/cases.h"
+#include "parity/fresh_rng.h"
 #include "parity/host_tensors.h"
 
 namespace diffattn::testing {
@@ -38,12 +39,6 @@ inline bool sm80_or_newer_present() {
   int major = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
   return major >= 8;
-}
-
-// A seed no run repeats; tests print it with a failure.
-inline std::uint64_t fresh_seed() {
-  std::random_device source;
-  return (static_cast<std::uint64_t>(source()) << 32) | source();
 }
 
 class DeviceCase {

@@ -11,6 +11,7 @@
 #include "kernels/sparse/block_sparse_layout.h"
 #include "kernels/block_sparse_reference.h"
 #include "parity/cases.h"
+#include "parity/fresh_rng.h"
 #include "parity/properties.h"
 
 namespace diffattn {
@@ -19,11 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::ParityCase;
 
-std::mt19937_64 fresh_rng(std::uint64_t& seed) {
-  std::random_device source;
-  seed = (static_cast<std::uint64_t>(source()) << 32) | source();
-  return std::mt19937_64(seed);
-}
+using testing::fresh_rng;
 
 std::vector<unsigned char> bytes_of(const TensorView& t) {
   const auto* begin = static_cast<const unsigned char*>(t.data);

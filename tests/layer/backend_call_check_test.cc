@@ -16,6 +16,7 @@
 #include "diffattn/registry.h"
 #include "layer/backend_call_check.h"
 #include "parity/cases.h"
+#include "parity/fresh_rng.h"
 #include "parity/harness.h"
 #include "parity/properties.h"
 
@@ -23,11 +24,6 @@ namespace diffattn {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::mt19937_64 fresh_rng() {
-  std::random_device source;
-  return std::mt19937_64((static_cast<std::uint64_t>(source()) << 32) | source());
-}
 
 const BackendDescriptor& builtin(const char* name) { return **global_registry().find(name); }
 
@@ -56,7 +52,9 @@ testing::ParityCase flashinfer_case() {
 }
 
 TEST(BackendCallCheck, FlashInferCallsOutsideItsDeclarationsAreRefusedByTheLayerWithItsReasons) {
-  std::mt19937_64 rng = fresh_rng();
+  std::uint64_t seed = 0;
+  std::mt19937_64 rng = testing::fresh_rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   testing::ParityCase fp32 = flashinfer_case();
   fp32.dtype = DType::kFloat32;
   testing::ParityCase causal_masked = flashinfer_case();
@@ -79,7 +77,9 @@ TEST(BackendCallCheck, FlashInferCallsOutsideItsDeclarationsAreRefusedByTheLayer
 }
 
 TEST(BackendCallCheck, FastvideoVsaCallsOutsideItsDeclarationsAreRefusedByTheLayerWithItsReasons) {
-  std::mt19937_64 rng = fresh_rng();
+  std::uint64_t seed = 0;
+  std::mt19937_64 rng = testing::fresh_rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   testing::ParityCase c;
   c.dtype = DType::kBFloat16, c.head_size = c.head_size_v = 64;
   c.video = VideoGeometry{2, 4, 4};
@@ -101,7 +101,9 @@ TEST(BackendCallCheck, FastvideoVsaCallsOutsideItsDeclarationsAreRefusedByTheLay
 }
 
 TEST(BackendCallCheck, RainfusionCallsOutsideItsDeclarationsAreRefusedByTheLayerWithItsReasons) {
-  std::mt19937_64 rng = fresh_rng();
+  std::uint64_t seed = 0;
+  std::mt19937_64 rng = testing::fresh_rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   testing::ParityCase c;
   c.dtype = DType::kBFloat16, c.head_size = c.head_size_v = 64;
   c.video = VideoGeometry{2, 8, 8};
@@ -183,7 +185,7 @@ class CountedLayerTest : public ::testing::Test {
 
   Registry registry_;
   Counts counts_;
-  std::mt19937_64 rng_ = fresh_rng();
+  std::mt19937_64 rng_{testing::fresh_seed()};  // inputs only sized here: their values do not matter
 };
 
 TEST_F(CountedLayerTest, AShapeIsCheckedOnceAndARefusedOneNeverReachesTheBackend) {

@@ -12,6 +12,7 @@
 #include "diffattn/builtin_backends.h"
 #include "diffattn/platform.h"
 #include "diffattn/registry.h"
+#include "parity/fresh_rng.h"
 #include "parity/harness.h"
 #include "parity/parity_check.h"
 #include "parity/properties.h"
@@ -121,11 +122,7 @@ GpuHarness gpu_harness() {
   return h;
 }
 
-std::mt19937_64 fresh_rng(std::uint64_t& seed) {
-  std::random_device source;
-  seed = (static_cast<std::uint64_t>(source()) << 32) | source();
-  return std::mt19937_64(seed);
-}
+using testing::fresh_rng;
 
 // Poisons the host outputs, uploads the case, runs `call` (the device problem or a variant of it)
 // through a fresh layer that names `d`, on the default stream and brings the outputs back. A backend

@@ -13,6 +13,7 @@
 #include "diffattn/platform.h"
 #include "diffattn/selector.h"
 #include "diffattn/registry.h"
+#include "parity/fresh_rng.h"
 #include "parity/harness.h"
 #include "parity/parity_check.h"
 #include "parity/properties.h"
@@ -62,11 +63,7 @@ TEST(Parity, EveryBackendThatRunsOnThisCpuMatchesTheOracle) {
   EXPECT_EQ(passed_cases["TORCH_SDPA"], static_cast<int>(testing::parity_cases().size()));
 }
 
-std::mt19937_64 fresh_rng(std::uint64_t& seed) {
-  std::random_device source;
-  seed = (static_cast<std::uint64_t>(source()) << 32) | source();
-  return std::mt19937_64(seed);
-}
+using testing::fresh_rng;
 
 // Poisons the outputs, runs `p` through a fresh instance of `d` and returns its status; a backend
 // that cannot even be created for the call has refused it too.

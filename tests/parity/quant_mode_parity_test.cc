@@ -17,6 +17,7 @@
 #include "diffattn/registry.h"
 #include "diffattn/selector.h"
 #include "kernels/quant/fp8_e4m3.h"
+#include "parity/fresh_rng.h"
 #include "parity/harness.h"
 #include "parity/parity_check.h"
 
@@ -134,11 +135,7 @@ QuantOutcome run_qk16_v8(CaseData& data, const AttentionSpec& spec) {
   return o;
 }
 
-std::mt19937_64 fresh_rng(std::uint64_t& seed) {
-  std::random_device source;
-  seed = (static_cast<std::uint64_t>(source()) << 32) | source();
-  return std::mt19937_64(seed);
-}
+using testing::fresh_rng;
 
 TEST(QuantModeParity, FlashInferQk16V8MatchesBothOraclesOnEveryCaseItTakes) {
   const PlatformInfo info = probe_cpu_platform();
