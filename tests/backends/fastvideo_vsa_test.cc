@@ -31,15 +31,7 @@ using testing::ParityCase;
 
 using testing::fresh_rng;
 
-ParityCase video_case(DType dtype, VideoGeometry g, std::int64_t heads_q = 2, std::int64_t heads_kv = 2) {
-  ParityCase c;
-  c.dtype = dtype;
-  c.video = g;
-  c.seq_q = c.seq_kv = g.tokens();
-  c.heads_q = heads_q, c.heads_kv = heads_kv;
-  c.head_size = c.head_size_v = 64;
-  return c;
-}
+using testing::video_case;
 
 Result<Attention> vsa_layer(const AttentionProblem& p, std::optional<std::int64_t> topk) {
   AttentionLayerDesc desc;

@@ -14,13 +14,7 @@ namespace diffattn {
 namespace {
 
 testing::ParityCase video_case(const VideoGeometry& g) {
-  testing::ParityCase c;
-  c.dtype = DType::kFloat32;
-  c.seq_q = c.seq_kv = g.sequence_length();
-  c.heads_q = c.heads_kv = 2;
-  c.head_size = c.head_size_v = 32;
-  c.video = g;
-  return c;
+  return testing::video_case(DType::kFloat32, g, 2, 2, /*head_size=*/32);
 }
 
 TEST(SparseDensity, RainfusionsIsItsPlansDensity) {

@@ -73,6 +73,18 @@ struct ParityCase {
   }
 };
 
+// Self-attention over a video geometry (text tokens included): Sq = Skv = its sequence length.
+inline ParityCase video_case(DType dtype, const VideoGeometry& g, std::int64_t heads_q = 2, std::int64_t heads_kv = 2,
+                             std::int64_t head_size = 64) {
+  ParityCase c;
+  c.dtype = dtype;
+  c.video = g;
+  c.seq_q = c.seq_kv = g.sequence_length();
+  c.heads_q = heads_q, c.heads_kv = heads_kv;
+  c.head_size = c.head_size_v = head_size;
+  return c;
+}
+
 inline std::vector<ParityCase> parity_cases() {
   std::vector<ParityCase> cases;
   const std::int64_t head_sizes[] = {8, 64, 72, 80, 96, 128, 192, 256, 512};
