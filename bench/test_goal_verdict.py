@@ -101,6 +101,18 @@ class ProductTable(unittest.TestCase):
                         v.figure)
         self.assertFalse(v.figure.startswith("1.150×"), v.figure)
 
+    def test_a_margin_inside_the_same_kernel_spread_is_flagged(self):
+        w = self.rng.choice(gv.LONG_HD128)
+        qk16 = round(self.rng.uniform(1.5, 3.0), 3)
+        flash = round(qk16 * self.rng.uniform(1.16, 1.17), 3)  # 1-2 % above the 1.15 bound
+        far = round(flash * 1.03, 3)  # the same kernel 3 % slower: the margin is inside that spread
+        near = round(flash * 1.002, 3)
+        for twin, flagged in ((far, True), (near, False)):
+            table = product_table({w: {gv.QK16: qk16, gv.FLASH: flash, gv.FLASHINFER_SAME_KERNEL: twin}}, {})
+            v = {(v.goal, v.row): v for v in gv.verdict(table=table)[0]}[("QK16/V8 ≥ 1.15× FLASH_ATTN, long hd128", w)]
+            self.assertTrue(v.met)
+            self.assertEqual("same-kernel spread" in v.figure, flagged, v.figure)
+
     def test_a_device_other_than_the_h200_is_marked_indicative(self):
         text = product_table({gv.LONG_HD128[0]: {gv.FLASH: 2.0, gv.SAGE: 1.5}}, {}, device="NVIDIA H100 80GB HBM3")
         verdicts, devices = gv.verdict(table=text)
