@@ -2,12 +2,14 @@
 """The open speed and quality goals of the 8-bit, masked and sparse backends, checked against one
 job's benchmark outputs: each goal row with its figure, its bound and whether it is met.
 
-    goal_verdict.py [--table gpu.md] [--mask mask-bench.txt] [--mask-peer mask-peer.txt]
+    goal_verdict.py [--table gpu.md] [--interleaved ours.json] [--mask mask-bench.txt] [--mask-peer mask-peer.txt]
                     [--paths paths.csv] [--sparse sparse.csv] [--flex flex.csv] [--out verdict.md]
 
 Inputs (any subset; a goal whose figures are missing is listed as "not run"):
   --table      the product benchmark's table (scripts/gpu_bench.sh, bench/peers.py): SAGE_ATTN,
                FLASHINFER_ATTN's QK16/V8 mode and the accurate mode against FLASH_ATTN and FA3 FP8;
+  --interleaved  gpu_attention_bench's JSON from one process timing FLASH_ATTN beside the others
+               with --rounds N (their windows taking turns): the goals against FLASH_ATTN again;
   --mask       bench/gpu_mask_bench.cu's table, --mask-peer bench/mask_peer.py's (the same masks);
   --paths      bench/gpu_sparse_paths_bench.cu's CSV: FASTVIDEO_VSA and RAINFUSION_ATTN end to end;
   --sparse     bench/gpu_sparse_bench.cu's CSV (bf16 rows), --flex bench/flex_peer.py's CSV on
@@ -20,6 +22,7 @@ The goals are data (GOALS below), so a changed bound is one edit. Standard libra
 
 import argparse
 import csv
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -125,14 +128,20 @@ def same_kernel_spread(by_backend) -> Optional[float]:
     return abs(fi / flash - 1.0)
 
 
-def product_verdicts(rows) -> List[Verdict]:
+def speed_verdicts(rows, interleaved: bool = False) -> List[Verdict]:
+    """The speed goals on `rows` ({workload: {backend: {"ms": ...}}}). With `interleaved` (rows
+    from one gpu_attention_bench process with --rounds), only the goals against FLASH_ATTN on the
+    rows that ran, each marked as such."""
     out: List[Verdict] = []
     for issue, what, backend, against, workloads, bound in SPEED_GOALS:
+        if interleaved and against != FLASH:
+            continue
         for w in workloads:
             ours, ref = rows.get(w, {}).get(backend), rows.get(w, {}).get(against)
             ms, ref_ms = number(ours and ours.get("ms")), number(ref and ref.get("ms"))
             if ms is None or ref_ms is None or ms <= 0:
-                out.append(Verdict(issue, what, w, "not run", f"≥ {bound}", None))
+                if not interleaved:
+                    out.append(Verdict(issue, what, w, "not run", f"≥ {bound}", None))
                 continue
             ratio = ref_ms / ms
             digits = 4 if fmt(ratio) == fmt(bound) else 3  # a ratio that rounds to the bound shows which side it is on
@@ -140,7 +149,38 @@ def product_verdicts(rows) -> List[Verdict]:
             spread = same_kernel_spread(rows.get(w, {})) if against == FLASH else None
             if spread is not None and abs(ratio / bound - 1.0) <= spread:
                 figure += f"; within the same-kernel spread ({100 * spread:.1f} %)"
-            out.append(Verdict(issue, what, w, figure, f"≥ {bound}", ratio >= bound))
+            out.append(Verdict(issue, what + (", interleaved in one process" if interleaved else ""), w, figure,
+                               f"≥ {bound}", ratio >= bound))
+    return out
+
+
+def one_process_json(text: str) -> dict:
+    """gpu_attention_bench's JSON of one process; scripts/gpu_bench.sh's ours.json (one document a
+    process, concatenated) is refused, since its backends were not timed in turns."""
+    decoder, docs, i = json.JSONDecoder(), [], 0
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+            continue
+        doc, i = decoder.raw_decode(text, i)
+        docs.append(doc)
+    if len(docs) != 1:
+        raise ValueError(f"--interleaved wants the JSON of one gpu_attention_bench process run with --rounds; this "
+                         f"file holds {len(docs)} documents (scripts/gpu_bench.sh's ours.json: one process a backend)")
+    return docs[0]
+
+
+def parse_interleaved(text: str) -> Dict[str, Dict[str, Dict[str, str]]]:
+    """{workload: {backend: {"ms": ...}}} from gpu_attention_bench's JSON."""
+    rows: Dict[str, Dict[str, Dict[str, str]]] = {}
+    for r in one_process_json(text).get("rows", []):
+        if not r.get("error") and r.get("ms", 0) > 0:
+            rows.setdefault(r["workload"], {})[r["backend"]] = {"ms": str(r["ms"])}
+    return rows
+
+
+def product_verdicts(rows) -> List[Verdict]:
+    out = speed_verdicts(rows)
     for issue, what, backend in ERROR_BELOW_FA3_FP8:
         for w, by_backend in rows.items():
             ours, fa3 = number(by_backend.get(backend, {}).get("relL2 fp64")), number(
@@ -282,13 +322,16 @@ def render(verdicts: List[Verdict], devices: Dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def verdict(table=None, mask=None, mask_peer=None, paths=None, sparse=None, flex=None):
+def verdict(table=None, mask=None, mask_peer=None, paths=None, sparse=None, flex=None, interleaved=None):
     """The verdicts and the devices named, from the inputs' texts (None: not given)."""
     verdicts: List[Verdict] = []
     devices: Dict[str, str] = {}
     if table is not None:
         devices["product table"] = device_of(table)
         verdicts += product_verdicts(parse_product_table(table))
+    if interleaved is not None:
+        devices["interleaved rows"] = one_process_json(interleaved).get("device", "unknown")
+        verdicts += speed_verdicts(parse_interleaved(interleaved), interleaved=True)
     if mask is not None:
         devices["masked calls"] = device_of(mask)
         verdicts += mask_verdicts(parse_mask_bench(mask), parse_mask_peer(mask_peer or ""))
@@ -301,12 +344,12 @@ def verdict(table=None, mask=None, mask_peer=None, paths=None, sparse=None, flex
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("table", "mask", "mask-peer", "paths", "sparse", "flex"):
+    for name in ("table", "interleaved", "mask", "mask-peer", "paths", "sparse", "flex"):
         ap.add_argument(f"--{name}")
     ap.add_argument("--out", help="also write the verdict here")
     args = ap.parse_args(argv)
     texts = {}
-    for name in ("table", "mask", "mask_peer", "paths", "sparse", "flex"):
+    for name in ("table", "interleaved", "mask", "mask_peer", "paths", "sparse", "flex"):
         path = getattr(args, name)
         if path:
             try:
@@ -316,8 +359,12 @@ def main(argv=None) -> int:
                 print(f"goal_verdict: cannot read --{name.replace('_', '-')} {path}: {e.strerror}", file=sys.stderr)
                 return 2
     if not texts:
-        ap.error("give at least one of --table, --mask, --paths, --sparse, --flex")
-    verdicts, devices = verdict(**texts)
+        ap.error("give at least one of --table, --interleaved, --mask, --paths, --sparse, --flex")
+    try:
+        verdicts, devices = verdict(**texts)
+    except ValueError as e:
+        print(f"goal_verdict: {e}", file=sys.stderr)
+        return 2
     text = render(verdicts, devices)
     sys.stdout.write(text)
     if args.out:

@@ -7,13 +7,17 @@
 // measured on the same data. Prints a table and writes JSON (--json FILE).
 //
 //   gpu_attention_bench [--workloads-file CSV] [--workloads a,b,...] [--backends A,B] [--iters N]
-//                       [--warmup N] [--warmup-ms N] [--sets N] [--rest-ms N] [--graph] [--json FILE] [--list]
+//                       [--warmup N] [--warmup-ms N] [--sets N] [--rest-ms N] [--rounds N] [--graph] [--json FILE]
+//                       [--list]
 // --workloads-file: the workload table (default: the source tree's bench/workloads.csv, which
 // bench/peers.py reads too); --workloads picks names from it.
 // --rest-ms: the GPU idles this long (default 1000) before each row's warm-up.
 // --warmup-ms: after the --warmup calls, back-to-back samples run untimed until this much GPU time
 // has passed (default 300), so the timed samples see the clocks of sustained load rather than the
 // swing of the first few hundred milliseconds after the rest.
+// --rounds N: each backend (and option set) of a row is timed in N windows, the backends taking
+// turns, and its figure is the median of the windows' medians; the backends of one process then
+// share the machine's drift, so their ratios hold still (default 1: each timed once, in turn).
 // --graph captures each sample's calls into a CUDA graph once and times its replays, which takes
 // the backends' per-call host work out of the figure (diffattn's backends only; the peers are
 // not replayed).
@@ -99,6 +103,7 @@ struct Args {
   int iters = 10, warmup = 3, sets = 2;
   int warmup_ms = 300;  // untimed back-to-back samples after the warm-up calls (sustained clocks)
   int rest_ms = 1000;  // idle time before each row, so every row starts from the same power state
+  int rounds = 1;      // timing windows per entry, the entries taking turns (see the row loop)
   std::string json;
   bool list = false;
   bool graph = false;
@@ -125,6 +130,8 @@ Args parse(int argc, char** argv) {
       a.sets = std::max(1, std::atoi(next().c_str()));
     } else if (flag == "--rest-ms") {
       a.rest_ms = std::max(0, std::atoi(next().c_str()));
+    } else if (flag == "--rounds") {
+      a.rounds = std::max(1, std::atoi(next().c_str()));
     } else if (flag == "--json") {
       a.json = next();
     } else if (flag == "--list") {
@@ -132,7 +139,7 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--graph") {
       a.graph = true;
     } else {
-      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads-file CSV] [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--warmup-ms N] [--sets N] [--rest-ms N] [--graph] [--json FILE] [--list]\n", flag.c_str());
+      std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads-file CSV] [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--warmup-ms N] [--sets N] [--rest-ms N] [--rounds N] [--graph] [--json FILE] [--list]\n", flag.c_str());
       std::exit(2);
     }
   }
@@ -439,6 +446,17 @@ int main(int argc, char** argv) {
     const double flops = 4.0 * w.batch * w.heads * double(w.seq_q) * w.seq_kv * w.head_dim;
     std::vector<double> fp64_truth;  // computed when the first backend of the row has run
 
+    // The row's entries (one per backend and option set), created once. With --rounds N each
+    // entry is timed in N windows, the entries taking turns (the first entry of round r is entry
+    // r mod n), and its figure is the median of its windows' medians: entries compared with each
+    // other then share the machine's drift. With N = 1 each entry is timed once, in order.
+    struct Entry {
+      Row row;
+      std::unique_ptr<Backend> backend;
+      Status status;
+      std::vector<float> all_ms, window_medians;
+    };
+    std::vector<Entry> entries;
     for (const std::string& name : registry.names()) {
       if (!args.backends.empty() && std::find(args.backends.begin(), args.backends.end(), name) == args.backends.end())
         continue;
@@ -456,29 +474,36 @@ int main(int argc, char** argv) {
           init.spec->extra = variant.extra;
           init.spec->quant = variant.quant;
         }
-        Row row{w.name, variant.label};
+        Entry e{Row{w.name, variant.label}, nullptr, Status(), {}, {}};
         auto backend = registry.create(name, init);
-        if (!backend.ok()) {
-          row.error = backend.status().message();
-          rows.push_back(row);
-          continue;
+        if (backend.ok()) {
+          e.backend = std::move(*backend);
+        } else {
+          e.status = backend.status();
         }
-        // The GPU idles before each row: a row that follows a long one would otherwise run at the
+        entries.push_back(std::move(e));
+      }
+    }
+    const int per_sample = calls_per_sample(flops);
+    for (int round = 0; round < args.rounds; ++round) {
+      for (std::size_t turn = 0; turn < entries.size(); ++turn) {
+        Entry& e = entries[(turn + static_cast<std::size_t>(round)) % entries.size()];
+        if (!e.status.ok()) continue;
+        Backend& backend = *e.backend;
+        Status& status = e.status;
+        // The GPU idles before each window: a row that follows a long one would otherwise run at the
         // lower clock the power limit set for the long one (H200: 1700 vs 1980 MHz after Wan 720p).
         CHECK_CUDA(cudaDeviceSynchronize());
         std::this_thread::sleep_for(std::chrono::milliseconds(args.rest_ms));
-        Status status;
-        for (int i = 0; i < args.warmup && status.ok(); ++i) status = (*backend)->forward(problem_for(w, sets[i % args.sets]), nullptr);
-        // Each sample times calls_per_sample(flops) back-to-back calls between two events, so the
-        // host's per-call work overlaps the GPU's and the figure is the kernels' time (the peers are
-        // timed the same way).
+        for (int i = 0; i < args.warmup && status.ok(); ++i) status = backend.forward(problem_for(w, sets[i % args.sets]), nullptr);
+        // Each sample times per_sample back-to-back calls between two events, so the host's per-call
+        // work overlaps the GPU's and the figure is the kernels' time (the peers are timed the same way).
         std::vector<float> ms;
-        const int per_sample = calls_per_sample(flops);
         // Milliseconds of sample i's calls, on the GPU's clock.
         auto sample = [&](int i) {
           CHECK_CUDA(cudaEventRecord(start));
           for (int c = 0; c < per_sample && status.ok(); ++c)
-            status = (*backend)->forward(problem_for(w, sets[(i * per_sample + c) % args.sets]), nullptr);
+            status = backend.forward(problem_for(w, sets[(i * per_sample + c) % args.sets]), nullptr);
           CHECK_CUDA(cudaEventRecord(stop));
           CHECK_CUDA(cudaEventSynchronize(stop));
           float t = 0;
@@ -493,37 +518,47 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 200 && warmed < args.warmup_ms && status.ok(); ++i) warmed += sample(i);
         if (args.graph) {
           if (status.ok()) {
-            status = time_graph_replays(**backend, w, sets, per_sample, args.iters, &ms);
+            status = time_graph_replays(backend, w, sets, per_sample, args.iters, &ms);
             if (!status.ok()) status = Status(status.code(), "--graph: " + status.message());
           }
         } else {
           for (int i = 0; i < args.iters && status.ok(); ++i) ms.push_back(sample(i) / per_sample);
         }
-        if (!status.ok()) {
-          row.error = status.message();
-          rows.push_back(row);
-          continue;
-        }
+        if (!status.ok() || ms.empty()) continue;
         std::sort(ms.begin(), ms.end());
-        row.ms = ms[ms.size() / 2];
-        row.spread = (ms.back() - ms.front()) / row.ms;
-        row.tflops = flops / (row.ms * 1e-3) * 1e-12;
-        CHECK_CUDA(cudaMemset(sets[0].out, 0xff, nq * 2));  // poison: unwritten output shows as NaN
-        status = (*backend)->forward(problem_for(w, sets[0]), nullptr);
-        CHECK_CUDA(cudaDeviceSynchronize());
-        row.rel_l2 = status.ok() ? rel_l2_on_slice(w, sets[0]) : NAN;
-        if (status.ok()) {
-          if (fp64_truth.empty()) fp64_truth = fp64_reference(w, sets[0]);
-          const Fp64Errors e = errors_vs_fp64(w, sets[0], fp64_truth);
-          row.rel_l2_fp64 = e.rel_l2, row.cosine_fp64 = e.cosine;
-        }
-        rows.push_back(row);
-        std::printf("%-28s %-18s %9.3f ms %7.1f TFLOP/s relL2 %.2e (fp32) %.2e (fp64) cosine %.6f  spread %.1f%%  "
-                    "done %s\n",
-                    w.name.c_str(), row.backend.c_str(), row.ms, row.tflops, row.rel_l2, row.rel_l2_fp64,
-                    row.cosine_fp64, 100 * row.spread, wall_clock().c_str());
-        std::fflush(stdout);
+        e.window_medians.push_back(ms[ms.size() / 2]);
+        e.all_ms.insert(e.all_ms.end(), ms.begin(), ms.end());
       }
+    }
+    for (Entry& e : entries) {
+      Row& row = e.row;
+      if (!e.status.ok()) {
+        row.error = e.status.message();
+        rows.push_back(row);
+        continue;
+      }
+      std::sort(e.window_medians.begin(), e.window_medians.end());
+      std::sort(e.all_ms.begin(), e.all_ms.end());
+      row.ms = e.window_medians[e.window_medians.size() / 2];
+      row.spread = (e.all_ms.back() - e.all_ms.front()) / row.ms;
+      row.tflops = flops / (row.ms * 1e-3) * 1e-12;
+      CHECK_CUDA(cudaMemset(sets[0].out, 0xff, nq * 2));  // poison: unwritten output shows as NaN
+      Status status = e.backend->forward(problem_for(w, sets[0]), nullptr);
+      CHECK_CUDA(cudaDeviceSynchronize());
+      row.rel_l2 = status.ok() ? rel_l2_on_slice(w, sets[0]) : NAN;
+      if (status.ok()) {
+        if (fp64_truth.empty()) fp64_truth = fp64_reference(w, sets[0]);
+        const Fp64Errors errs = errors_vs_fp64(w, sets[0], fp64_truth);
+        row.rel_l2_fp64 = errs.rel_l2, row.cosine_fp64 = errs.cosine;
+      } else {
+        row.error = status.message();
+      }
+      rows.push_back(row);
+      std::printf("%-28s %-18s %9.3f ms %7.1f TFLOP/s relL2 %.2e (fp32) %.2e (fp64) cosine %.6f  spread %.1f%%  "
+                  "done %s\n",
+                  w.name.c_str(), row.backend.c_str(), row.ms, row.tflops, row.rel_l2, row.rel_l2_fp64,
+                  row.cosine_fp64, 100 * row.spread, wall_clock().c_str());
+      std::fflush(stdout);
     }
     for (auto& s : sets) cudaFree(s.q), cudaFree(s.k), cudaFree(s.v), cudaFree(s.out);
   }

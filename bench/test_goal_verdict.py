@@ -3,6 +3,7 @@ write, and on committed results (run by ctest: bench.goal_verdict)."""
 
 import contextlib
 import io
+import json
 import math
 import os
 import random
@@ -129,6 +130,39 @@ class ProductTable(unittest.TestCase):
             for b in (gv.FLASH, gv.SAGE, gv.SAGE_ACCURATE, gv.QK16, gv.FA3_FP8, "torch-cuDNN"):
                 self.assertGreater(float(rows[w][b]["ms"]), 0.0, (w, b))
         self.assertEqual(gv.device_of(text), "NVIDIA H100 80GB HBM3")
+
+
+class Interleaved(unittest.TestCase):
+    def bench_json(self, times):
+        rows = [{"workload": w, "backend": b, "ms": ms, "tflops": 1.0, "error": ""}
+                for w, by_backend in times.items() for b, ms in by_backend.items()]
+        return json.dumps({"device": "NVIDIA H200", "sms": 132, "rows": rows})
+
+    def test_only_the_goals_against_flash_attn_on_the_rows_that_ran(self):
+        rng = random.Random()
+        times = {}
+        for w in rng.sample(gv.LONG_HD128, 2):
+            flash = rng.uniform(1.0, 30.0)
+            times[w] = {gv.FLASH: flash, gv.QK16: flash / rng.uniform(1.1, 1.2), gv.SAGE: flash / rng.uniform(1.25, 1.45)}
+        verdicts, devices = gv.verdict(interleaved=self.bench_json(times))
+        self.assertEqual(devices, {"interleaved rows": "NVIDIA H200"})
+        self.assertEqual(len(verdicts), 4)  # QK16/V8 and SAGE_ATTN on two rows; no FA3 FP8, no accurate mode
+        for v in verdicts:
+            self.assertTrue(v.goal.endswith("interleaved in one process"), v.goal)
+            backend = gv.QK16 if v.goal.startswith("QK16") else gv.SAGE
+            bound = 1.15 if backend == gv.QK16 else 1.35
+            self.assertEqual(v.met, times[v.row][gv.FLASH] / times[v.row][backend] >= bound)
+
+    def test_several_processes_json_is_refused_with_the_reason(self):
+        one = self.bench_json({gv.LONG_HD128[0]: {gv.FLASH: 2.0, gv.QK16: 1.7}})
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ours.json")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(one + "\n" + one + "\n")
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(gv.main(["--interleaved", path]), 2)
+            self.assertIn("holds 2 documents", err.getvalue())
 
 
 class MaskedCalls(unittest.TestCase):

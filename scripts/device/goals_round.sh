@@ -4,6 +4,10 @@
 # carried: the rows that the open goals of the 8-bit, masked and sparse backends are judged on, at
 # one commit, in one job. STEPS picks and orders them (default: all):
 #  bench     the product benchmark with every peer on BENCH_WORKLOADS (BACKENDS);
+#  pairs     FLASH_ATTN beside FLASHINFER_ATTN and SAGE_ATTN (every option set) in one process on
+#            PAIRS_WORKLOADS (default: the long hd128 rows), PAIRS_ROUNDS windows each (default 3),
+#            the backends taking turns (gpu_attention_bench --rounds): the ratios to FLASH_ATTN with
+#            the machine's drift shared;
 #  mask      bench/gpu_mask_bench.cu and the PyTorch SDPA peer with the same masks;
 #  paths     FASTVIDEO_VSA and RAINFUSION_ATTN end to end beside dense FLASH_ATTN, and
 #            FlexAttention on the lists they chose (PATHS_WORK);
@@ -24,6 +28,12 @@ for step in ${STEPS:-bench mask paths sagewalk}; do
   case "$step" in
     bench)
       product_bench_with_peers "${BENCH_TIMEOUT:-400}" 60 ;;
+    pairs)
+      echo "== FLASH_ATTN, FLASHINFER_ATTN and SAGE_ATTN in one process, their windows in turns"
+      timeout -s KILL "${PAIRS_TIMEOUT:-240}" $bd/bin/gpu_attention_bench --workloads-file bench/workloads.csv \
+        --workloads "${PAIRS_WORKLOADS:-wan2.1-14b-480p-self,wan2.2-ti2v-5b-self,hunyuanvideo-1.5-480p-self,square-16k-hd128}" \
+        --backends FLASH_ATTN,FLASHINFER_ATTN,SAGE_ATTN --rounds "${PAIRS_ROUNDS:-3}" --json "$out/r/interleaved.json" \
+        2>&1 | tee "$out/r/interleaved.txt" ;;
     mask)
       echo "== gpu_mask_bench"
       timeout -s KILL 150 $bd/bin/gpu_mask_bench --rounds "${ROUNDS:-10}" 2>&1 | tee "$out/r/mask-bench.txt"
@@ -76,6 +86,7 @@ for step in ${STEPS:-bench mask paths sagewalk}; do
   verdict_args=()
   table="$(ls "$out"/r/gpu-*.md 2>/dev/null | head -n 1)"
   [ -n "$table" ] && verdict_args+=(--table "$table")
+  [ -s "$out/r/interleaved.json" ] && verdict_args+=(--interleaved "$out/r/interleaved.json")
   [ -s "$out/r/mask-bench.txt" ] && verdict_args+=(--mask "$out/r/mask-bench.txt")
   [ -s "$out/r/mask-peer.txt" ] && verdict_args+=(--mask-peer "$out/r/mask-peer.txt")
   [ -s "$out/r/paths.csv" ] && verdict_args+=(--paths "$out/r/paths.csv")
