@@ -5,7 +5,8 @@ job's benchmark outputs: each goal row with its figure, its bound and whether it
     goal_verdict.py [--table gpu.md] [--interleaved ours.json] [--mask mask-bench.txt] [--mask-peer mask-peer.txt]
                     [--paths paths.csv] [--sparse sparse.csv] [--flex flex.csv] [--out verdict.md]
 
-Inputs (any subset; a goal whose figures are missing is listed as "not run"):
+Inputs (any subset; a product-table or whole-path goal whose figures are missing is listed as
+"not run"; the masked and kernel rows are those the files hold):
   --table      the product benchmark's table (scripts/gpu_bench.sh, bench/peers.py): SAGE_ATTN,
                FLASHINFER_ATTN's QK16/V8 mode and the accurate mode against FLASH_ATTN and FA3 FP8;
   --interleaved  gpu_attention_bench's JSON from one process timing FLASH_ATTN beside the others
@@ -17,7 +18,8 @@ Inputs (any subset; a goal whose figures are missing is listed as "not run"):
 
 Ratios are taken only within one input (one job). The goals are stated for the H200; the device
 each input names is printed beside the verdict, and a verdict from another GPU is marked as such.
-The goals are data (GOALS below), so a changed bound is one edit. Standard library only.
+The goals are data (SPEED_GOALS and the bounds below), so a changed bound is one edit. Standard
+library only.
 """
 
 import argparse
