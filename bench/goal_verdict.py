@@ -92,7 +92,7 @@ def parse_product_table(text: str) -> Dict[str, Dict[str, Dict[str, str]]]:
     header: Optional[List[str]] = None
     for line in text.splitlines():
         if not line.startswith("|"):
-            header = None if not line.strip() else header
+            header = None  # the table ended
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if cells and cells[0] == "workload":
@@ -109,7 +109,7 @@ def parse_product_table(text: str) -> Dict[str, Dict[str, Dict[str, str]]]:
 
 
 def device_of(text: str) -> str:
-    m = re.search(r"^(?:GPU|Device):\s*(.+?)(?:\(| ,|,|$)", text, re.MULTILINE | re.IGNORECASE)
+    m = re.search(r"^(?:GPU|Device):\s*([^(,\n]+)", text, re.MULTILINE | re.IGNORECASE)
     return m.group(1).strip() if m else "unknown"
 
 
@@ -344,14 +344,17 @@ def verdict(table=None, mask=None, mask_peer=None, paths=None, sparse=None, flex
     return verdicts, devices
 
 
+INPUTS = ("table", "interleaved", "mask", "mask_peer", "paths", "sparse", "flex")  # verdict()'s arguments
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("table", "interleaved", "mask", "mask-peer", "paths", "sparse", "flex"):
-        ap.add_argument(f"--{name}")
+    for name in INPUTS:
+        ap.add_argument(f"--{name.replace('_', '-')}", dest=name)
     ap.add_argument("--out", help="also write the verdict here")
     args = ap.parse_args(argv)
     texts = {}
-    for name in ("table", "interleaved", "mask", "mask_peer", "paths", "sparse", "flex"):
+    for name in INPUTS:
         path = getattr(args, name)
         if path:
             try:

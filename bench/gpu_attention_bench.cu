@@ -131,7 +131,7 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--rest-ms") {
       a.rest_ms = std::max(0, std::atoi(next().c_str()));
     } else if (flag == "--rounds") {
-      a.rounds = std::max(1, std::atoi(next().c_str()));
+      a.rounds = std::atoi(next().c_str());
     } else if (flag == "--json") {
       a.json = next();
     } else if (flag == "--list") {
@@ -142,6 +142,11 @@ Args parse(int argc, char** argv) {
       std::fprintf(stderr, "unknown flag %s\nusage: gpu_attention_bench [--workloads-file CSV] [--workloads a,b] [--backends A,B] [--iters N] [--warmup N] [--warmup-ms N] [--sets N] [--rest-ms N] [--rounds N] [--graph] [--json FILE] [--list]\n", flag.c_str());
       std::exit(2);
     }
+  }
+  // Each figure is a median of timed samples (of windows, with --rounds): at least one of each.
+  if (a.iters < 1 || a.rounds < 1) {
+    std::fprintf(stderr, "--iters and --rounds take a count of at least 1 (got %d and %d)\n", a.iters, a.rounds);
+    std::exit(2);
   }
   return a;
 }
