@@ -116,6 +116,25 @@ struct DenseTile {
     }
   }
 
+  // acc[MR x NC*W] += A[MR x n] . B[n x NC*W], A's rows lda apart, B's rows ldb apart: the
+  // register-blocked rank-one updates every micro-kernel here (and SAGE_ATTN's, sage_tile_impl.h)
+  // is built on.
+  template <int NC>
+  static void add_products(V (&acc)[MR][NC], const float* a, std::int64_t lda, std::int64_t n, const float* b,
+                           std::int64_t ldb) {
+    for (std::int64_t k = 0; k < n; ++k) {
+      V bk[NC];
+#pragma GCC unroll 8
+      for (int v = 0; v < NC; ++v) bk[v] = I::load(b + k * ldb + v * W);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const V ar = I::set1(a[r * lda + k]);
+#pragma GCC unroll 8
+        for (int v = 0; v < NC; ++v) acc[r][v] = I::fma(ar, bk[v], acc[r][v]);
+      }
+    }
+  }
+
   // S[MR x NR] = Q[MR x d] . Kt_panel[d x NR]
   static void qk_micro(const float* q, std::int64_t d, const float* kt, float* s, std::int64_t lds) {
     V acc[MR][NV];
@@ -123,17 +142,7 @@ struct DenseTile {
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[r][v] = I::zero();
-    for (std::int64_t k = 0; k < d; ++k) {
-      V b[NV];
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) b[v] = I::load(kt + k * NR + v * W);
-#pragma GCC unroll 16
-      for (int r = 0; r < MR; ++r) {
-        const V a = I::set1(q[r * d + k]);
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) acc[r][v] = I::fma(a, b[v], acc[r][v]);
-      }
-    }
+    add_products(acc, q, d, d, kt, NR);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
@@ -151,17 +160,7 @@ struct DenseTile {
 #pragma GCC unroll 8
       for (int v = 0; v < NVC; ++v) acc[r][v] = I::mul(I::load(o + r * ldo + v * W), a);
     }
-    for (std::int64_t c = 0; c < n; ++c) {
-      V b[NVC];
-#pragma GCC unroll 8
-      for (int v = 0; v < NVC; ++v) b[v] = I::load(vp + c * ldv + v * W);
-#pragma GCC unroll 16
-      for (int r = 0; r < MR; ++r) {
-        const V a = I::set1(p[r * lds + c]);
-#pragma GCC unroll 8
-        for (int v = 0; v < NVC; ++v) acc[r][v] = I::fma(a, b[v], acc[r][v]);
-      }
-    }
+    add_products(acc, p, lds, n, vp, ldv);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8

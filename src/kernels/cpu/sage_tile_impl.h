@@ -88,17 +88,7 @@ struct SageTile {
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
       for (int c = 0; c < NVC; ++c) acc[r][c] = I::zero();
-    for (std::int64_t j = 0; j < n; ++j) {
-      V b[NVC];
-#pragma GCC unroll 8
-      for (int c = 0; c < NVC; ++c) b[c] = I::load(v + j * ldv + c * W);
-#pragma GCC unroll 16
-      for (int r = 0; r < MR; ++r) {
-        const V a = I::set1(p[r * lds + j]);
-#pragma GCC unroll 8
-        for (int c = 0; c < NVC; ++c) acc[r][c] = I::fma(a, b[c], acc[r][c]);
-      }
-    }
+    Dense::add_products(acc, p, lds, n, v, ldv);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const V a = I::set1(alpha[r]);
