@@ -18,8 +18,9 @@ The sparse video backends (FASTVIDEO_VSA, RAINFUSION_ATTN) need each call's late
 a video transformer whose `hidden_states` is [B, C, F, H, W] and whose config gives its patch size
 (`patch_size` (t, h, w), or `patch_size` with `patch_size_t`, as Wan and HunyuanVideo do), `apply`
 records (F / t, H / h, W / w) at every forward and passes it with each eager call whose query length
-is that many tokens; other calls carry none. Under torch.compile no geometry is passed, so a sparse
-video backend refuses those calls with the reason.
+is that many tokens; other calls carry none. Under torch.compile the hook is traced with the forward
+and the geometry reaches the custom op (torch.ops.diffattn.attention_ex_out) as integers, so the
+sparse video backends run compiled too.
 """
 
 from __future__ import annotations
@@ -131,11 +132,14 @@ def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal
             "unsupported",
         )
     mask = _mask_for_diffattn(attn_mask)
-    if torch.compiler.is_compiling():
-        return torch.ops.diffattn.attention(query, key, value, mask, route.key, scale, bool(is_causal))
-    # Eagerly, the same call without the dispatcher's per-call cost, with the forward's video geometry.
     geometry = getattr(route, "geometry", None)
     video = geometry.for_tokens(query.shape[1]) if geometry is not None and query.shape[1] == key.shape[1] else None
+    if torch.compiler.is_compiling():
+        if video is not None:
+            return torch_ops.call(route.key, query, key, value, mask, None, None, False, scale, bool(is_causal),
+                                  video=video)
+        return torch.ops.diffattn.attention(query, key, value, mask, route.key, scale, bool(is_causal))
+    # Eagerly, the same call without the dispatcher's per-call cost.
     return route.layer_for(query, key, scale, bool(is_causal))(query, key, value, mask, video=video)
 
 

@@ -183,18 +183,13 @@ class Attention:
         """Attention of q over k/v: returns out, or (out, lse) with return_lse (or lse= given).
         `step` and `sigma`: the denoising step, for a session with an attention schedule; `video`,
         `layer_index` and `gate`: what the sparse video backends read (forward_into says how)."""
-        if _tensors.torch_compiling(q):
-            given = [name for name, value in (("step=", step), ("video=", video), ("layer_index=", layer_index),
-                                              ("gate=", gate)) if value is not None]
-            if given:
-                from .errors import UsageError
-
-                raise UsageError(f"a call with {', '.join(given)} does not run under torch.compile yet; call it "
-                                 "eagerly", "invalid_input")
         if stream is None and _tensors.torch_compiling(q):
             from . import torch_ops
 
-            return torch_ops.call(self.key, q, k, v, mask, out, lse, return_lse, self.scale, self.causal)
+            if video is not None:
+                _video_geometry_values(video)  # a wrong shape is refused while tracing, as eagerly
+            return torch_ops.call(self.key, q, k, v, mask, out, lse, return_lse, self.scale, self.causal,
+                                  video=video, step=step, sigma=sigma, layer_index=layer_index, gate=gate)
         want_lse = return_lse or lse is not None
         if out is None:
             out = _tensors.empty_like_out(q, _out_shape(q, v))
@@ -217,18 +212,23 @@ def _address(pointer: Any) -> int | None:
     return ctypes.addressof(pointer._obj)
 
 
-def _video_geometry(video: VideoLike) -> Any:
-    """The C geometry of `video`, None for none; a wrong shape is a UsageError saying what to pass."""
-    if video is None:
-        return None
-    values = tuple(video)
+def _video_geometry_values(video: VideoLike) -> tuple[Any, ...]:
+    """`video`'s integers (3 or 5 of them); a wrong shape is a UsageError saying what to pass."""
+    values = tuple(video) if isinstance(video, (tuple, list)) else (video,)
     if len(values) not in (3, 5) or not all(isinstance(x, int) or hasattr(x, "__index__") for x in values):
         from .errors import UsageError
 
         raise UsageError(f"video= takes (frames, height, width) or (frames, height, width, text_before, text_after) "
                          f"as integers, got {video!r}", "invalid_input")
-    values = tuple(int(x) for x in values) + (0, 0)[: 5 - len(values)]
-    return _native.VideoGeometry(*values)
+    return values
+
+
+def _video_geometry(video: VideoLike) -> Any:
+    """The C geometry of `video`, None for none; a wrong shape is a UsageError saying what to pass."""
+    if video is None:
+        return None
+    values = tuple(int(x) for x in _video_geometry_values(video))
+    return _native.VideoGeometry(*(values + (0, 0)[: 5 - len(values)]))
 
 
 def _out_shape(q: Any, v: Any) -> tuple[int, ...]:

@@ -8,11 +8,18 @@ implementation giving output shapes and dtypes without running anything.
   torch.ops.diffattn.attention(q, k, v, mask, target, scale, causal) -> out
   torch.ops.diffattn.attention_lse(q, k, v, mask, target, scale, causal) -> (out, lse)
   torch.ops.diffattn.attention_out(q, k, v, mask, out, lse, target, scale, causal) -> None  (in place)
+  torch.ops.diffattn.attention_ex_out(q, k, v, mask, gate, out, lse, target, scale, causal, video, step,
+                                      sigma, layer_index) -> None  (in place)
+
+attention_ex_out carries what a call may add beyond the tensors (Attention.__call__'s step=, sigma=,
+video=, layer_index= and gate=): the denoising step for a session with an attention schedule, and
+what the sparse video backends read. Its integers may be symbolic (SymInt) under torch.compile, so a
+video geometry taken from a traced tensor's shape passes through without a graph break.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import torch
 
@@ -31,12 +38,22 @@ def _run(q, k, v, mask, out, lse, target: int, scale: Optional[float], causal: b
     _targets.target_by_key(target).layer_for(q, k, scale, causal).forward_into(q, k, v, out, mask, lse)
 
 
+def _run_ex(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma, layer_index) -> None:
+    _targets.target_by_key(target).layer_for(q, k, scale, causal).forward_into(
+        q, k, v, out, mask, lse, None, step, sigma, video=None if video is None else tuple(video),
+        layer_index=layer_index, gate=gate)
+
+
 # Defined with torch.library.Library rather than torch.library.custom_op: the same schema and fake
 # implementations, at about a fifth of custom_op's per-call dispatch cost (python/bench/overhead.py).
 _library = torch.library.Library("diffattn", "DEF")
 _library.define(
     "attention_out(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor(a!) out, Tensor(b!)? lse, int target, "
     "float? scale, bool causal) -> ()"
+)
+_library.define(
+    "attention_ex_out(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor? gate, Tensor(a!) out, Tensor(b!)? lse, "
+    "int target, float? scale, bool causal, SymInt[]? video, SymInt? step, float? sigma, SymInt? layer_index) -> ()"
 )
 _library.define("attention(Tensor q, Tensor k, Tensor v, Tensor? mask, int target, float? scale, bool causal) -> Tensor")
 _library.define(
@@ -46,6 +63,10 @@ _library.define(
 
 def _attention_out(q, k, v, mask, out, lse, target, scale, causal) -> None:
     _run(q, k, v, mask, out, lse, target, scale, causal)
+
+
+def _attention_ex_out(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma, layer_index) -> None:
+    _run_ex(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma, layer_index)
 
 
 def _attention(q, k, v, mask, target, scale, causal) -> torch.Tensor:
@@ -62,12 +83,19 @@ def _attention_lse(q, k, v, mask, target, scale, causal) -> tuple[torch.Tensor, 
 
 
 _library.impl("attention_out", _attention_out, "CompositeExplicitAutograd")
+_library.impl("attention_ex_out", _attention_ex_out, "CompositeExplicitAutograd")
 _library.impl("attention", _attention, "CompositeExplicitAutograd")
 _library.impl("attention_lse", _attention_lse, "CompositeExplicitAutograd")
 
 
 @torch.library.register_fake("diffattn::attention_out", lib=_library)
 def _attention_out_fake(q, k, v, mask, out, lse, target, scale, causal) -> None:
+    return None
+
+
+@torch.library.register_fake("diffattn::attention_ex_out", lib=_library)
+def _attention_ex_out_fake(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma,
+                           layer_index) -> None:
     return None
 
 
@@ -92,10 +120,25 @@ def call(
     return_lse: bool,
     scale: Optional[float] = None,
     causal: bool = False,
+    *,
+    video: Optional[Sequence[int]] = None,
+    step: Optional[int] = None,
+    sigma: Optional[float] = None,
+    layer_index: Optional[int] = None,
+    gate: Optional[torch.Tensor] = None,
 ) -> Any:
-    """The op that fits the arguments: in place into out/lse when given, else a new output."""
+    """The op that fits the arguments: in place into out/lse when given, else a new output; a call
+    with a video geometry, a step, a layer index or a gate goes through attention_ex_out."""
     ops = torch.ops.diffattn
     want_lse = return_lse or lse is not None
+    if video is not None or step is not None or layer_index is not None or gate is not None:
+        if out is None:
+            out = q.new_empty(_out_shape(q, v))
+        if want_lse and lse is None:
+            lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
+        ops.attention_ex_out(q, k, v, mask, gate, out, lse if want_lse else None, target, scale, causal,
+                             None if video is None else list(video), step, sigma, layer_index)
+        return (out, lse) if want_lse else out
     if out is not None or lse is not None:
         if out is None:
             out = q.new_empty(_out_shape(q, v))

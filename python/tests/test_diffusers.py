@@ -145,3 +145,22 @@ def test_a_routed_transformer_compiles_without_graph_breaks(routed_calls):
         got = compiled(**inputs, return_dict=False)[0]
     assert routed_calls  # the compiled graph calls diffattn's op
     assert_matches(got, want)
+
+
+def test_a_compiled_transformer_passes_the_latent_geometry(routed_calls):
+    """Under torch.compile the forward's geometry reaches each self-attention call too: FASTVIDEO_VSA
+    keeping 2 of 4 cubes (refused without it) gives the eager routed model's output."""
+    model, inputs = small_wan()
+    model = model.to(DEVICE, DTYPE).eval()
+    inputs = {k: v.to(DEVICE, DTYPE) if v.is_floating_point() else v.to(DEVICE) for k, v in inputs.items()}
+    dense = run(model, inputs)
+    diffattn.diffusers.apply(model, config={"per_role": {"self": {"backend": "FASTVIDEO_VSA", "fastvideo_vsa_topk": 2}}})
+    want = run(model, inputs)
+    routed_calls.clear()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager" if DEVICE == "cpu" else "inductor")
+    with torch.no_grad():
+        got = compiled(**inputs, return_dict=False)[0]
+    assert routed_calls.count("self") == 2
+    assert_matches(got, want)
+    assert float((want.float() - dense.float()).norm() / dense.float().norm()) > 1e-4  # two cubes of four
+    diffattn.diffusers.remove(model)

@@ -61,6 +61,90 @@ def test_compiles_without_graph_breaks_on_the_cpu():
     torch.testing.assert_close(compiled(x, w), block(x, w), rtol=1e-5, atol=1e-5)
 
 
+def _video_layer(spec, heads=2, head_size=64, schedule=None):
+    session = diffattn.Session(config={"default": "TORCH_SDPA", "per_role": {"self": spec}}, platform="cpu",
+                               schedule=schedule)
+    return session.layer(num_heads=heads, head_size=head_size)
+
+
+def test_video_geometry_and_gate_compile_without_graph_breaks():
+    """FASTVIDEO_VSA keeping 2 of 8 cubes needs the geometry (a call without it is refused), so the
+    compiled call equals the eager one only if video= and gate= reach the op."""
+    frames, height, width = 4, 8, 8
+    q, k, v = qkv("cpu", torch.float32, batch=1, sq=frames * height * width, skv=frames * height * width,
+                  heads=2, kv_heads=2, dim=64)
+    gate = torch.rand(q.shape) + 0.5
+    layer = _video_layer({"backend": "FASTVIDEO_VSA", "fastvideo_vsa_topk": 2})
+
+    def call(q, k, v, gate):
+        return layer(q * 1.0, k, v, video=(frames, height, width), gate=gate) + 0.0
+
+    want = call(q, k, v, gate)
+    torch.testing.assert_close(torch.compile(call, backend="aot_eager", fullgraph=True)(q, k, v, gate), want,
+                               rtol=1e-5, atol=1e-6)
+    dense = sdpa_reference(q, k, v)
+    assert (layer(q, k, v, video=(frames, height, width)) - dense).abs().max() > 1e-3  # the sparse path ran
+
+
+def test_a_geometry_from_a_traced_shape_and_the_layer_index_compile():
+    """The geometry comes from a tensor's shape inside the compiled function (symbolic under dynamic
+    shapes); RAINFUSION_ATTN's skip_layers reads layer_index: layer 3 is dense, layer 4 is not."""
+    layer = _video_layer({"backend": "RAINFUSION_ATTN", "block_sparse": {"sparsity": 0.6, "skip_layers": "3"}})
+
+    def call(latent, q, k, v, index):
+        frames, height, width = latent.shape[2:]
+        return layer(q, k, v, video=(frames, height, width), layer_index=index)
+
+    compiled = torch.compile(call, backend="aot_eager", fullgraph=True, dynamic=True)
+    for frames, height, width in [(3, 8, 16), (2, 8, 24)]:
+        tokens = frames * height * width
+        latent = torch.empty(1, 4, frames, height, width)
+        q, k, v = qkv("cpu", torch.float32, batch=1, sq=tokens, skv=tokens, heads=2, kv_heads=2, dim=64)
+        dense = sdpa_reference(q, k, v)
+        torch.testing.assert_close(compiled(latent, q, k, v, 3), dense, rtol=1e-4, atol=1e-5)
+        sparse = compiled(latent, q, k, v, 4)
+        torch.testing.assert_close(sparse, call(latent, q, k, v, 4), rtol=1e-5, atol=1e-6)
+        assert (sparse - dense).abs().max() > 1e-3
+
+
+def test_a_scheduled_layer_compiles_with_the_step():
+    """Steps 0-1 run the default (TORCH_SDPA, dense), steps from 2 the sparse profile: the compiled
+    calls follow the schedule as the step changes."""
+    schedule = {"profiles": {"sparse": {"default": {"backend": "RAINFUSION_ATTN",
+                                                    "block_sparse": {"sparsity": 0.6}}}},
+                "steps": [{"start": 2, "end": None, "profile": "sparse"}]}
+    layer = _video_layer("TORCH_SDPA", schedule=schedule)
+    frames, height, width = 3, 8, 16
+    q, k, v = qkv("cpu", torch.float32, batch=1, sq=frames * height * width, skv=frames * height * width,
+                  heads=2, kv_heads=2, dim=64)
+
+    def call(q, k, v, step):
+        return layer(q, k, v, step=step, video=(frames, height, width))
+
+    compiled = torch.compile(call, backend="aot_eager", fullgraph=True)
+    dense = sdpa_reference(q, k, v)
+    for step in range(4):
+        got = compiled(q, k, v, step)
+        torch.testing.assert_close(got, call(q, k, v, step), rtol=1e-5, atol=1e-6)
+        assert ((got - dense).abs().max() > 1e-3) == (step >= 2), f"step {step}"
+
+
+def test_a_bad_geometry_is_refused_under_compile():
+    layer = _video_layer({"backend": "FASTVIDEO_VSA"})
+    q, k, v = qkv("cpu", torch.float32, batch=1, sq=24, skv=24, heads=2, kv_heads=2, dim=64)
+    compiled = torch.compile(lambda q, k, v: layer(q, k, v, video=(2, 12)), backend="aot_eager")
+    with pytest.raises(diffattn.UsageError, match=r"video= takes \(frames, height, width\)"):
+        compiled(q, k, v)
+
+
+def test_the_call_op_with_its_extras_passes_opcheck():
+    layer = _video_layer({"backend": "FASTVIDEO_VSA", "fastvideo_vsa_topk": 2})
+    q, k, v = qkv("cpu", torch.float32, batch=1, sq=4 * 4 * 8, skv=4 * 4 * 8, heads=2, kv_heads=2, dim=64)
+    gate, out = torch.rand(q.shape), torch.empty_like(q)
+    torch.library.opcheck(torch.ops.diffattn.attention_ex_out.default,
+                          (q, k, v, None, gate, out, None, layer.key, None, False, [4, 4, 8], None, None, None))
+
+
 @needs_cuda
 @pytest.mark.parametrize("backend", CUDA_BACKENDS)
 def test_cuda_bf16_matches_sdpa(backend):
