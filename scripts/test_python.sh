@@ -2,7 +2,7 @@
 # The Python package's tests on the CPU, in a fresh virtual environment (pinned test requirements from
 # PyPI): first against the libdiffattn.so that the main build made, then, unless PIP_INSTALL_CHECK=0,
 # `pip install .` into that environment and the same tests against the installed package from outside
-# the tree. The torch and diffusers tests report as skipped here.
+# the tree. The torch and diffusers tests run on the CPU; their CUDA cases report as skipped here.
 #   scripts/test_python.sh [PRESET]      (after scripts/build.sh; default preset: default)
 # The install is the README's command with one setting more, -C build-dir=build/PRESET: scikit-build-core
 # configures the preset's build folder with pyproject.toml's settings and builds the wheel's targets there,
@@ -19,6 +19,17 @@ venv="$root/build/py-venv"
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-test.txt
+# PyTorch and diffusers (python/requirements-torch.txt, all pinned, --no-deps) for the torch.compile and
+# diffusers tests on the CPU; TORCH_TESTS=0 leaves them out (those tests then report as skipped).
+if [ "${TORCH_TESTS:-1}" != 0 ]; then
+  start=$(date +%s)
+  if "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r python/requirements-torch.txt &&
+     "$venv/bin/python" -c 'import torch, diffusers; print("torch", torch.__version__, "and diffusers", diffusers.__version__, "import")'; then
+    echo "torch and diffusers installed in $(( $(date +%s) - start )) s"
+  else
+    echo "WARNING: torch or diffusers did not install or import here; their tests report as skipped" >&2
+  fi
+fi
 
 echo "== Python API tests against build/$preset/src/libdiffattn.so"
 DIFFATTN_LIBRARY="$library" DIFFATTN_CLI="$root/build/$preset/bin/diffattn" PYTHONPATH="$root/python" \
