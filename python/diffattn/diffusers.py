@@ -6,13 +6,21 @@
     ...
     diffattn.diffusers.remove(transformer)   # back to diffusers' own attention
 
-diffusers' attention processors call `dispatch_attention_fn(q, k, v, ..., backend=processor._attention_backend)`
+Most of diffusers' attention processors call `dispatch_attention_fn(q, k, v, ..., backend=processor._attention_backend)`
 with q/k/v in [B, S, H, D], diffattn's layout. `apply` gives each attention module's processor (a copy of
 it, so modules sharing one stay independent) a Route as its backend, and wraps the dispatch function in
 the processor's module so that a Route runs `torch.ops.diffattn.attention`; any other backend value goes
-to diffusers unchanged. Roles: a module diffusers marks as cross-attention is "cross"; one with added
-key/value projections (text and image tokens attended together, as in Flux's double-stream blocks) is
-"joint" (category "self"); any other is "self". Each role's resolution is logged once, at `apply`.
+to diffusers unchanged. The processors of diffusers.models.attention_processor (SD3's joint blocks,
+CogVideoX, HunyuanVideo's token refiner) call torch's `F.scaled_dot_product_attention` on [B, H, S, D]
+instead: that module gets an `F` of its own whose SDPA goes to diffattn (by transposed views) while a
+routed processor's call is in progress, and is torch's everywhere else; each such processor is
+wrapped so that its role's route is active during its calls. Additive float masks of 0 and -10000 (or
+-inf), as many diffusers models build from a keep-mask (LTX's cross-attention), become that keep-mask
+after one check of their values (eagerly only); any other float mask is refused. Roles: a module
+diffusers marks as cross-attention (or, without that flag, one named `attn2`) is "cross"; one with
+added key/value projections (text and image tokens attended together, as in Flux's double-stream
+blocks) is "joint" (category "self"); any other is "self". Each role's resolution is logged once, at
+`apply`.
 
 The sparse video backends (FASTVIDEO_VSA, RAINFUSION_ATTN) need each call's latent video geometry. For
 a video transformer whose `hidden_states` is [B, C, F, H, W] and whose config gives its patch size
@@ -26,6 +34,8 @@ sparse video backends run compiled too.
 from __future__ import annotations
 
 import copy
+import inspect
+import types
 from typing import Any
 
 import torch
@@ -83,9 +93,13 @@ def _record_geometry(model: Any, geometry: _Geometry) -> Any:
     return model.register_forward_pre_hook(hook, with_kwargs=True)
 
 
-def role_of(module: Any) -> tuple[str, str | None]:
-    """(role, category) of a diffusers attention module."""
-    if getattr(module, "is_cross_attention", False):
+def role_of(module: Any, name: str = "") -> tuple[str, str | None]:
+    """(role, category) of a diffusers attention module named `name` in its model. A module without an
+    `is_cross_attention` flag (LTX's) is cross-attention where diffusers' blocks name it so: `attn2`."""
+    cross = getattr(module, "is_cross_attention", None)
+    if cross is None:
+        cross = name.rsplit(".", 1)[-1] == "attn2"
+    if cross:
         return "cross", None
     if getattr(module, "added_kv_proj_dim", None) is not None:
         return "joint", "self"
@@ -104,15 +118,13 @@ def _attention_modules(model: Any) -> list[tuple[str, Any]]:
 
 
 def _mask_for_diffattn(mask: Any) -> Any:
-    """diffusers' boolean masks as diffattn takes them: [B, 1, 1, Skv] becomes [B, Skv]."""
+    """diffusers' masks as diffattn takes them: boolean keep-masks, [B, 1, 1, Skv] as [B, Skv]; additive
+    float masks of 0 and -10000 (or -inf) as the keep-masks they stand for (the custom op
+    keep_mask_from_additive, which checks their values where it runs, compiled or not)."""
     if mask is None:
         return None
     if mask.dtype.is_floating_point:
-        raise errors.InvalidInputError(
-            "diffattn takes boolean keep-masks; this model passes an additive float mask. Give this role to "
-            "diffusers' own attention with diffattn.diffusers.apply(..., roles=[...]) leaving it out",
-            "invalid_input",
-        )
+        mask = torch.ops.diffattn.keep_mask_from_additive(mask)
     if mask.dim() == 4 and mask.shape[1] == 1 and mask.shape[2] == 1:
         return mask[:, 0, 0, :]
     return mask
@@ -143,13 +155,88 @@ def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal
     return route.layer_for(query, key, scale, bool(is_causal))(query, key, value, mask, video=video)
 
 
+# The routes of the SDPA-calling processors' calls in progress, innermost last (see _SdpaRouted).
+_active_routes: list[Route] = []
+
+
+def _routed_sdpa(original: Any) -> Any:
+    """torch's scaled_dot_product_attention ([B, H, S, D]) for the module namespace of processors that
+    call it: inside a routed processor's call (a route is active) the call goes to diffattn, in its
+    [B, S, H, D] layout by transposed views; anywhere else it is torch's own."""
+
+    def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                     enable_gqa=False):
+        if not _active_routes:
+            if enable_gqa:
+                return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                                scale=scale, enable_gqa=enable_gqa)
+            return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                            scale=scale)
+        out = _route_call(_active_routes[-1], query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                          attn_mask, dropout_p, is_causal, scale, None)
+        return out.transpose(1, 2)
+
+    setattr(scaled_dot_product_attention, _WRAPPED_MARK, original)
+    return scaled_dot_product_attention
+
+
+def _wrap_functional(namespace: dict[str, Any]) -> bool:
+    """Gives a module whose processors call `F.scaled_dot_product_attention` an `F` of its own that
+    routes those calls (once); False where the module has no such `F`."""
+    functional = namespace.get("F")
+    if functional is torch.nn.functional:
+        proxy = types.ModuleType("torch.nn.functional")
+        proxy.__dict__.update(functional.__dict__)
+        proxy.scaled_dot_product_attention = _routed_sdpa(functional.scaled_dot_product_attention)
+        namespace["F"] = proxy
+        return True
+    return getattr(getattr(functional, "scaled_dot_product_attention", None), _WRAPPED_MARK, None) is not None
+
+
+class _SdpaRouted:
+    """A copy of a processor that calls torch's SDPA, with its role's route active during its calls.
+    Subclassed per processor class (_sdpa_routed) so that its __call__ shows the processor's
+    signature, from which diffusers' Attention picks the keyword arguments it passes."""
+
+    def __init__(self, processor: Any, route: Route) -> None:
+        self.processor = processor
+        self._attention_backend = route
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["processor"], name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        _active_routes.append(self._attention_backend)
+        try:
+            return self.processor(*args, **kwargs)
+        finally:
+            _active_routes.pop()
+
+
+_sdpa_routed_classes: dict[type, type] = {}
+
+
+def _sdpa_routed(processor: Any, route: Route) -> _SdpaRouted:
+    cls = type(processor)
+    routed = _sdpa_routed_classes.get(cls)
+    if routed is None:
+        def __call__(self, *args, **kwargs):
+            return _SdpaRouted.__call__(self, *args, **kwargs)
+
+        __call__.__signature__ = inspect.signature(cls.__call__)
+        routed = type(f"Diffattn{cls.__name__}", (_SdpaRouted,), {"__call__": __call__})
+        _sdpa_routed_classes[cls] = routed
+    return routed(processor, route)
+
+
 def _wrap_dispatch(namespace: dict[str, Any]) -> None:
     """Wraps `dispatch_attention_fn` in a processor's module once: Routes go to diffattn."""
     original = namespace.get("dispatch_attention_fn")
     if original is None:
         raise errors.UnsupportedError(
-            f"the attention processors of {namespace.get('__name__')} do not call dispatch_attention_fn, so "
-            "diffattn cannot route them; use diffusers' attention for this model",
+            f"the attention processors of {namespace.get('__name__')} call neither dispatch_attention_fn nor "
+            "torch's F.scaled_dot_product_attention, so diffattn cannot route them; use diffusers' attention for "
+            "this model",
             "unsupported",
         )
     if getattr(original, _WRAPPED_MARK, None) is not None:
@@ -188,18 +275,22 @@ def apply(
             f"{type(model).__name__} has no diffusers attention modules (with a processor) to route", "invalid_input"
         )
     geometry = getattr(model, "_diffattn_geometry", None) or _Geometry()
-    for _name, module in modules:
-        role, category = role_of(module)
+    for name, module in modules:
+        role, category = role_of(module, name)
         if roles is not None and role not in roles:
             continue
         if role not in resolutions:
             resolutions[role] = session.resolve(role, _head_size(module), category)  # logs once per role
         processor = getattr(module, _ORIGINAL_PROCESSOR, None) or module.processor
-        routed = copy.copy(processor)
         route = session.route(role, category)
         route.geometry = geometry
-        routed._attention_backend = route
-        _wrap_dispatch(type(processor).__call__.__globals__)
+        namespace = type(processor).__call__.__globals__
+        if "dispatch_attention_fn" not in namespace and _wrap_functional(namespace):
+            routed = _sdpa_routed(processor, route)
+        else:
+            routed = copy.copy(processor)
+            routed._attention_backend = route
+            _wrap_dispatch(namespace)
         setattr(module, _ORIGINAL_PROCESSOR, processor)
         module.processor = routed
     model._diffattn_session = session  # the routes live as long as the model uses them

@@ -11,6 +11,12 @@ implementation giving output shapes and dtypes without running anything.
   torch.ops.diffattn.attention_ex_out(q, k, v, mask, gate, out, lse, target, scale, causal, video, step,
                                       sigma, layer_index) -> None  (in place)
 
+  torch.ops.diffattn.keep_mask_from_additive(mask) -> bool keep-mask
+
+keep_mask_from_additive reads an additive float mask of 0 (keep) and large negatives (drop), as
+diffusers builds them, as the boolean keep-mask that gives the same softmax, and refuses any other
+(its values are checked where the op runs, so it compiles as one opaque op).
+
 attention_ex_out carries what a call may add beyond the tensors (Attention.__call__'s step=, sigma=,
 video=, layer_index= and gate=): the denoising step for a session with an attention schedule, and
 what the sparse video backends read. Its integers may be symbolic (SymInt) under torch.compile, so a
@@ -44,6 +50,43 @@ def _run_ex(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, s
         layer_index=layer_index, gate=gate)
 
 
+# An additive mask value at or below this drops its key: diffusers builds additive masks as
+# (1 - keep) * -10000 (or with -inf), and exp(-5000) is 0 in every float format.
+ADDITIVE_DROP = -5000.0
+
+
+def _keep_shape(mask: torch.Tensor) -> list[int]:
+    """A [B, H, 1, Skv] mask (one row per head, as diffusers' prepare_attention_mask repeats it)
+    becomes [B, 1, 1, Skv]; any other shape is kept."""
+    shape = list(mask.shape)
+    if len(shape) == 4 and shape[1] > 1 and shape[2] == 1:
+        shape[1] = 1
+    return shape
+
+
+def _keep_mask_from_additive(mask: torch.Tensor) -> torch.Tensor:
+    """The boolean keep-mask an additive float mask stands for: values 0 (keep) or at most
+    ADDITIVE_DROP (drop), at least one key kept in every row, the heads of a [B, H, 1, Skv] mask
+    equal. Anything else (a bias; a row that keeps nothing, whose additive softmax is over every key)
+    is refused. Reading the values costs one device synchronisation."""
+    keep = mask == 0
+    ok = (keep | (mask <= ADDITIVE_DROP)).all() & keep.any(dim=-1).all()
+    if list(mask.shape) != _keep_shape(mask):
+        ok = ok & (keep == keep[:, :1]).all()
+        keep = keep[:, :1]
+    if not bool(ok):
+        from .errors import InvalidInputError
+
+        raise InvalidInputError(
+            f"this model passes an additive float attention mask that is not a keep-mask: diffattn reads one whose "
+            f"values are 0 (keep) or at most {ADDITIVE_DROP:g} (drop, as diffusers' (1 - mask) * -10000 builds), "
+            "with at least one key kept in every row and one row for all heads; for a bias, leave this role to "
+            "diffusers' attention with diffattn.diffusers.apply(..., roles=[...])",
+            "invalid_input",
+        )
+    return keep.contiguous() if keep.shape != mask.shape else keep
+
+
 # Defined with torch.library.Library rather than torch.library.custom_op: the same schema and fake
 # implementations, at about a fifth of custom_op's per-call dispatch cost (python/bench/overhead.py).
 _library = torch.library.Library("diffattn", "DEF")
@@ -55,6 +98,7 @@ _library.define(
     "attention_ex_out(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor? gate, Tensor(a!) out, Tensor(b!)? lse, "
     "int target, float? scale, bool causal, SymInt[]? video, SymInt? step, float? sigma, SymInt? layer_index) -> ()"
 )
+_library.define("keep_mask_from_additive(Tensor mask) -> Tensor")
 _library.define("attention(Tensor q, Tensor k, Tensor v, Tensor? mask, int target, float? scale, bool causal) -> Tensor")
 _library.define(
     "attention_lse(Tensor q, Tensor k, Tensor v, Tensor? mask, int target, float? scale, bool causal) -> (Tensor, Tensor)"
@@ -84,6 +128,7 @@ def _attention_lse(q, k, v, mask, target, scale, causal) -> tuple[torch.Tensor, 
 
 _library.impl("attention_out", _attention_out, "CompositeExplicitAutograd")
 _library.impl("attention_ex_out", _attention_ex_out, "CompositeExplicitAutograd")
+_library.impl("keep_mask_from_additive", _keep_mask_from_additive, "CompositeExplicitAutograd")
 _library.impl("attention", _attention, "CompositeExplicitAutograd")
 _library.impl("attention_lse", _attention_lse, "CompositeExplicitAutograd")
 
@@ -97,6 +142,11 @@ def _attention_out_fake(q, k, v, mask, out, lse, target, scale, causal) -> None:
 def _attention_ex_out_fake(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma,
                            layer_index) -> None:
     return None
+
+
+@torch.library.register_fake("diffattn::keep_mask_from_additive", lib=_library)
+def _keep_mask_from_additive_fake(mask) -> torch.Tensor:
+    return mask.new_empty(_keep_shape(mask), dtype=torch.bool)
 
 
 @torch.library.register_fake("diffattn::attention", lib=_library)

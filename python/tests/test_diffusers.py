@@ -52,6 +52,74 @@ def small_flux():
     return model, inputs
 
 
+def small_sd3():
+    """SD3's joint blocks (one with the dual self-attention): JointAttnProcessor2_0 and
+    AttnProcessor2_0, which call torch's SDPA rather than diffusers' dispatcher."""
+    torch.manual_seed(0)
+    model = diffusers.SD3Transformer2DModel(
+        sample_size=8, patch_size=1, in_channels=4, num_layers=2, attention_head_dim=64, num_attention_heads=2,
+        caption_projection_dim=128, joint_attention_dim=32, pooled_projection_dim=16, out_channels=4,
+        pos_embed_max_size=16, dual_attention_layers=(0,), qk_norm="rms_norm",
+    )
+    inputs = dict(hidden_states=torch.randn(1, 4, 8, 8), encoder_hidden_states=torch.randn(1, 7, 32),
+                  pooled_projections=torch.randn(1, 16), timestep=torch.tensor([500]))
+    return model, inputs
+
+
+def small_cogvideox():
+    torch.manual_seed(0)
+    model = diffusers.CogVideoXTransformer3DModel(
+        num_attention_heads=2, attention_head_dim=64, in_channels=4, out_channels=4, time_embed_dim=4,
+        text_embed_dim=16, num_layers=1, sample_width=8, sample_height=8, sample_frames=5, patch_size=2,
+        temporal_compression_ratio=4, max_text_seq_length=8,
+    )
+    inputs = dict(hidden_states=torch.randn(1, 2, 4, 8, 8), encoder_hidden_states=torch.randn(1, 8, 16),
+                  timestep=torch.tensor([500]))
+    return model, inputs
+
+
+def small_hunyuan_video():
+    """Its token refiner (AttnProcessor2_0, torch's SDPA, with a text mask) and its double- and
+    single-stream blocks (diffusers' dispatcher); three of the twelve text tokens are padding."""
+    torch.manual_seed(0)
+    model = diffusers.HunyuanVideoTransformer3DModel(
+        in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=64, num_layers=1,
+        num_single_layers=1, num_refiner_layers=1, patch_size=1, patch_size_t=1, text_embed_dim=16,
+        pooled_projection_dim=8, rope_axes_dim=(16, 24, 24),
+    )
+    mask = torch.ones(1, 12, dtype=torch.bool)
+    mask[:, 9:] = False
+    inputs = dict(hidden_states=torch.randn(1, 4, 2, 8, 8), timestep=torch.tensor([500]),
+                  encoder_hidden_states=torch.randn(1, 12, 16), encoder_attention_mask=mask,
+                  pooled_projections=torch.randn(1, 8), guidance=torch.tensor([3000.0]))
+    return model, inputs
+
+
+def small_ltx_video():
+    """LTX's cross-attention takes the prompt mask as an additive float mask ((1 - mask) * -10000),
+    which the integration reads as the keep-mask it stands for; two of seven text tokens are padding."""
+    torch.manual_seed(0)
+    model = diffusers.LTXVideoTransformer3DModel(
+        in_channels=8, out_channels=8, patch_size=1, patch_size_t=1, num_attention_heads=2, attention_head_dim=64,
+        cross_attention_dim=128, num_layers=1, caption_channels=16,
+    )
+    mask = torch.ones(1, 7)
+    mask[:, 5:] = 0
+    inputs = dict(hidden_states=torch.randn(1, 2 * 4 * 4, 8), encoder_hidden_states=torch.randn(1, 7, 16),
+                  timestep=torch.tensor([500]), encoder_attention_mask=mask, num_frames=2, height=4, width=4)
+    return model, inputs
+
+
+def on_device(inputs):
+    """The model inputs on DEVICE, floating point ones in DTYPE (plain integers as they are)."""
+    def move(v):
+        if not isinstance(v, torch.Tensor):
+            return v
+        return v.to(DEVICE, DTYPE) if v.is_floating_point() else v.to(DEVICE)
+
+    return {k: move(v) for k, v in inputs.items()}
+
+
 def assert_matches(got, want):
     err = float((got.float() - want.float()).norm() / want.float().norm())
     assert err <= REL_L2, f"relative L2 error {err:.2e} > {REL_L2:.0e}"
@@ -84,7 +152,7 @@ def routed_calls(monkeypatch):
 def test_routed_transformer_matches_diffusers_attention(make, calls_per_forward, backend, routed_calls):
     model, inputs = make()
     model = model.to(DEVICE, DTYPE).eval()
-    inputs = {k: v.to(DEVICE, DTYPE) if v.is_floating_point() else v.to(DEVICE) for k, v in inputs.items()}
+    inputs = on_device(inputs)
     want = run(model, inputs)
     assert routed_calls == []
     resolutions = diffattn.diffusers.apply(model, config={"default": backend})
@@ -104,7 +172,7 @@ def test_sparse_video_backends_get_the_latent_geometry(routed_calls):
     it runs only because apply passes each self-attention call its latent (3 x 8 x 8 tokens here)."""
     model, inputs = small_wan()
     model = model.to(DEVICE, DTYPE).eval()
-    inputs = {k: v.to(DEVICE, DTYPE) if v.is_floating_point() else v.to(DEVICE) for k, v in inputs.items()}
+    inputs = on_device(inputs)
     want = run(model, inputs)
     diffattn.diffusers.apply(model, config={"per_role": {"self": {"backend": "FASTVIDEO_VSA", "fastvideo_vsa_topk": 4}}})
     got = run(model, inputs)
@@ -136,7 +204,7 @@ def test_an_explicit_backend_that_cannot_run_is_refused_at_apply():
 def test_a_routed_transformer_compiles_without_graph_breaks(routed_calls):
     model, inputs = small_wan()
     model = model.to(DEVICE, DTYPE).eval()
-    inputs = {k: v.to(DEVICE, DTYPE) if v.is_floating_point() else v.to(DEVICE) for k, v in inputs.items()}
+    inputs = on_device(inputs)
     diffattn.diffusers.apply(model, config={"default": "TORCH_SDPA"})
     want = run(model, inputs)
     routed_calls.clear()
@@ -152,7 +220,7 @@ def test_a_compiled_transformer_passes_the_latent_geometry(routed_calls):
     keeping 2 of 4 cubes (refused without it) gives the eager routed model's output."""
     model, inputs = small_wan()
     model = model.to(DEVICE, DTYPE).eval()
-    inputs = {k: v.to(DEVICE, DTYPE) if v.is_floating_point() else v.to(DEVICE) for k, v in inputs.items()}
+    inputs = on_device(inputs)
     dense = run(model, inputs)
     diffattn.diffusers.apply(model, config={"per_role": {"self": {"backend": "FASTVIDEO_VSA", "fastvideo_vsa_topk": 2}}})
     want = run(model, inputs)
@@ -164,3 +232,77 @@ def test_a_compiled_transformer_passes_the_latent_geometry(routed_calls):
     assert_matches(got, want)
     assert float((want.float() - dense.float()).norm() / dense.float().norm()) > 1e-4  # two cubes of four
     diffattn.diffusers.remove(model)
+
+
+@pytest.mark.parametrize(
+    "make, calls_per_forward",
+    [
+        (small_sd3, {"joint": 2, "self": 1}),
+        (small_cogvideox, {"self": 1}),
+        (small_hunyuan_video, {"joint": 1, "self": 2}),
+        (small_ltx_video, {"self": 1, "cross": 1}),
+    ],
+)
+def test_sdpa_calling_and_additive_mask_families_are_routed(make, calls_per_forward, routed_calls):
+    """SD3, CogVideoX and HunyuanVideo's refiner call torch's SDPA from their processors; LTX passes an
+    additive mask. Each is routed call by call (counted per role) and matches diffusers' own attention.
+    TORCH_SDPA only: these families have not run on a GPU backend yet."""
+    model, inputs = make()
+    model = model.to(DEVICE, DTYPE).eval()
+    inputs = on_device(inputs)
+    want = run(model, inputs)
+    assert routed_calls == []
+    resolutions = diffattn.diffusers.apply(model, config={"default": "TORCH_SDPA"})
+    assert set(resolutions) == set(calls_per_forward)
+    got = run(model, inputs)
+    assert {role: routed_calls.count(role) for role in set(routed_calls)} == calls_per_forward
+    assert_matches(got, want)
+    diffattn.diffusers.remove(model)
+    routed_calls.clear()
+    torch.testing.assert_close(run(model, inputs), want)
+    assert routed_calls == []
+
+
+@pytest.mark.parametrize("make", [small_sd3, small_hunyuan_video, small_ltx_video])
+def test_sdpa_calling_processors_and_additive_masks_compile_without_graph_breaks(make, routed_calls):
+    model, inputs = make()
+    model = model.to(DEVICE, DTYPE).eval()
+    inputs = on_device(inputs)
+    diffattn.diffusers.apply(model, config={"default": "TORCH_SDPA"})
+    want = run(model, inputs)
+    routed_calls.clear()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager" if DEVICE == "cpu" else "inductor")
+    with torch.no_grad():
+        got = compiled(**inputs, return_dict=False)[0]
+    assert routed_calls  # the compiled graph calls diffattn's op
+    assert_matches(got, want)
+
+
+def test_outside_a_routed_processor_torch_sdpa_is_untouched():
+    """The module-level F that routes SDPA calls gives torch's own result to every call that is not
+    inside a routed processor (another model in the same process, or a role left out)."""
+    model, inputs = small_sd3()
+    diffattn.diffusers.apply(model, config={"default": "TORCH_SDPA"}, roles=["self"])
+    from diffusers.models import attention_processor
+
+    q, k, v = (torch.randn(1, 2, 9, 16) for _ in range(3))
+    got = attention_processor.F.scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(got, torch.nn.functional.scaled_dot_product_attention(q, k, v), rtol=0, atol=0)
+
+
+def test_additive_masks_become_keep_masks_or_are_refused():
+    keep = torch.rand(2, 3, 1, 11) < 0.6
+    keep[..., 0] = True
+    keep = keep[:, :1].expand(2, 3, 1, 11)  # one row repeated over the heads, as prepare_attention_mask gives
+    additive = (1 - keep.float()) * -10000.0
+    got = diffattn.diffusers._mask_for_diffattn(additive)
+    assert got.dtype == torch.bool and torch.equal(got, keep[:, 0, 0, :])
+    got = diffattn.diffusers._mask_for_diffattn(additive.masked_fill(~keep, float("-inf")))
+    assert torch.equal(got, keep[:, 0, 0, :])
+    with pytest.raises(diffattn.InvalidInputError, match="not a keep-mask"):
+        diffattn.diffusers._mask_for_diffattn(additive - 0.5)  # a bias
+    with pytest.raises(diffattn.InvalidInputError, match="not a keep-mask"):
+        diffattn.diffusers._mask_for_diffattn(torch.full((2, 1, 1, 11), -10000.0))  # rows that keep nothing
+    with pytest.raises(diffattn.InvalidInputError, match="not a keep-mask"):
+        diffattn.diffusers._mask_for_diffattn(torch.where(torch.rand(2, 3, 1, 11) < 0.5, 0.0, -1e4))  # heads differ
+    torch.library.opcheck(torch.ops.diffattn.keep_mask_from_additive.default, (additive,))
