@@ -16,11 +16,11 @@ instead: that module gets an `F` of its own whose SDPA goes to diffattn (by tran
 routed processor's call is in progress, and is torch's everywhere else; each such processor is
 wrapped so that its role's route is active during its calls. Additive float masks of 0 and -10000 (or
 -inf), as many diffusers models build from a keep-mask (LTX's cross-attention), become that keep-mask
-after one check of their values (eagerly only); any other float mask is refused. Roles: a module
-diffusers marks as cross-attention (or, without that flag, one named `attn2`) is "cross"; one with
-added key/value projections (text and image tokens attended together, as in Flux's double-stream
-blocks) is "joint" (category "self"); any other is "self". Each role's resolution is logged once, at
-`apply`.
+through the checked op keep_mask_from_additive; any other float mask is refused. Roles: a module
+diffusers marks as cross-attention (or, without that flag, one named `attn2` or `<a>_to_<b>_attn`) is
+"cross"; one with added key/value projections (text and image tokens attended together, as in Flux's
+double-stream blocks) is "joint" (category "self"); any other is "self". Each role's resolution is
+logged once, at `apply`.
 
 The sparse video backends (FASTVIDEO_VSA, RAINFUSION_ATTN) need each call's latent video geometry. For
 a video transformer whose `hidden_states` is [B, C, F, H, W] and whose config gives its patch size
@@ -95,10 +95,13 @@ def _record_geometry(model: Any, geometry: _Geometry) -> Any:
 
 def role_of(module: Any, name: str = "") -> tuple[str, str | None]:
     """(role, category) of a diffusers attention module named `name` in its model. A module without an
-    `is_cross_attention` flag (LTX's) is cross-attention where diffusers' blocks name it so: `attn2`."""
+    `is_cross_attention` flag (LTX's, LTX-2's) is cross-attention where diffusers' blocks name it so:
+    `attn2` (`audio_attn2`), or `<a>_to_<b>_attn` for attention from one stream to another (LTX-2's
+    audio-to-video and video-to-audio)."""
     cross = getattr(module, "is_cross_attention", None)
     if cross is None:
-        cross = name.rsplit(".", 1)[-1] == "attn2"
+        leaf = name.rsplit(".", 1)[-1]
+        cross = leaf.endswith("attn2") or ("_to_" in leaf and leaf.endswith("attn"))
     if cross:
         return "cross", None
     if getattr(module, "added_kv_proj_dim", None) is not None:

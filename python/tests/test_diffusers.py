@@ -110,6 +110,24 @@ def small_ltx_video():
     return model, inputs
 
 
+def small_ltx2():
+    """LTX-2's audio and video streams: self-attention in each, cross-attention to each prompt (with
+    additive masks) and between the streams (audio_to_video_attn, video_to_audio_attn)."""
+    torch.manual_seed(0)
+    model = diffusers.LTX2VideoTransformer3DModel(
+        in_channels=8, out_channels=8, num_attention_heads=2, attention_head_dim=64, cross_attention_dim=128,
+        audio_in_channels=8, audio_out_channels=8, audio_num_attention_heads=2, audio_attention_head_dim=64,
+        audio_cross_attention_dim=128, num_layers=1, caption_channels=16, use_prompt_embeddings=False,
+    )
+    mask = torch.ones(1, 7)
+    mask[:, 5:] = 0
+    inputs = dict(hidden_states=torch.randn(1, 2 * 4 * 4, 8), audio_hidden_states=torch.randn(1, 5, 8),
+                  encoder_hidden_states=torch.randn(1, 7, 128), audio_encoder_hidden_states=torch.randn(1, 7, 128),
+                  timestep=torch.tensor([500]), encoder_attention_mask=mask, audio_encoder_attention_mask=mask,
+                  num_frames=2, height=4, width=4, audio_num_frames=5)
+    return model, inputs
+
+
 def on_device(inputs):
     """The model inputs on DEVICE, floating point ones in DTYPE (plain integers as they are)."""
     def move(v):
@@ -241,6 +259,7 @@ def test_a_compiled_transformer_passes_the_latent_geometry(routed_calls):
         (small_cogvideox, {"self": 1}),
         (small_hunyuan_video, {"joint": 1, "self": 2}),
         (small_ltx_video, {"self": 1, "cross": 1}),
+        (small_ltx2, {"self": 2, "cross": 4}),
     ],
 )
 def test_sdpa_calling_and_additive_mask_families_are_routed(make, calls_per_forward, routed_calls):
