@@ -95,6 +95,25 @@ def small_hunyuan_video():
     return model, inputs
 
 
+def small_hunyuan_video_15():
+    """HunyuanVideo-1.5: its token refiner (torch's SDPA, a padded prompt) and its joint blocks over
+    video, two padded prompts and an image context."""
+    torch.manual_seed(0)
+    model = diffusers.HunyuanVideo15Transformer3DModel(
+        in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=64, num_layers=1,
+        num_refiner_layers=1, patch_size=1, patch_size_t=1, text_embed_dim=16, text_embed_2_dim=8,
+        image_embed_dim=8, rope_axes_dim=(16, 24, 24), target_size=64,
+    )
+    mask, mask_2 = torch.ones(1, 12), torch.ones(1, 6)
+    mask[:, 9:] = 0
+    mask_2[:, 4:] = 0
+    inputs = dict(hidden_states=torch.randn(1, 4, 2, 8, 8), timestep=torch.tensor([500.0]),
+                  encoder_hidden_states=torch.randn(1, 12, 16), encoder_attention_mask=mask,
+                  encoder_hidden_states_2=torch.randn(1, 6, 8), encoder_attention_mask_2=mask_2,
+                  image_embeds=torch.zeros(1, 5, 8))
+    return model, inputs
+
+
 def small_ltx_video():
     """LTX's cross-attention takes the prompt mask as an additive float mask ((1 - mask) * -10000),
     which the integration reads as the keep-mask it stands for; two of seven text tokens are padding."""
@@ -258,6 +277,7 @@ def test_a_compiled_transformer_passes_the_latent_geometry(routed_calls):
         (small_sd3, {"joint": 2, "self": 1}),
         (small_cogvideox, {"self": 1}),
         (small_hunyuan_video, {"joint": 1, "self": 2}),
+        (small_hunyuan_video_15, {"joint": 1, "self": 1}),
         (small_ltx_video, {"self": 1, "cross": 1}),
         (small_ltx2, {"self": 2, "cross": 4}),
     ],
