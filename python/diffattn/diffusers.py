@@ -19,14 +19,16 @@ wrapped so that its role's route is active during its calls. Additive float mask
 through the checked op keep_mask_from_additive; any other float mask is refused. Roles: a module
 diffusers marks as cross-attention (or, without that flag, one named `attn2` or `<a>_to_<b>_attn`) is
 "cross"; one with added key/value projections (text and image tokens attended together, as in Flux's
-double-stream blocks) is "joint" (category "self"); any other is "self". Each role's resolution is
-logged once, at `apply`.
+double-stream blocks) is "joint" (category "self"); one under a token refiner (self-attention over the prompt
+alone) is "text"; any other is "self". Each role's resolution is logged once, at `apply`.
 
 The sparse video backends (FASTVIDEO_VSA, RAINFUSION_ATTN) need each call's latent video geometry. For
 a video transformer whose `hidden_states` is [B, C, F, H, W] and whose config gives its patch size
 (`patch_size` (t, h, w), or `patch_size` with `patch_size_t`, as Wan and HunyuanVideo do), `apply`
-records (F / t, H / h, W / w) at every forward and passes it with each eager call whose query length
-is that many tokens; other calls carry none. Under torch.compile the hook is traced with the forward
+records (F / t, H / h, W / w) at every forward (CogVideoX's [B, F, C, H, W] and LTX's packed latents
+with their num_frames / height / width arguments too) and passes it with each call whose query length
+is that many tokens, or that many plus the text of a joint sequence in the models that have one
+(_JOINT_TEXT); other calls carry none. Under torch.compile the hook is traced with the forward
 and the geometry reaches the custom op (torch.ops.diffattn.attention_ex_out) as integers, so the
 sparse video backends run compiled too.
 """
@@ -50,17 +52,43 @@ _WRAPPED_MARK = "_diffattn_wraps"
 _GEOMETRY_HOOK = "_diffattn_geometry_hook"
 
 
+# Video transformers whose joint attention runs text and video tokens as one sequence: where the text
+# stands (HunyuanVideo's blocks append it; CogVideoX's put it first).
+_JOINT_TEXT = {
+    "HunyuanVideoTransformer3DModel": "after",
+    "HunyuanVideo15Transformer3DModel": "after",
+    "CogVideoXTransformer3DModel": "before",
+}
+# Latent layouts other than [B, C, F, H, W]: CogVideoX's [B, F, C, H, W]; LTX's and LTX-2's packed
+# [B, S, C] with the sizes given as num_frames, height and width.
+_LAYOUT = {
+    "CogVideoXTransformer3DModel": "BFCHW",
+    "LTXVideoTransformer3DModel": "packed",
+    "LTX2VideoTransformer3DModel": "packed",
+}
+
+
 class _Geometry:
-    """The latent video of the forward in progress (frames, height, width), or None."""
+    """The latent video of the forward in progress (frames, height, width), or None; `text` says where
+    a joint sequence's text tokens stand ("before", "after" or None: no joint sequences)."""
 
-    def __init__(self) -> None:
+    def __init__(self, text: str | None = None) -> None:
         self.video: tuple[int, int, int] | None = None
+        self.text = text
 
-    def for_tokens(self, tokens: int) -> tuple[int, int, int] | None:
+    def for_tokens(self, tokens: int) -> tuple[int, ...] | None:
+        """The geometry of a sequence of `tokens`: the video's, or for a joint sequence the video's with
+        its text tokens before or after; None where the sequence is neither."""
         video = self.video
-        if video is None or video[0] * video[1] * video[2] != tokens:
+        if video is None:
             return None
-        return video
+        count = video[0] * video[1] * video[2]
+        if count == tokens:
+            return video
+        if self.text is None or tokens <= count:
+            return None
+        text = tokens - count
+        return video + ((text, 0) if self.text == "before" else (0, text))
 
 
 def _patch_size(model: Any) -> tuple[int, int, int] | None:
@@ -74,17 +102,29 @@ def _patch_size(model: Any) -> tuple[int, int, int] | None:
     return patch if len(patch) == 3 else None
 
 
+def _latent_sizes(layout: str, args: tuple, kwargs: dict) -> tuple[Any, Any, Any] | None:
+    """(frames, height, width) of a forward's latent before patching, or None where it has none."""
+    if layout == "packed":
+        sizes = tuple(kwargs.get(name) for name in ("num_frames", "height", "width"))
+        return sizes if all(isinstance(x, int) or hasattr(x, "__index__") for x in sizes) else None
+    hidden = kwargs.get("hidden_states", args[0] if args else None)
+    shape = tuple(getattr(hidden, "shape", ()))
+    if len(shape) != 5:
+        return None
+    return (shape[1], shape[3], shape[4]) if layout == "BFCHW" else (shape[2], shape[3], shape[4])
+
+
 def _record_geometry(model: Any, geometry: _Geometry) -> Any:
     """A forward pre-hook that records the latent geometry of each forward of a video transformer."""
     patch = _patch_size(model)
+    layout = _LAYOUT.get(type(model).__name__, "BCFHW")
 
     def hook(_module, args, kwargs):
         geometry.video = None
-        hidden = kwargs.get("hidden_states", args[0] if args else None)
-        shape = tuple(getattr(hidden, "shape", ()))
-        if patch is None or len(shape) != 5:
+        sizes = _latent_sizes(layout, args, kwargs)
+        if patch is None or sizes is None:
             return None
-        frames, height, width = shape[2], shape[3], shape[4]
+        frames, height, width = sizes
         if frames % patch[0] or height % patch[1] or width % patch[2]:
             return None
         geometry.video = (frames // patch[0], height // patch[1], width // patch[2])
@@ -106,6 +146,8 @@ def role_of(module: Any, name: str = "") -> tuple[str, str | None]:
         return "cross", None
     if getattr(module, "added_kv_proj_dim", None) is not None:
         return "joint", "self"
+    if "token_refiner" in name.split("."):
+        return "text", None  # self-attention over the prompt alone (HunyuanVideo's token refiner)
     return "self", None
 
 
@@ -277,7 +319,7 @@ def apply(
         raise errors.InvalidInputError(
             f"{type(model).__name__} has no diffusers attention modules (with a processor) to route", "invalid_input"
         )
-    geometry = getattr(model, "_diffattn_geometry", None) or _Geometry()
+    geometry = getattr(model, "_diffattn_geometry", None) or _Geometry(_JOINT_TEXT.get(type(model).__name__))
     for name, module in modules:
         role, category = role_of(module, name)
         if roles is not None and role not in roles:

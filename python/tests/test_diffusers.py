@@ -276,8 +276,8 @@ def test_a_compiled_transformer_passes_the_latent_geometry(routed_calls):
     [
         (small_sd3, {"joint": 2, "self": 1}),
         (small_cogvideox, {"self": 1}),
-        (small_hunyuan_video, {"joint": 1, "self": 2}),
-        (small_hunyuan_video_15, {"joint": 1, "self": 1}),
+        (small_hunyuan_video, {"joint": 1, "self": 1, "text": 1}),
+        (small_hunyuan_video_15, {"joint": 1, "text": 1}),
         (small_ltx_video, {"self": 1, "cross": 1}),
         (small_ltx2, {"self": 2, "cross": 4}),
     ],
@@ -345,3 +345,40 @@ def test_additive_masks_become_keep_masks_or_are_refused():
     with pytest.raises(diffattn.InvalidInputError, match="not a keep-mask"):
         diffattn.diffusers._mask_for_diffattn(torch.where(torch.rand(2, 3, 1, 11) < 0.5, 0.0, -1e4))  # heads differ
     torch.library.opcheck(torch.ops.diffattn.keep_mask_from_additive.default, (additive,))
+
+
+@pytest.mark.parametrize(
+    "make, role, spec",
+    [
+        # CogVideoX: [B, F, C, H, W] latents, text tokens before the video in one sequence.
+        (small_cogvideox, "self", {"backend": "RAINFUSION_ATTN", "block_sparse": {"sparsity": 0.0}}),
+        # LTX: packed [B, S, C] latents whose sizes come as num_frames, height and width.
+        (small_ltx_video, "self", {"backend": "RAINFUSION_ATTN", "block_sparse": {"sparsity": 0.0}}),
+        (small_ltx_video, "self", {"backend": "FASTVIDEO_VSA", "fastvideo_vsa_topk": 1}),
+    ],
+)
+def test_other_latent_layouts_and_joint_sequences_get_their_geometry(make, role, spec, routed_calls):
+    """Keeping every tile (sparsity 0, or the only cube) is dense attention, so the routed model matches
+    diffusers' own; the sparse backends run only because each call carries its geometry."""
+    model, inputs = make()
+    model = model.to(DEVICE, DTYPE).eval()
+    inputs = on_device(inputs)
+    want = run(model, inputs)
+    resolutions = diffattn.diffusers.apply(model, config={"default": "TORCH_SDPA", "per_role": {role: spec}})
+    assert resolutions[role].backend == spec["backend"]
+    got = run(model, inputs)
+    assert routed_calls.count(role) >= 1
+    err = float((got.float() - want.float()).norm() / want.float().norm())
+    assert err <= max(REL_L2, 1e-4), f"relative L2 error {err:.2e}"
+
+
+def test_a_joint_sequence_geometry_places_the_text():
+    geometry = diffattn.diffusers._Geometry("after")
+    geometry.video = (2, 3, 4)
+    assert geometry.for_tokens(24) == (2, 3, 4)
+    assert geometry.for_tokens(31) == (2, 3, 4, 0, 7)
+    assert geometry.for_tokens(20) is None
+    geometry.text = "before"
+    assert geometry.for_tokens(30) == (2, 3, 4, 6, 0)
+    geometry.text = None
+    assert geometry.for_tokens(30) is None  # a model without joint sequences
