@@ -196,8 +196,35 @@ def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal
             return torch_ops.call(route.key, query, key, value, mask, None, None, False, scale, bool(is_causal),
                                   video=video)
         return torch.ops.diffattn.attention(query, key, value, mask, route.key, scale, bool(is_causal))
-    # Eagerly, the same call without the dispatcher's per-call cost.
-    return route.layer_for(query, key, scale, bool(is_causal))(query, key, value, mask, video=video)
+    # Eagerly, the same call without the dispatcher's per-call cost; a padding mask given as the outer
+    # product of query and key padding runs as key padding, its padded query rows zeroed after.
+    query_keep = None
+    outer = _outer_as_key_padding(mask)
+    if outer is not None:
+        mask, query_keep = outer
+    out = route.layer_for(query, key, scale, bool(is_causal))(query, key, value, mask, video=video)
+    if query_keep is not None:
+        out.masked_fill_(~query_keep[:, :, None, None], 0)
+    return out
+
+
+def _outer_as_key_padding(mask: Any) -> tuple[Any, Any] | None:
+    """A boolean [B, 1|H, Sq, Skv] mask that keeps key j for query i exactly where query i and key j are
+    both kept, in every head (HunyuanVideo-1.5 and HunyuanVideo's token refiner build their prompt
+    padding so) as (key-padding mask [B, Skv], or None
+    where it keeps every key; query keep [B, Sq], or None where it keeps every query). Dense masks take
+    slower paths than key padding, and some backends (SAGE_ATTN on CUDA, the sparse ones) refuse them;
+    a row that keeps no key gives zeros either way. None for any other mask; eager calls only (the
+    check reads the mask: one device synchronisation)."""
+    if mask is None or mask.dtype != torch.bool or mask.dim() != 4 or mask.shape[2] == 1:
+        return None
+    rows = mask[:, 0]
+    keys, queries = rows.any(dim=1), rows.any(dim=2)
+    outer, every_key, every_query = torch.stack(
+        [(mask == (queries[:, :, None] & keys[:, None, :])[:, None]).all(), keys.all(), queries.all()]).tolist()
+    if not outer:
+        return None
+    return (None if every_key else keys), (None if every_query else queries)
 
 
 # The routes of the SDPA-calling processors' calls in progress, innermost last (see _SdpaRouted).

@@ -382,3 +382,25 @@ def test_a_joint_sequence_geometry_places_the_text():
     assert geometry.for_tokens(30) == (2, 3, 4, 6, 0)
     geometry.text = None
     assert geometry.for_tokens(30) is None  # a model without joint sequences
+
+
+def test_an_outer_product_padding_mask_runs_as_key_padding():
+    """HunyuanVideo-1.5's padding mask (query kept and key kept) becomes key padding plus the query rows
+    to zero; any other dense mask stays dense."""
+    keys, queries = torch.rand(2, 13) < 0.7, torch.rand(2, 11) < 0.7
+    keys[:, 0] = True
+    outer = (queries[:, :, None] & keys[:, None, :])[:, None]
+    got_keys, got_queries = diffattn.diffusers._outer_as_key_padding(outer)
+    assert torch.equal(got_keys, keys) and torch.equal(got_queries, queries)
+    every = torch.ones(2, 1, 11, 13, dtype=torch.bool)
+    assert diffattn.diffusers._outer_as_key_padding(every) == (None, None)
+    other = outer.clone()
+    other[0, 0, int(queries[0].nonzero()[0]), 0] = False  # one kept pair dropped: not an outer product
+    assert diffattn.diffusers._outer_as_key_padding(other) is None
+    assert diffattn.diffusers._outer_as_key_padding(keys) is None  # already key padding
+    per_head = outer.expand(2, 3, 11, 13)  # the same rows in every head, as prepare_attention_mask repeats them
+    got_keys, got_queries = diffattn.diffusers._outer_as_key_padding(per_head)
+    assert torch.equal(got_keys, keys) and torch.equal(got_queries, queries)
+    differing = per_head.clone()
+    differing[:, 1] = True
+    assert diffattn.diffusers._outer_as_key_padding(differing) is None
