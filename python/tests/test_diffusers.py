@@ -404,3 +404,20 @@ def test_an_outer_product_padding_mask_runs_as_key_padding():
     differing = per_head.clone()
     differing[:, 1] = True
     assert diffattn.diffusers._outer_as_key_padding(differing) is None
+
+
+@pytest.mark.parametrize("make", [small_hunyuan_video_15, small_wan])
+def test_the_seeds_sage_attn_examples_run_through_diffusers(make):
+    """DIFFUSION_ATTENTION_BACKEND=SAGE_ATTN on HunyuanVideo-1.5 and Wan, in bf16: every call runs the
+    8-bit backend (HunyuanVideo-1.5's padding as key padding, which SAGE_ATTN takes) within 8-bit
+    error of diffusers' own attention."""
+    model, inputs = make()
+    model = model.to(DEVICE, torch.bfloat16).eval()
+    inputs = {k: (v.to(DEVICE, torch.bfloat16) if v.is_floating_point() else v.to(DEVICE))
+              if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    want = run(model, inputs)
+    resolutions = diffattn.diffusers.apply(model, config={"default": "SAGE_ATTN"})
+    assert {r.backend for r in resolutions.values()} == {"SAGE_ATTN"}
+    got = run(model, inputs)
+    err = float((got.float() - want.float()).norm() / want.float().norm())
+    assert err <= 2e-2, f"relative L2 error {err:.2e}"
