@@ -70,11 +70,14 @@ _LAYOUT = {
 
 class _Geometry:
     """The latent video of the forward in progress (frames, height, width), or None; `text` says where
-    a joint sequence's text tokens stand ("before", "after" or None: no joint sequences)."""
+    a joint sequence's text tokens stand ("before", "after" or None: no joint sequences); `step` and
+    `num_steps` the denoising step the model's calls carry (None: none)."""
 
     def __init__(self, text: str | None = None) -> None:
         self.video: tuple[int, int, int] | None = None
         self.text = text
+        self.step: int | None = None  # the denoising step of the next calls (set_step, step_callback)
+        self.num_steps = 0
 
     def for_tokens(self, tokens: int) -> tuple[int, ...] | None:
         """The geometry of a sequence of `tokens`: the video's, or for a joint sequence the video's with
@@ -192,17 +195,22 @@ def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal
     geometry = getattr(route, "geometry", None)
     video = geometry.for_tokens(query.shape[1]) if geometry is not None and query.shape[1] == key.shape[1] else None
     if torch.compiler.is_compiling():
+        # The step (set_step) is read by the op when it runs (torch_ops._step_of): not traced, so a
+        # compiled model is not recompiled for each step.
         if video is not None:
             return torch_ops.call(route.key, query, key, value, mask, None, None, False, scale, bool(is_causal),
                                   video=video)
         return torch.ops.diffattn.attention(query, key, value, mask, route.key, scale, bool(is_causal))
+    step = geometry.step if geometry is not None else None
+    num_steps = geometry.num_steps if step is not None else 0
     # Eagerly, the same call without the dispatcher's per-call cost; a padding mask given as the outer
     # product of query and key padding runs as key padding, its padded query rows zeroed after.
     query_keep = None
     outer = _outer_as_key_padding(mask)
     if outer is not None:
         mask, query_keep = outer
-    out = route.layer_for(query, key, scale, bool(is_causal))(query, key, value, mask, video=video)
+    out = route.layer_for(query, key, scale, bool(is_causal))(query, key, value, mask, video=video, step=step,
+                                                              num_steps=num_steps)
     if query_keep is not None:
         out.masked_fill_(~query_keep[:, :, None, None], 0)
     return out
@@ -371,6 +379,39 @@ def apply(
             model, "register_forward_pre_hook"):
         setattr(model, _GEOMETRY_HOOK, _record_geometry(model, geometry))
     return resolutions
+
+
+def set_step(model: Any, step: int | None, num_steps: int = 0) -> None:
+    """The denoising step that the attention calls of `model` (routed by `apply`) carry from now on:
+    what an attention schedule picks its profile by, and RAINFUSION_ATTN's start_step / end_step
+    window reads (`num_steps`: the generation's steps, 0 if not known). None: the calls carry none
+    (a scheduled session then refuses them)."""
+    geometry = getattr(model, "_diffattn_geometry", None)
+    if geometry is None:
+        raise errors.UsageError("set_step needs a model routed by diffattn.diffusers.apply first", "invalid_input")
+    if step is not None and (int(step) < 0 or int(num_steps) < 0 or (num_steps and int(step) >= int(num_steps))):
+        raise errors.UsageError(f"set_step: step {step} is not a step of a {num_steps}-step generation "
+                                "(steps count from 0; num_steps 0 means not known)", "invalid_input")
+    geometry.step = None if step is None else int(step)
+    geometry.num_steps = int(num_steps) if step is not None else 0
+
+
+def step_callback(model: Any) -> Any:
+    """A `callback_on_step_end` for a diffusers pipeline whose transformer is `model`: the model's calls
+    carry step 0 from now on, and after step i ends, step i + 1 (with the pipeline's step count); after
+    the last step, 0 again for the next generation.
+
+        pipe(prompt, ..., callback_on_step_end=diffattn.diffusers.step_callback(pipe.transformer))
+    """
+    set_step(model, 0)
+
+    def callback(pipe: Any, i: int, _t: Any, callback_kwargs: dict[str, Any]) -> dict[str, Any]:
+        num_steps = int(getattr(pipe, "num_timesteps", 0) or 0)
+        following = int(i) + 1
+        set_step(model, 0 if num_steps and following >= num_steps else following, num_steps)
+        return {}
+
+    return callback
 
 
 def remove(model: Any) -> None:

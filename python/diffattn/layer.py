@@ -179,9 +179,11 @@ class Attention:
         video: VideoLike = None,
         layer_index: int | None = None,
         gate: Any = None,
+        num_steps: int = 0,
     ) -> Any:
         """Attention of q over k/v: returns out, or (out, lse) with return_lse (or lse= given).
-        `step` and `sigma`: the denoising step, for a session with an attention schedule; `video`,
+        `step` and `sigma`: the denoising step, for a session with an attention schedule (`num_steps`:
+        the generation's steps, where known, for RAINFUSION_ATTN's end_step); `video`,
         `layer_index` and `gate`: what the sparse video backends read (forward_into says how)."""
         if stream is None and _tensors.torch_compiling(q):
             from . import torch_ops
@@ -189,13 +191,14 @@ class Attention:
             if video is not None:
                 _video_geometry_values(video)  # a wrong shape is refused while tracing, as eagerly
             return torch_ops.call(self.key, q, k, v, mask, out, lse, return_lse, self.scale, self.causal,
-                                  video=video, step=step, sigma=sigma, layer_index=layer_index, gate=gate)
+                                  video=video, step=step, sigma=sigma, layer_index=layer_index, gate=gate,
+                                  num_steps=num_steps)
         want_lse = return_lse or lse is not None
         if out is None:
             out = _tensors.empty_like_out(q, _out_shape(q, v))
         if want_lse and lse is None:
             lse = _tensors.empty_like_out(q, _lse_shape(q), float32=True)
-        self.forward_into(q, k, v, out, mask, lse if want_lse else None, stream, step, sigma,
+        self.forward_into(q, k, v, out, mask, lse if want_lse else None, stream, step, sigma, num_steps,
                           video=video, layer_index=layer_index, gate=gate)
         return (out, lse) if want_lse else out
 

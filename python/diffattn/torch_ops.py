@@ -9,7 +9,7 @@ implementation giving output shapes and dtypes without running anything.
   torch.ops.diffattn.attention_lse(q, k, v, mask, target, scale, causal) -> (out, lse)
   torch.ops.diffattn.attention_out(q, k, v, mask, out, lse, target, scale, causal) -> None  (in place)
   torch.ops.diffattn.attention_ex_out(q, k, v, mask, gate, out, lse, target, scale, causal, video, step,
-                                      sigma, layer_index) -> None  (in place)
+                                      sigma, layer_index, num_steps=0) -> None  (in place)
 
   torch.ops.diffattn.keep_mask_from_additive(mask) -> bool keep-mask
 
@@ -40,13 +40,28 @@ def _lse_shape(q: torch.Tensor) -> list[int]:
     return [q.shape[0], q.shape[2], q.shape[1]] if q.dim() == 4 else [0]
 
 
+def _step_of(target: Any, step: Optional[int], num_steps: int) -> tuple[Optional[int], int]:
+    """The call's step: the one given, else the step its route holds where one is set (the diffusers
+    integration's set_step), read when the op runs, so a compiled graph does not specialise on it."""
+    if step is None:
+        state = getattr(target, "geometry", None)
+        if state is not None and getattr(state, "step", None) is not None:
+            return state.step, state.num_steps
+    return step, num_steps
+
+
 def _run(q, k, v, mask, out, lse, target: int, scale: Optional[float], causal: bool) -> None:
-    _targets.target_by_key(target).layer_for(q, k, scale, causal).forward_into(q, k, v, out, mask, lse)
+    routed = _targets.target_by_key(target)
+    step, num_steps = _step_of(routed, None, 0)
+    routed.layer_for(q, k, scale, causal).forward_into(q, k, v, out, mask, lse, None, step, None, num_steps)
 
 
-def _run_ex(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma, layer_index) -> None:
-    _targets.target_by_key(target).layer_for(q, k, scale, causal).forward_into(
-        q, k, v, out, mask, lse, None, step, sigma, video=None if video is None else tuple(video),
+def _run_ex(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma, layer_index,
+            num_steps=0) -> None:
+    routed = _targets.target_by_key(target)
+    step, num_steps = _step_of(routed, step, num_steps)
+    routed.layer_for(q, k, scale, causal).forward_into(
+        q, k, v, out, mask, lse, None, step, sigma, num_steps, video=None if video is None else tuple(video),
         layer_index=layer_index, gate=gate)
 
 
@@ -96,7 +111,8 @@ _library.define(
 )
 _library.define(
     "attention_ex_out(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor? gate, Tensor(a!) out, Tensor(b!)? lse, "
-    "int target, float? scale, bool causal, SymInt[]? video, SymInt? step, float? sigma, SymInt? layer_index) -> ()"
+    "int target, float? scale, bool causal, SymInt[]? video, SymInt? step, float? sigma, SymInt? layer_index, "
+    "SymInt num_steps=0) -> ()"
 )
 _library.define("keep_mask_from_additive(Tensor mask) -> Tensor")
 _library.define("attention(Tensor q, Tensor k, Tensor v, Tensor? mask, int target, float? scale, bool causal) -> Tensor")
@@ -109,8 +125,9 @@ def _attention_out(q, k, v, mask, out, lse, target, scale, causal) -> None:
     _run(q, k, v, mask, out, lse, target, scale, causal)
 
 
-def _attention_ex_out(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma, layer_index) -> None:
-    _run_ex(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma, layer_index)
+def _attention_ex_out(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma, layer_index,
+                      num_steps=0) -> None:
+    _run_ex(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma, layer_index, num_steps)
 
 
 def _attention(q, k, v, mask, target, scale, causal) -> torch.Tensor:
@@ -140,7 +157,7 @@ def _attention_out_fake(q, k, v, mask, out, lse, target, scale, causal) -> None:
 
 @torch.library.register_fake("diffattn::attention_ex_out", lib=_library)
 def _attention_ex_out_fake(q, k, v, mask, gate, out, lse, target, scale, causal, video, step, sigma,
-                           layer_index) -> None:
+                           layer_index, num_steps=0) -> None:
     return None
 
 
@@ -176,6 +193,7 @@ def call(
     sigma: Optional[float] = None,
     layer_index: Optional[int] = None,
     gate: Optional[torch.Tensor] = None,
+    num_steps: int = 0,
 ) -> Any:
     """The op that fits the arguments: in place into out/lse when given, else a new output; a call
     with a video geometry, a step, a layer index or a gate goes through attention_ex_out."""
@@ -187,7 +205,7 @@ def call(
         if want_lse and lse is None:
             lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
         ops.attention_ex_out(q, k, v, mask, gate, out, lse if want_lse else None, target, scale, causal,
-                             None if video is None else list(video), step, sigma, layer_index)
+                             None if video is None else list(video), step, sigma, layer_index, num_steps)
         return (out, lse) if want_lse else out
     if out is not None or lse is not None:
         if out is None:

@@ -421,3 +421,59 @@ def test_the_seeds_sage_attn_examples_run_through_diffusers(make):
     got = run(model, inputs)
     err = float((got.float() - want.float()).norm() / want.float().norm())
     assert err <= 2e-2, f"relative L2 error {err:.2e}"
+
+
+def _scheduled_wan():
+    """A small Wan routed with a schedule: dense (TORCH_SDPA) for steps 0-1, from step 2 its
+    self-attention through RAINFUSION_ATTN at sparsity 0.6."""
+    model, inputs = small_wan()
+    model = model.to(DEVICE, DTYPE).eval()
+    inputs = on_device(inputs)
+    dense = run(model, inputs)
+    session = diffattn.Session(config={"default": "TORCH_SDPA"}, schedule={
+        "profiles": {"sparse": {"default": "TORCH_SDPA", "per_role": {
+            "self": {"backend": "RAINFUSION_ATTN", "block_sparse": {"sparsity": 0.6}}}}},
+        "steps": [{"start": 2, "end": None, "profile": "sparse"}]})
+    diffattn.diffusers.apply(model, session=session)
+    return model, inputs, dense
+
+
+def rel_l2(got, want):
+    return float((got.float() - want.float()).norm() / want.float().norm())
+
+
+def test_a_schedule_follows_the_step_the_model_is_given():
+    model, inputs, dense = _scheduled_wan()
+    with pytest.raises(diffattn.InvalidInputError, match="denoising step"):
+        run(model, inputs)  # a scheduled call must say its step
+    for step in range(4):
+        diffattn.diffusers.set_step(model, step, num_steps=4)
+        err = rel_l2(run(model, inputs), dense)
+        assert (err > 1e-3) == (step >= 2), f"step {step}: relative L2 {err:.2e} against dense"
+    with pytest.raises(diffattn.UsageError, match="not a step"):
+        diffattn.diffusers.set_step(model, 4, num_steps=4)
+
+
+def test_the_step_callback_advances_through_a_generation_and_starts_over():
+    model, inputs, dense = _scheduled_wan()
+    callback = diffattn.diffusers.step_callback(model)
+
+    class Pipe:
+        num_timesteps = 3
+
+    seen = []
+    for _generation in range(2):
+        for i in range(Pipe.num_timesteps):
+            seen.append(rel_l2(run(model, inputs), dense) > 1e-3)  # the pipeline's forward of step i
+            assert callback(Pipe(), i, None, {}) == {}
+    assert seen == [False, False, True] * 2
+
+
+def test_a_compiled_model_follows_the_step():
+    model, inputs, dense = _scheduled_wan()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager" if DEVICE == "cpu" else "inductor")
+    for step in (0, 2, 1, 3):
+        diffattn.diffusers.set_step(model, step, num_steps=4)
+        with torch.no_grad():
+            got = compiled(**inputs, return_dict=False)[0]
+        assert (rel_l2(got, dense) > 1e-3) == (step >= 2), f"step {step}"
