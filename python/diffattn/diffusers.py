@@ -218,12 +218,11 @@ def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal
 
 def _outer_as_key_padding(mask: Any) -> tuple[Any, Any] | None:
     """A boolean [B, 1|H, Sq, Skv] mask that keeps key j for query i exactly where query i and key j are
-    both kept, in every head (HunyuanVideo-1.5 and HunyuanVideo's token refiner build their prompt
-    padding so) as (key-padding mask [B, Skv], or None
-    where it keeps every key; query keep [B, Sq], or None where it keeps every query). Dense masks take
-    slower paths than key padding, and some backends (SAGE_ATTN on CUDA, the sparse ones) refuse them;
-    a row that keeps no key gives zeros either way. None for any other mask; eager calls only (the
-    check reads the mask: one device synchronisation)."""
+    both kept, the same in every head (HunyuanVideo-1.5 builds its prompt padding so), as (key-padding
+    mask [B, Skv], or None where it keeps every key; query keep [B, Sq], or None where it keeps every
+    query). Dense masks take slower paths than key padding, and some backends (SAGE_ATTN on CUDA, the
+    sparse ones) refuse them; a row that keeps no key gives zeros either way. None for any other mask;
+    eager calls only (the check reads the mask: one device synchronisation)."""
     if mask is None or mask.dtype != torch.bool or mask.dim() != 4 or mask.shape[2] == 1:
         return None
     rows = mask[:, 0]
@@ -283,7 +282,10 @@ class _SdpaRouted:
         self._attention_backend = route
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["processor"], name)
+        processor = self.__dict__.get("processor")  # absent while copy or pickle rebuilds the object
+        if processor is None:
+            raise AttributeError(name)
+        return getattr(processor, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         _active_routes.append(self._attention_backend)
