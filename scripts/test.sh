@@ -14,7 +14,7 @@ ctest --preset "$preset" -j "$(nproc)"
 echo "== the installed package, used by a project outside the tree"
 PRESET="$preset" scripts/check_consumer.sh
 
-echo "== the Python package (NumPy on the CPU; a fresh virtual environment)"
+echo "== the Python package (NumPy, PyTorch and diffusers on the CPU; a fresh virtual environment)"
 scripts/test_python.sh "$preset"
 
 echo "== concurrency tests under ThreadSanitizer (the selection core alone)"
