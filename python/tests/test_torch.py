@@ -68,7 +68,7 @@ def _video_layer(spec, heads=2, head_size=64, schedule=None):
 
 
 def test_video_geometry_and_gate_compile_without_graph_breaks():
-    """FASTVIDEO_VSA keeping 2 of 8 cubes needs the geometry (a call without it is refused), so the
+    """FASTVIDEO_VSA keeping 2 of 4 cubes needs the geometry (a call without it is refused), so the
     compiled call equals the eager one only if video= and gate= reach the op."""
     frames, height, width = 4, 8, 8
     q, k, v = qkv("cpu", torch.float32, batch=1, sq=frames * height * width, skv=frames * height * width,
