@@ -398,19 +398,24 @@ def set_step(model: Any, step: int | None, num_steps: int = 0) -> None:
     geometry.num_steps = int(num_steps) if step is not None else 0
 
 
-def step_callback(model: Any) -> Any:
-    """A `callback_on_step_end` for a diffusers pipeline whose transformer is `model`: the model's calls
-    carry step 0 from now on, and after step i ends, step i + 1 (with the pipeline's step count); after
-    the last step, 0 again for the next generation.
+def step_callback(*models: Any) -> Any:
+    """A `callback_on_step_end` for a diffusers pipeline whose transformers are `models` (Wan2.2-A14B's
+    pipeline has two): their calls carry step 0 from now on, and after step i ends, step i + 1 (with
+    the pipeline's step count); after the last step, 0 again for the next generation.
 
         pipe(prompt, ..., callback_on_step_end=diffattn.diffusers.step_callback(pipe.transformer))
     """
-    set_step(model, 0)
+    if not models:
+        raise errors.UsageError("step_callback takes the pipeline's routed transformers, e.g. pipe.transformer",
+                                "invalid_input")
+    for model in models:
+        set_step(model, 0)
 
     def callback(pipe: Any, i: int, _t: Any, callback_kwargs: dict[str, Any]) -> dict[str, Any]:
         num_steps = int(getattr(pipe, "num_timesteps", 0) or 0)
         following = int(i) + 1
-        set_step(model, 0 if num_steps and following >= num_steps else following, num_steps)
+        for model in models:
+            set_step(model, 0 if num_steps and following >= num_steps else following, num_steps)
         return {}
 
     return callback

@@ -456,7 +456,8 @@ def test_a_schedule_follows_the_step_the_model_is_given():
 
 def test_the_step_callback_advances_through_a_generation_and_starts_over():
     model, inputs, dense = _scheduled_wan()
-    callback = diffattn.diffusers.step_callback(model)
+    second, _, _ = _scheduled_wan()  # a pipeline's second transformer (Wan2.2-A14B has two)
+    callback = diffattn.diffusers.step_callback(model, second)
 
     class Pipe:
         num_timesteps = 3
@@ -467,6 +468,11 @@ def test_the_step_callback_advances_through_a_generation_and_starts_over():
             seen.append(rel_l2(run(model, inputs), dense) > 1e-3)  # the pipeline's forward of step i
             assert callback(Pipe(), i, None, {}) == {}
     assert seen == [False, False, True] * 2
+    assert second._diffattn_geometry.step == 0 and model._diffattn_geometry.step == 0
+    callback(Pipe(), 1, None, {})
+    assert second._diffattn_geometry.step == 2 and second._diffattn_geometry.num_steps == 3
+    with pytest.raises(diffattn.UsageError, match="routed transformers"):
+        diffattn.diffusers.step_callback()
 
 
 def test_a_compiled_model_follows_the_step():
