@@ -205,33 +205,41 @@ def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal
     num_steps = geometry.num_steps if step is not None else 0
     # Eagerly, the same call without the dispatcher's per-call cost; a padding mask given as the outer
     # product of query and key padding runs as key padding, its padded query rows zeroed after.
-    query_keep = None
+    query_keep, first_key = None, False
     outer = _outer_as_key_padding(mask)
     if outer is not None:
-        mask, query_keep = outer
+        mask, query_keep, first_key = outer
     out = route.layer_for(query, key, scale, bool(is_causal))(query, key, value, mask, video=video, step=step,
                                                               num_steps=num_steps)
     if query_keep is not None:
-        out.masked_fill_(~query_keep[:, :, None, None], 0)
+        # A padded query row keeps no key (zeros), or key 0 alone (its value, with weight 1).
+        fill = value[:, :1].repeat_interleave(query.shape[2] // value.shape[2], dim=2) if first_key else 0
+        out = torch.where(query_keep[:, :, None, None], out, fill)
     return out
 
 
-def _outer_as_key_padding(mask: Any) -> tuple[Any, Any] | None:
+def _outer_as_key_padding(mask: Any) -> tuple[Any, Any, bool] | None:
     """A boolean [B, 1|H, Sq, Skv] mask that keeps key j for query i exactly where query i and key j are
-    both kept, the same in every head (HunyuanVideo-1.5 builds its prompt padding so), as (key-padding
-    mask [B, Skv], or None where it keeps every key; query keep [B, Sq], or None where it keeps every
-    query). Dense masks take slower paths than key padding, and some backends (SAGE_ATTN on CUDA, the
-    sparse ones) refuse them; a row that keeps no key gives zeros either way. None for any other mask;
-    eager calls only (the check reads the mask: one device synchronisation)."""
+    both kept, the same in every head (HunyuanVideo-1.5 builds its prompt padding so), or that and key 0
+    for every query (HunyuanVideo's token refiner), as (key-padding mask [B, Skv], or None where it keeps
+    every key; query keep [B, Sq], or None where it keeps every query; whether padded query rows keep
+    key 0). Dense masks take slower paths than key padding, and some backends (SAGE_ATTN on CUDA, the
+    sparse ones) refuse them. None for any other mask; eager calls only (the check reads the mask: one
+    device synchronisation)."""
     if mask is None or mask.dtype != torch.bool or mask.dim() != 4 or mask.shape[2] == 1:
         return None
     rows = mask[:, 0]
-    keys, queries = rows.any(dim=1), rows.any(dim=2)
-    outer, every_key, every_query = torch.stack(
-        [(mask == (queries[:, :, None] & keys[:, None, :])[:, None]).all(), keys.all(), queries.all()]).tolist()
-    if not outer:
+    queries = rows[:, :, 1:].any(dim=2) if rows.shape[2] > 1 else rows.any(dim=2)
+    keys = rows.any(dim=1)
+    outer = queries[:, :, None] & keys[:, None, :]
+    first = outer.clone()
+    first[:, :, 0] = True
+    is_outer, is_first, every_key, every_query = torch.stack(
+        [(mask == outer[:, None]).all(), (mask == first[:, None]).all(), keys.all(), queries.all()]).tolist()
+    if not (is_outer or is_first):
         return None
-    return (None if every_key else keys), (None if every_query else queries)
+    first_key = bool(is_first and not is_outer)
+    return (None if every_key else keys), (None if every_query else queries), first_key
 
 
 # The routes of the SDPA-calling processors' calls in progress, innermost last (see _SdpaRouted).

@@ -390,27 +390,31 @@ def test_an_outer_product_padding_mask_runs_as_key_padding():
     keys, queries = torch.rand(2, 13) < 0.7, torch.rand(2, 11) < 0.7
     keys[:, 0] = True
     outer = (queries[:, :, None] & keys[:, None, :])[:, None]
-    got_keys, got_queries = diffattn.diffusers._outer_as_key_padding(outer)
-    assert torch.equal(got_keys, keys) and torch.equal(got_queries, queries)
+    got_keys, got_queries, first_key = diffattn.diffusers._outer_as_key_padding(outer)
+    assert torch.equal(got_keys, keys) and torch.equal(got_queries, queries) and not first_key
     every = torch.ones(2, 1, 11, 13, dtype=torch.bool)
-    assert diffattn.diffusers._outer_as_key_padding(every) == (None, None)
+    assert diffattn.diffusers._outer_as_key_padding(every) == (None, None, False)
+    refiner = outer.clone()
+    refiner[..., 0] = True  # HunyuanVideo's token refiner: padded query rows keep key 0
+    got_keys, got_queries, first_key = diffattn.diffusers._outer_as_key_padding(refiner)
+    assert torch.equal(got_keys, keys) and torch.equal(got_queries, queries) and first_key
     other = outer.clone()
     other[0, 0, int(queries[0].nonzero()[0]), 0] = False  # one kept pair dropped: not an outer product
     assert diffattn.diffusers._outer_as_key_padding(other) is None
     assert diffattn.diffusers._outer_as_key_padding(keys) is None  # already key padding
     per_head = outer.expand(2, 3, 11, 13)  # the same rows in every head, as prepare_attention_mask repeats them
-    got_keys, got_queries = diffattn.diffusers._outer_as_key_padding(per_head)
+    got_keys, got_queries, _ = diffattn.diffusers._outer_as_key_padding(per_head)
     assert torch.equal(got_keys, keys) and torch.equal(got_queries, queries)
     differing = per_head.clone()
     differing[:, 1] = True
     assert diffattn.diffusers._outer_as_key_padding(differing) is None
 
 
-@pytest.mark.parametrize("make", [small_hunyuan_video_15, small_wan])
+@pytest.mark.parametrize("make", [small_hunyuan_video_15, small_hunyuan_video, small_wan])
 def test_the_seeds_sage_attn_examples_run_through_diffusers(make):
-    """DIFFUSION_ATTENTION_BACKEND=SAGE_ATTN on HunyuanVideo-1.5 and Wan, in bf16: every call runs the
-    8-bit backend (HunyuanVideo-1.5's padding as key padding, which SAGE_ATTN takes) within 8-bit
-    error of diffusers' own attention."""
+    """DIFFUSION_ATTENTION_BACKEND=SAGE_ATTN on HunyuanVideo-1.5, HunyuanVideo and Wan, in bf16: every
+    call runs the 8-bit backend (the HunyuanVideo models' padding as key padding, which SAGE_ATTN
+    takes) within 8-bit error of diffusers' own attention."""
     model, inputs = make()
     model = model.to(DEVICE, torch.bfloat16).eval()
     inputs = {k: (v.to(DEVICE, torch.bfloat16) if v.is_floating_point() else v.to(DEVICE))
