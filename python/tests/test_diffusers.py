@@ -181,12 +181,9 @@ def routed_calls(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize(
-    "make, calls_per_forward",
-    [(small_wan, {"self": 2, "cross": 2}), (small_flux, {"joint": 1, "self": 1})],
-)
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_routed_transformer_matches_diffusers_attention(make, calls_per_forward, backend, routed_calls):
+def check_routed(make, calls_per_forward, backend, routed_calls):
+    """The model routed through `backend` makes the expected calls per role and matches diffusers' own
+    attention; removed, it is diffusers' own again and makes none."""
     model, inputs = make()
     model = model.to(DEVICE, DTYPE).eval()
     inputs = on_device(inputs)
@@ -202,6 +199,15 @@ def test_routed_transformer_matches_diffusers_attention(make, calls_per_forward,
     routed_calls.clear()
     torch.testing.assert_close(run(model, inputs), want)
     assert routed_calls == []
+
+
+@pytest.mark.parametrize(
+    "make, calls_per_forward",
+    [(small_wan, {"self": 2, "cross": 2}), (small_flux, {"joint": 1, "self": 1})],
+)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_routed_transformer_matches_diffusers_attention(make, calls_per_forward, backend, routed_calls):
+    check_routed(make, calls_per_forward, backend, routed_calls)
 
 
 def test_sparse_video_backends_get_the_latent_geometry(routed_calls):
@@ -289,20 +295,7 @@ def test_sdpa_calling_and_additive_mask_families_are_routed(make, calls_per_forw
     """SD3, CogVideoX and HunyuanVideo's refiner call torch's SDPA from their processors; LTX passes an
     additive mask. Each is routed call by call (counted per role) and matches diffusers' own attention.
     TORCH_SDPA only: these families have not run on a GPU backend yet."""
-    model, inputs = make()
-    model = model.to(DEVICE, DTYPE).eval()
-    inputs = on_device(inputs)
-    want = run(model, inputs)
-    assert routed_calls == []
-    resolutions = diffattn.diffusers.apply(model, config={"default": "TORCH_SDPA"})
-    assert set(resolutions) == set(calls_per_forward)
-    got = run(model, inputs)
-    assert {role: routed_calls.count(role) for role in set(routed_calls)} == calls_per_forward
-    assert_matches(got, want)
-    diffattn.diffusers.remove(model)
-    routed_calls.clear()
-    torch.testing.assert_close(run(model, inputs), want)
-    assert routed_calls == []
+    check_routed(make, calls_per_forward, "TORCH_SDPA", routed_calls)
 
 
 def test_outside_a_routed_processor_torch_sdpa_is_untouched():
