@@ -68,10 +68,11 @@ _LAYOUT = {
 }
 
 
-class _Geometry:
-    """The latent video of the forward in progress (frames, height, width), or None; `text` says where
-    a joint sequence's text tokens stand ("before", "after" or None: no joint sequences); `step` and
-    `num_steps` the denoising step the model's calls carry (None: none)."""
+class _ModelState:
+    """What a routed model's calls carry besides their tensors: the latent video of the forward in
+    progress (frames, height, width), or None; `text`, where a joint sequence's text tokens stand
+    ("before", "after" or None: no joint sequences); `step` and `num_steps`, the denoising step
+    (None: none). Its routes hold it as `state`, the model as `_diffattn_state`."""
 
     def __init__(self, text: str | None = None) -> None:
         self.video: tuple[int, int, int] | None = None
@@ -117,20 +118,20 @@ def _latent_sizes(layout: str, args: tuple, kwargs: dict) -> tuple[Any, Any, Any
     return (shape[1], shape[3], shape[4]) if layout == "BFCHW" else (shape[2], shape[3], shape[4])
 
 
-def _record_geometry(model: Any, geometry: _Geometry) -> Any:
+def _record_geometry(model: Any, state: _ModelState) -> Any:
     """A forward pre-hook that records the latent geometry of each forward of a video transformer."""
     patch = _patch_size(model)
     layout = _LAYOUT.get(type(model).__name__, "BCFHW")
 
     def hook(_module, args, kwargs):
-        geometry.video = None
+        state.video = None
         sizes = _latent_sizes(layout, args, kwargs)
         if patch is None or sizes is None:
             return None
         frames, height, width = sizes
         if frames % patch[0] or height % patch[1] or width % patch[2]:
             return None
-        geometry.video = (frames // patch[0], height // patch[1], width // patch[2])
+        state.video = (frames // patch[0], height // patch[1], width // patch[2])
         return None
 
     return model.register_forward_pre_hook(hook, with_kwargs=True)
@@ -192,8 +193,8 @@ def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal
             "unsupported",
         )
     mask = _mask_for_diffattn(attn_mask)
-    geometry = getattr(route, "geometry", None)
-    video = geometry.for_tokens(query.shape[1]) if geometry is not None and query.shape[1] == key.shape[1] else None
+    state = getattr(route, "state", None)
+    video = state.for_tokens(query.shape[1]) if state is not None and query.shape[1] == key.shape[1] else None
     if torch.compiler.is_compiling():
         # The step (set_step) is read by the op when it runs (torch_ops._step_of): not traced, so a
         # compiled model is not recompiled for each step.
@@ -201,10 +202,10 @@ def _route_call(route: Route, query, key, value, attn_mask, dropout_p, is_causal
             return torch_ops.call(route.key, query, key, value, mask, None, None, False, scale, bool(is_causal),
                                   video=video)
         return torch.ops.diffattn.attention(query, key, value, mask, route.key, scale, bool(is_causal))
-    step = geometry.step if geometry is not None else None
-    num_steps = geometry.num_steps if step is not None else 0
+    step = state.step if state is not None else None
+    num_steps = state.num_steps if step is not None else 0
     # Eagerly, the same call without the dispatcher's per-call cost; a padding mask given as the outer
-    # product of query and key padding runs as key padding, its padded query rows zeroed after.
+    # product of query and key padding runs as key padding, its padded query rows filled in after.
     query_keep, first_key = None, False
     outer = _outer_as_key_padding(mask)
     if outer is not None:
@@ -364,7 +365,7 @@ def apply(
         raise errors.InvalidInputError(
             f"{type(model).__name__} has no diffusers attention modules (with a processor) to route", "invalid_input"
         )
-    geometry = getattr(model, "_diffattn_geometry", None) or _Geometry(_JOINT_TEXT.get(type(model).__name__))
+    state = getattr(model, "_diffattn_state", None) or _ModelState(_JOINT_TEXT.get(type(model).__name__))
     for name, module in modules:
         role, category = role_of(module, name)
         if roles is not None and role not in roles:
@@ -373,7 +374,7 @@ def apply(
             resolutions[role] = session.resolve(role, _head_size(module), category)  # logs once per role
         processor = getattr(module, _ORIGINAL_PROCESSOR, None) or module.processor
         route = session.route(role, category)
-        route.geometry = geometry
+        route.state = state
         namespace = type(processor).__call__.__globals__
         if "dispatch_attention_fn" not in namespace and _wrap_functional(namespace):
             routed = _sdpa_routed(processor, route)
@@ -384,10 +385,10 @@ def apply(
         setattr(module, _ORIGINAL_PROCESSOR, processor)
         module.processor = routed
     model._diffattn_session = session  # the routes live as long as the model uses them
-    model._diffattn_geometry = geometry
+    model._diffattn_state = state
     if getattr(model, _GEOMETRY_HOOK, None) is None and _patch_size(model) is not None and hasattr(
             model, "register_forward_pre_hook"):
-        setattr(model, _GEOMETRY_HOOK, _record_geometry(model, geometry))
+        setattr(model, _GEOMETRY_HOOK, _record_geometry(model, state))
     return resolutions
 
 
@@ -396,14 +397,14 @@ def set_step(model: Any, step: int | None, num_steps: int = 0) -> None:
     what an attention schedule picks its profile by, and RAINFUSION_ATTN's start_step / end_step
     window reads (`num_steps`: the generation's steps, 0 if not known). None: the calls carry none
     (a scheduled session then refuses them)."""
-    geometry = getattr(model, "_diffattn_geometry", None)
-    if geometry is None:
+    state = getattr(model, "_diffattn_state", None)
+    if state is None:
         raise errors.UsageError("set_step needs a model routed by diffattn.diffusers.apply first", "invalid_input")
     if step is not None and (int(step) < 0 or int(num_steps) < 0 or (num_steps and int(step) >= int(num_steps))):
         raise errors.UsageError(f"set_step: step {step} is not a step of a {num_steps}-step generation "
                                 "(steps count from 0; num_steps 0 means not known)", "invalid_input")
-    geometry.step = None if step is None else int(step)
-    geometry.num_steps = int(num_steps) if step is not None else 0
+    state.step = None if step is None else int(step)
+    state.num_steps = int(num_steps) if step is not None else 0
 
 
 def step_callback(*models: Any) -> Any:
@@ -442,5 +443,5 @@ def remove(model: Any) -> None:
     if hook is not None:
         hook.remove()
         delattr(model, _GEOMETRY_HOOK)
-    if hasattr(model, "_diffattn_geometry"):
-        del model._diffattn_geometry
+    if hasattr(model, "_diffattn_state"):
+        del model._diffattn_state

@@ -217,7 +217,10 @@ def _address(pointer: Any) -> int | None:
 
 def _video_geometry_values(video: VideoLike) -> tuple[Any, ...]:
     """`video`'s integers (3 or 5 of them); a wrong shape is a UsageError saying what to pass."""
-    values = tuple(video) if isinstance(video, (tuple, list)) else (video,)
+    try:
+        values = tuple(video)
+    except TypeError:  # not a sequence: refused below
+        values = (video,)
     if len(values) not in (3, 5) or not all(isinstance(x, int) or hasattr(x, "__index__") for x in values):
         from .errors import UsageError
 

@@ -44,7 +44,7 @@ def _step_of(target: Any, step: Optional[int], num_steps: int) -> tuple[Optional
     """The call's step: the one given, else the step its route holds where one is set (the diffusers
     integration's set_step), read when the op runs, so a compiled graph does not specialise on it."""
     if step is None:
-        state = getattr(target, "geometry", None)
+        state = getattr(target, "state", None)
         if state is not None and getattr(state, "step", None) is not None:
             return state.step, state.num_steps
     return step, num_steps
@@ -199,20 +199,17 @@ def call(
     with a video geometry, a step, a layer index or a gate goes through attention_ex_out."""
     ops = torch.ops.diffattn
     want_lse = return_lse or lse is not None
-    if video is not None or step is not None or layer_index is not None or gate is not None:
+    extras = video is not None or step is not None or layer_index is not None or gate is not None
+    if extras or out is not None or lse is not None:
         if out is None:
             out = q.new_empty(_out_shape(q, v))
         if want_lse and lse is None:
             lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
-        ops.attention_ex_out(q, k, v, mask, gate, out, lse if want_lse else None, target, scale, causal,
-                             None if video is None else list(video), step, sigma, layer_index, num_steps)
-        return (out, lse) if want_lse else out
-    if out is not None or lse is not None:
-        if out is None:
-            out = q.new_empty(_out_shape(q, v))
-        if want_lse and lse is None:
-            lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
-        ops.attention_out(q, k, v, mask, out, lse, target, scale, causal)
+        if extras:
+            ops.attention_ex_out(q, k, v, mask, gate, out, lse, target, scale, causal,
+                                 None if video is None else list(video), step, sigma, layer_index, num_steps)
+        else:
+            ops.attention_out(q, k, v, mask, out, lse, target, scale, causal)
         return (out, lse) if want_lse else out
     if want_lse:
         return ops.attention_lse(q, k, v, mask, target, scale, causal)

@@ -354,7 +354,7 @@ def test_other_latent_layouts_and_joint_sequences_get_their_geometry(make, role,
 
 
 def test_a_joint_sequence_geometry_places_the_text():
-    geometry = diffattn.diffusers._Geometry("after")
+    geometry = diffattn.diffusers._ModelState("after")
     geometry.video = (2, 3, 4)
     assert geometry.for_tokens(24) == (2, 3, 4)
     assert geometry.for_tokens(31) == (2, 3, 4, 0, 7)
@@ -453,9 +453,9 @@ def test_the_step_callback_advances_through_a_generation_and_starts_over():
             seen.append(rel_l2(run(model, inputs), dense) > 1e-3)  # the pipeline's forward of step i
             assert callback(Pipe(), i, None, {}) == {}
     assert seen == [False, False, True] * 2
-    assert second._diffattn_geometry.step == 0 and model._diffattn_geometry.step == 0
+    assert second._diffattn_state.step == 0 and model._diffattn_state.step == 0
     callback(Pipe(), 1, None, {})
-    assert second._diffattn_geometry.step == 2 and second._diffattn_geometry.num_steps == 3
+    assert second._diffattn_state.step == 2 and second._diffattn_state.num_steps == 3
     with pytest.raises(diffattn.UsageError, match="routed transformers"):
         diffattn.diffusers.step_callback()
 
